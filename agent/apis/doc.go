@@ -6,6 +6,3 @@
 // Nothing in these packages may import client-go or any other heavy package:
 // the CLI links them and runs on every kubectl call.
 package apis
-
-//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0 object paths=./...
-//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0 crd:crdVersions=v1 paths=./authentication/... paths=./config/... output:crd:artifacts:config=../../install/crds

@@ -1,0 +1,29 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestVersionAndErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	info := BuildInfo{Version: "v9.9.9", Commit: "deadbee"}
+	if code := Execute(context.Background(), &out, &errOut, info, []string{"version", "--json"}); code != 0 {
+		t.Fatalf("code %d, stderr %q", code, errOut.String())
+	}
+	var got BuildInfo
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Version != "v9.9.9" || got.Commit != "deadbee" || got.GoVersion == "" {
+		t.Fatalf("version --json: %q (%v)", out.String(), err)
+	}
+
+	out.Reset()
+	if code := Execute(context.Background(), &out, &errOut, info, []string{"--nope"}); code == 0 {
+		t.Fatal("unknown flag must fail")
+	}
+	if !strings.Contains(errOut.String(), "unknown flag: --nope") || out.Len() != 0 {
+		t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
+	}
+}

@@ -1,0 +1,72 @@
+// Package commands assembles the `pinniped` command tree. Each command is
+// thin: it parses flags into an options struct and hands over to the package
+// that does the work.
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/pinniped-kit/pinniped/cli/version"
+)
+
+// NewRoot builds the `pinniped` command with every subcommand.
+func NewRoot(streams genericiooptions.IOStreams, info version.Info) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pinniped",
+		Short: "Log in to any Kubernetes cluster with your company identity",
+		Long: `pinniped logs you in to Kubernetes clusters with the identity you already
+have at work (any OIDC provider, or a token webhook), and sets clusters up so
+that kubectl does this for you.
+
+An administrator installs the pinniped agent into a cluster once, then hands
+out a kubeconfig made by "pinniped get kubeconfig". That kubeconfig contains
+no secrets: kubectl runs "pinniped login" to get a short-lived credential,
+which is cached in your OS keyring until it expires.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without this, a bare `pinniped` would succeed silently.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
+	})
+	root.AddCommand(version.NewCommand("pinniped", info))
+	return root
+}
+
+// Execute runs the command line and returns the process exit code. Errors are
+// printed once, to stderr, without a stack trace.
+func Execute(ctx context.Context, streams genericiooptions.IOStreams, info version.Info, args []string) (code int) {
+	defer func() {
+		// A panic is a bug; say so plainly instead of dumping goroutines on a
+		// user whose kubectl just called us. PINNIPED_DEBUG re-panics for the trace.
+		if r := recover(); r != nil {
+			if os.Getenv("PINNIPED_DEBUG") != "" {
+				panic(r)
+			}
+			fmt.Fprintf(streams.ErrOut, "Error: internal error in pinniped %s: %v\nThis is a bug; please report it (set PINNIPED_DEBUG=1 for details).\n", info.Version, r)
+			code = 2
+		}
+	}()
+	root := NewRoot(streams, info)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(streams.ErrOut, "Error: interrupted")
+		return 130
+	}
+	fmt.Fprintf(streams.ErrOut, "Error: %v\n", err)
+	return 1
+}

@@ -1,0 +1,100 @@
+// Package version implements `pinniped version`: what build is running.
+package version
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// Info describes a build. The main package fills it from -ldflags -X values
+// set by the Makefile and goreleaser.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"buildDate,omitempty"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Complete fills in what only the running binary knows.
+func (i Info) Complete() Info {
+	if i.Version == "" {
+		i.Version = "dev"
+	}
+	if i.Commit == "" {
+		i.Commit = "unknown"
+	}
+	i.GoVersion = runtime.Version()
+	i.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	return i
+}
+
+// String is the one-line human form.
+func (i Info) String() string {
+	s := fmt.Sprintf("%s (commit %s", i.Version, i.Commit)
+	if i.BuildDate != "" {
+		s += ", built " + i.BuildDate
+	}
+	return s + fmt.Sprintf(", %s, %s)", i.GoVersion, i.Platform)
+}
+
+// Options are the inputs of the version command.
+type Options struct {
+	Output string
+	Info   Info
+	Out    io.Writer
+}
+
+// Validate rejects output formats we cannot print.
+func (o *Options) Validate() error {
+	switch o.Output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o unset for one line", o.Output)
+}
+
+// Run prints the build information.
+func (o *Options) Run() error {
+	switch o.Output {
+	case "json":
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(o.Info)
+	case "yaml":
+		b, err := yaml.Marshal(o.Info)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
+	_, err := fmt.Fprintf(o.Out, "%s\n", o.Info)
+	return err
+}
+
+// NewCommand returns `version` for a binary called name.
+func NewCommand(name string, info Info) *cobra.Command {
+	o := &Options{Info: info.Complete()}
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version of this " + name + " binary",
+		Example: fmt.Sprintf(`  %[1]s version
+  %[1]s version -o json`, name),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = cmd.OutOrStdout()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "output format: json or yaml (default: one line of text)")
+	return cmd
+}

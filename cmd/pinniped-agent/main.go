@@ -1,0 +1,26 @@
+// Command pinniped-agent is the in-cluster agent.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pinniped-kit/pinniped/agent/command"
+)
+
+// Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
+var (
+	version = "dev"
+	commit  = ""
+	date    = ""
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	info := command.BuildInfo{Version: version, Commit: commit, BuildDate: date}
+	code := command.Execute(ctx, os.Stdout, os.Stderr, info, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
