@@ -1,0 +1,300 @@
+// Package exchange serves the agent's aggregated API: discovery, the
+// TokenCredentialRequest exchange and WhoAmIRequest. It is plain net/http;
+// the caller (the kube-apiserver front proxy) is authenticated by middleware
+// before requests reach it.
+package exchange
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+)
+
+const (
+	// MaxBodyBytes bounds a request body; real requests are a few KiB.
+	MaxBodyBytes = 1 << 20
+	// MaxTokenBytes bounds a token. Larger ones are refused unverified, so
+	// an attacker cannot make the agent parse megabytes of JSON.
+	MaxTokenBytes = 64 << 10
+	// FailedMessage is all a caller learns about a failed exchange.
+	FailedMessage = "authentication failed"
+	// exchangeTimeout bounds one exchange, including webhook calls.
+	exchangeTimeout = 30 * time.Second
+)
+
+// TokenAuthenticator validates a token with a named authenticator.
+type TokenAuthenticator interface {
+	AuthenticateToken(ctx context.Context, k tokenauth.Key, token string) (*authenticator.Response, error)
+}
+
+// Result is what one exchange did, for metrics and the audit log.
+type Result struct {
+	Success       bool
+	Authenticator string
+	// TokenHash is a truncated SHA-256 of the token: enough to correlate
+	// log lines about the same token, useless for replay.
+	TokenHash string
+	Username  string
+	Groups    []string
+	Reason    string // why it failed; never sent to the caller
+	Duration  time.Duration
+}
+
+// Handler serves the aggregated API.
+type Handler struct {
+	Authenticators TokenAuthenticator
+	Issuer         issuer.Issuer
+	Log            *slog.Logger
+	Now            func() time.Time
+	// Observe, if set, is called after every exchange (metrics, audit).
+	Observe func(Result)
+}
+
+// ServeHTTP routes by path. Only the exact paths of our two group versions
+// exist; everything else is a Kubernetes NotFound.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/apis":
+		h.get(w, r, groupList)
+	case "/apis/" + loginv1alpha1.GroupName:
+		h.get(w, r, loginGroup)
+	case "/apis/" + identityv1alpha1.GroupName:
+		h.get(w, r, identityGroup)
+	case "/apis/" + loginv1alpha1.SchemeGroupVersion.String():
+		h.get(w, r, loginResources)
+	case "/apis/" + identityv1alpha1.SchemeGroupVersion.String():
+		h.get(w, r, identityResources)
+	case "/apis/" + loginv1alpha1.SchemeGroupVersion.String() + "/tokencredentialrequests":
+		h.collection(w, r, "TokenCredentialRequest", h.createTokenCredentialRequest,
+			&loginv1alpha1.TokenCredentialRequestList{TypeMeta: metav1.TypeMeta{Kind: "TokenCredentialRequestList", APIVersion: loginv1alpha1.SchemeGroupVersion.String()}, Items: []loginv1alpha1.TokenCredentialRequest{}})
+	case "/apis/" + identityv1alpha1.SchemeGroupVersion.String() + "/whoamirequests":
+		h.collection(w, r, "WhoAmIRequest", h.createWhoAmIRequest,
+			&identityv1alpha1.WhoAmIRequestList{TypeMeta: metav1.TypeMeta{Kind: "WhoAmIRequestList", APIVersion: identityv1alpha1.SchemeGroupVersion.String()}, Items: []identityv1alpha1.WhoAmIRequest{}})
+	default:
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path))
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, doc any) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, r)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+func (h *Handler) collection(w http.ResponseWriter, r *http.Request, kind string, create http.HandlerFunc, emptyList any) {
+	switch r.Method {
+	case http.MethodPost:
+		if r.URL.Query().Has("dryRun") {
+			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, kind+" does not support dryRun")
+			return
+		}
+		create(w, r)
+	case http.MethodGet:
+		// Nothing is stored, so a list is always empty; it exists so that
+		// `kubectl get` and discovery-driven tools do not error.
+		writeJSON(w, http.StatusOK, emptyList)
+	default:
+		methodNotAllowed(w, r)
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("%s is not supported here", r.Method))
+}
+
+// decode reads a JSON body into obj, answering the error itself when it fails.
+func decode(w http.ResponseWriter, r *http.Request, kind, apiVersion string, obj any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			writeStatus(w, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				fmt.Sprintf("content type %q is not supported; send application/json", ct))
+			return false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeStatus(w, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, "request body is too large")
+			return false
+		}
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "could not read the request body")
+		return false
+	}
+	if err := json.Unmarshal(body, obj); err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "request body is not a valid "+kind+" in JSON")
+		return false
+	}
+	var tm metav1.TypeMeta
+	_ = json.Unmarshal(body, &tm)
+	if (tm.Kind != "" && tm.Kind != kind) || (tm.APIVersion != "" && tm.APIVersion != apiVersion) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("expected %s %s, got %s %s", apiVersion, kind, tm.APIVersion, tm.Kind))
+		return false
+	}
+	return true
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Request) {
+	start := h.now()
+	var req loginv1alpha1.TokenCredentialRequest
+	if !decode(w, r, "TokenCredentialRequest", loginv1alpha1.SchemeGroupVersion.String(), &req) {
+		return
+	}
+	if req.Namespace != "" {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "TokenCredentialRequest is cluster-scoped; remove metadata.namespace")
+		return
+	}
+	if req.Spec.Token == "" {
+		writeInvalid(w, "TokenCredentialRequest", "spec.token", "a token is required")
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), exchangeTimeout)
+	defer cancel()
+	res := h.exchange(ctx, &req.Spec)
+	res.Duration = h.now().Sub(start)
+	if h.Observe != nil {
+		h.Observe(res.Result)
+	}
+
+	// The response never echoes the token back.
+	out := &loginv1alpha1.TokenCredentialRequest{
+		TypeMeta:   metav1.TypeMeta{Kind: "TokenCredentialRequest", APIVersion: loginv1alpha1.SchemeGroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(start.UTC())},
+	}
+	if res.credential != nil {
+		out.Status.Credential = res.credential
+	} else {
+		msg := FailedMessage
+		out.Status.Message = &msg
+	}
+	// 201 even on failure, as upstream: clients read status.message.
+	writeJSON(w, http.StatusCreated, out)
+}
+
+type exchangeResult struct {
+	Result
+	credential *loginv1alpha1.ClusterCredential
+}
+
+func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredentialRequestSpec) exchangeResult {
+	ref := spec.Authenticator
+	key := tokenauth.Key{Kind: ref.Kind, Name: ref.Name}
+	res := exchangeResult{Result: Result{Authenticator: key.String(), TokenHash: hashToken(spec.Token)}}
+	fail := func(reason string) exchangeResult {
+		res.Reason = reason
+		h.log().Info("token exchange failed", "authenticator", res.Authenticator, "tokenSHA256", res.TokenHash, "reason", reason)
+		return res
+	}
+
+	switch {
+	case len(spec.Token) > MaxTokenBytes:
+		return fail(fmt.Sprintf("token of %d bytes exceeds the %d byte limit", len(spec.Token), MaxTokenBytes))
+	case ref.APIGroup == nil || *ref.APIGroup != authv1alpha1.GroupName:
+		return fail("spec.authenticator.apiGroup must be " + authv1alpha1.GroupName)
+	case ref.Kind != "JWTAuthenticator" && ref.Kind != "WebhookAuthenticator":
+		return fail("spec.authenticator.kind must be JWTAuthenticator or WebhookAuthenticator")
+	}
+
+	resp, err := h.Authenticators.AuthenticateToken(ctx, key, spec.Token)
+	if err != nil {
+		return fail(err.Error())
+	}
+	u := resp.User
+	if reason := checkUser(u); reason != "" {
+		return fail(reason)
+	}
+	res.Username, res.Groups = u.GetName(), u.GetGroups()
+	cred, err := h.Issuer.Issue(ctx, u)
+	if err != nil {
+		return fail("issue credential: " + err.Error())
+	}
+	res.Success = true
+	res.credential = cred
+	return res
+}
+
+// checkUser refuses identities a client certificate cannot faithfully carry.
+func checkUser(u user.Info) string {
+	switch {
+	case u == nil || u.GetName() == "":
+		return "authenticator returned an empty username"
+	case u.GetUID() != "":
+		// A certificate has no place for a UID; dropping it silently would
+		// change who the user is.
+		return "authenticator returned a UID, which client certificates cannot carry"
+	}
+	for k := range u.GetExtra() {
+		if k != "authentication.kubernetes.io/credential-id" {
+			return fmt.Sprintf("authenticator returned extra %q, which client certificates cannot carry", k)
+		}
+	}
+	return ""
+}
+
+func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
+	var req identityv1alpha1.WhoAmIRequest
+	if !decode(w, r, "WhoAmIRequest", identityv1alpha1.SchemeGroupVersion.String(), &req) {
+		return
+	}
+	u, ok := request.UserFrom(r.Context())
+	if !ok {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "no user identity on the request")
+		return
+	}
+	info := identityv1alpha1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+	if extra := u.GetExtra(); len(extra) > 0 {
+		info.Extra = make(map[string]identityv1alpha1.ExtraValue, len(extra))
+		for k, v := range extra {
+			info.Extra[k] = v
+		}
+	}
+	out := &identityv1alpha1.WhoAmIRequest{
+		TypeMeta:   metav1.TypeMeta{Kind: "WhoAmIRequest", APIVersion: identityv1alpha1.SchemeGroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(h.now().UTC())},
+		Status:     identityv1alpha1.WhoAmIRequestStatus{KubernetesUserInfo: identityv1alpha1.KubernetesUserInfo{User: info}},
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:8])
+}

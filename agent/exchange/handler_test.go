@@ -1,0 +1,290 @@
+package exchange_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+)
+
+var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	handler *exchange.Handler
+	iss     *jwttest.Issuer
+	ca      *certauthority.CA
+	reg     *tokenauth.Registry
+
+	mu      sync.Mutex
+	results []exchange.Result
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{iss: jwttest.New(t), reg: tokenauth.NewRegistry()}
+	a, err := jwt.New(context.Background(), jwt.Config{Issuer: f.iss.URL, Audience: "cluster-a", CABundle: f.iss.CABundle, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reg.Set(tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"}, a)
+	f.ca, err = certauthority.New("test", time.Hour, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.handler = &exchange.Handler{
+		Authenticators: f.reg,
+		Issuer:         &issuer.CA{CA: f.ca},
+		Now:            func() time.Time { return now },
+		Log:            slog.New(slog.DiscardHandler),
+		Observe: func(r exchange.Result) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.results = append(f.results, r)
+		},
+	}
+	return f
+}
+
+func (f *fixture) token(t testing.TB, extra map[string]any) string {
+	c := map[string]any{"iss": f.iss.URL, "aud": "cluster-a", "sub": "s", "exp": now.Add(time.Hour).Unix(),
+		"username": "alice", "groups": []string{"devs"}}
+	for k, v := range extra {
+		c[k] = v
+	}
+	return f.iss.Sign(t, c)
+}
+
+func tcrBody(token, kind, name string) string {
+	b, _ := json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": kind, "name": name}},
+	})
+	return string(b)
+}
+
+const tcrPath = "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
+
+func do(t *testing.T, h http.Handler, method, path, body string) (*http.Response, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	resp := rec.Result()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func TestExchangeSuccess(t *testing.T) {
+	f := newFixture(t)
+	token := f.token(t, nil)
+	resp, body := do(t, f.handler, http.MethodPost, tcrPath, tcrBody(token, "JWTAuthenticator", "dex"))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if bytes.Contains(body, []byte(token)) {
+		t.Fatal("response echoes the token")
+	}
+	var out loginv1alpha1.TokenCredentialRequest
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	cred := out.Status.Credential
+	if cred == nil || out.Status.Message != nil {
+		t.Fatalf("no credential: %s", body)
+	}
+	block, _ := pem.Decode([]byte(cred.ClientCertificateData))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Subject.CommonName != "alice" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != "devs" {
+		t.Fatalf("subject %v", cert.Subject)
+	}
+	if !cred.ExpirationTimestamp.Time.Equal(now.Add(issuer.DefaultTTL)) {
+		t.Fatalf("expiry %v", cred.ExpirationTimestamp)
+	}
+	if len(f.results) != 1 || !f.results[0].Success || f.results[0].Username != "alice" || f.results[0].TokenHash == "" {
+		t.Fatalf("observed %+v", f.results)
+	}
+}
+
+func TestExchangeFailuresSayOnlyAuthenticationFailed(t *testing.T) {
+	f := newFixture(t)
+	cases := map[string]string{
+		"expired":               tcrBody(f.token(t, map[string]any{"exp": now.Add(-time.Hour).Unix()}), "JWTAuthenticator", "dex"),
+		"wrong audience":        tcrBody(f.token(t, map[string]any{"aud": "other"}), "JWTAuthenticator", "dex"),
+		"wrong issuer":          tcrBody(f.token(t, map[string]any{"iss": "https://elsewhere"}), "JWTAuthenticator", "dex"),
+		"garbage":               tcrBody("garbage", "JWTAuthenticator", "dex"),
+		"oversized":             tcrBody(strings.Repeat("a", exchange.MaxTokenBytes+1), "JWTAuthenticator", "dex"),
+		"unknown authenticator": tcrBody(f.token(t, nil), "JWTAuthenticator", "nope"),
+		"wrong kind":            tcrBody(f.token(t, nil), "Secret", "dex"),
+		"wrong api group":       strings.Replace(tcrBody(f.token(t, nil), "JWTAuthenticator", "dex"), "authentication.concierge", "evil.concierge", 1),
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp, out := do(t, f.handler, http.MethodPost, tcrPath, body)
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			var tcr loginv1alpha1.TokenCredentialRequest
+			if err := json.Unmarshal(out, &tcr); err != nil {
+				t.Fatal(err)
+			}
+			if tcr.Status.Credential != nil || tcr.Status.Message == nil || *tcr.Status.Message != exchange.FailedMessage {
+				t.Fatalf("want only %q, got %s", exchange.FailedMessage, out)
+			}
+		})
+	}
+	for _, r := range f.results {
+		if r.Success || r.Reason == "" {
+			t.Errorf("result %+v should record why it failed", r)
+		}
+	}
+}
+
+func TestDeletedAuthenticatorStopsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	body := tcrBody(f.token(t, nil), "JWTAuthenticator", "dex")
+	if _, out := do(t, f.handler, http.MethodPost, tcrPath, body); !bytes.Contains(out, []byte("clientCertificateData")) {
+		t.Fatalf("first exchange failed: %s", out)
+	}
+	f.reg.Delete(tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"})
+	if _, out := do(t, f.handler, http.MethodPost, tcrPath, body); !bytes.Contains(out, []byte(exchange.FailedMessage)) {
+		t.Fatalf("exchange after delete: %s", out)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name, method, path, body, contentType string
+		want                                  int
+	}{
+		{"no token", http.MethodPost, tcrPath, tcrBody("", "JWTAuthenticator", "dex"), "application/json", 422},
+		{"not json", http.MethodPost, tcrPath, "{", "application/json", 400},
+		{"wrong kind", http.MethodPost, tcrPath, `{"kind":"Pod","apiVersion":"v1"}`, "application/json", 400},
+		{"namespaced", http.MethodPost, tcrPath, `{"metadata":{"namespace":"x"},"spec":{"token":"t"}}`, "application/json", 400},
+		{"protobuf", http.MethodPost, tcrPath, "x", "application/vnd.kubernetes.protobuf", 415},
+		{"too large", http.MethodPost, tcrPath, strings.Repeat(" ", exchange.MaxBodyBytes+1), "application/json", 413},
+		{"dry run", http.MethodPost, tcrPath + "?dryRun=All", tcrBody("t", "JWTAuthenticator", "dex"), "application/json", 400},
+		{"delete", http.MethodDelete, tcrPath, "", "", 405},
+		{"unknown path", http.MethodGet, "/apis/login.concierge.pinniped.dev/v1alpha1/secrets", "", "", 404},
+		{"namespaced path", http.MethodPost, "/apis/login.concierge.pinniped.dev/v1alpha1/namespaces/x/tokencredentialrequests", "{}", "application/json", 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			rec := httptest.NewRecorder()
+			f.handler.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			var st struct{ Kind, Status string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.Kind != "Status" || st.Status != "Failure" {
+				t.Fatalf("not a Kubernetes Status: %s", rec.Body)
+			}
+		})
+	}
+}
+
+func TestDiscoveryAndList(t *testing.T) {
+	f := newFixture(t)
+	for path, want := range map[string]string{
+		"/apis": `"name":"login.concierge.pinniped.dev"`,
+		"/apis/login.concierge.pinniped.dev":             `"preferredVersion"`,
+		"/apis/login.concierge.pinniped.dev/v1alpha1":    `"name":"tokencredentialrequests"`,
+		"/apis/identity.concierge.pinniped.dev/v1alpha1": `"name":"whoamirequests"`,
+		tcrPath: `"kind":"TokenCredentialRequestList","apiVersion":"login.concierge.pinniped.dev/v1alpha1","metadata":{},"items":[]`,
+	} {
+		resp, body := do(t, f.handler, http.MethodGet, path, "")
+		if resp.StatusCode != 200 || !bytes.Contains(body, []byte(want)) {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestWhoAmI(t *testing.T) {
+	f := newFixture(t)
+	req := httptest.NewRequest(http.MethodPost, "/apis/identity.concierge.pinniped.dev/v1alpha1/whoamirequests",
+		strings.NewReader(`{"apiVersion":"identity.concierge.pinniped.dev/v1alpha1","kind":"WhoAmIRequest"}`))
+	req = req.WithContext(request.WithUser(req.Context(), &user.DefaultInfo{
+		Name: "bob", Groups: []string{"g1", "system:authenticated"}, Extra: map[string][]string{"k": {"v"}},
+	}))
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	var out identityv1alpha1.WhoAmIRequest
+	if rec.Code != 201 || json.Unmarshal(rec.Body.Bytes(), &out) != nil {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	u := out.Status.KubernetesUserInfo.User
+	if u.Username != "bob" || len(u.Groups) != 2 || u.Extra["k"][0] != "v" {
+		t.Fatalf("user %+v", u)
+	}
+}
+
+func FuzzDecodeTokenCredentialRequest(f *testing.F) {
+	fx := newFixture(f)
+	f.Add(tcrBody("t", "JWTAuthenticator", "dex"))
+	f.Add(`{"spec":{"token":"x","authenticator":{"apiGroup":null}}}`)
+	f.Add(`{"kind":1}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest(http.MethodPost, tcrPath, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		fx.handler.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 201:
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("invalid JSON response: %s", rec.Body)
+			}
+		case 400, 413, 415, 422:
+		default:
+			t.Fatalf("unexpected status %d for %q", rec.Code, body)
+		}
+	})
+}
+
+func BenchmarkExchange(b *testing.B) {
+	f := newFixture(b)
+	body := tcrBody(f.token(b, nil), "JWTAuthenticator", "dex")
+	f.handler.Observe = nil
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest(http.MethodPost, tcrPath, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			f.handler.ServeHTTP(rec, req)
+			if rec.Code != 201 || !bytes.Contains(rec.Body.Bytes(), []byte("clientCertificateData")) {
+				b.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+		}
+	})
+}

@@ -1,0 +1,215 @@
+// Package jwt validates OIDC ID tokens (JWTs) from one issuer, as configured
+// by a JWTAuthenticator, using github.com/coreos/go-oidc/v3.
+package jwt
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+)
+
+// Leeway tolerates a small clock difference between the issuer and the
+// agent, so a token is not refused in its last seconds of validity.
+const Leeway = 10 * time.Second
+
+// Config is everything needed to validate tokens from one issuer.
+type Config struct {
+	Issuer        string
+	Audience      string
+	UsernameClaim string // default "username"
+	GroupsClaim   string // default "groups"
+	// CABundle is PEM; empty means the system roots.
+	CABundle []byte
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Authenticator implements k8s.io/apiserver's authenticator.Token.
+type Authenticator struct {
+	verifier      *oidc.IDTokenVerifier
+	usernameClaim string
+	groupsClaim   string
+}
+
+var _ authenticator.Token = (*Authenticator)(nil)
+
+// ErrInsecureIssuer is returned for issuers that are not https URLs.
+var ErrInsecureIssuer = errors.New("issuer must be an https URL")
+
+// HTTPClient builds the client used for discovery and JWKS fetches: the
+// given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
+// stall reconciliation.
+func HTTPClient(caBundle []byte) (*http.Client, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(caBundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			return nil, errors.New("CA bundle contains no PEM certificates")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	return &http.Client{
+		Timeout: 15 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     tlsConfig,
+			TLSHandshakeTimeout: 5 * time.Second,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConnsPerHost: 2,
+		},
+	}, nil
+}
+
+// ValidateIssuer checks the issuer URL without contacting it.
+func ValidateIssuer(issuer string) error {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return fmt.Errorf("issuer %q is not a URL: %w", issuer, err)
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("issuer %q: %w", issuer, ErrInsecureIssuer)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("issuer %q must not have a query, fragment or user info", issuer)
+	}
+	return nil
+}
+
+// New performs OIDC discovery against the issuer and returns an
+// authenticator. The issuer's keys are fetched lazily and refetched when a
+// token names an unknown key id (go-oidc's RemoteKeySet does this).
+func New(ctx context.Context, cfg Config) (*Authenticator, error) {
+	if err := ValidateIssuer(cfg.Issuer); err != nil {
+		return nil, err
+	}
+	if cfg.Audience == "" {
+		return nil, errors.New("audience must not be empty")
+	}
+	client, err := HTTPClient(cfg.CABundle)
+	if err != nil {
+		return nil, err
+	}
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, client), cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC discovery at %s: %w", cfg.Issuer, err)
+	}
+	// The key set must outlive ctx (it refreshes keys later), so it gets its
+	// own background context carrying only the HTTP client.
+	keySetCtx := oidc.ClientContext(context.Background(), client)
+	var claims struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&claims); err != nil || claims.JWKSURI == "" {
+		return nil, fmt.Errorf("discovery document of %s has no jwks_uri", cfg.Issuer)
+	}
+	if u, err := url.Parse(claims.JWKSURI); err != nil || u.Scheme != "https" {
+		return nil, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, cfg.Issuer)
+	}
+	keySet := oidc.NewRemoteKeySet(keySetCtx, claims.JWKSURI)
+	return NewWithKeySet(cfg, keySet), nil
+}
+
+// NewWithKeySet skips discovery; tests and callers that already know the
+// keys use it.
+func NewWithKeySet(cfg Config, keySet oidc.KeySet) *Authenticator {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	a := &Authenticator{
+		usernameClaim: cfg.UsernameClaim,
+		groupsClaim:   cfg.GroupsClaim,
+	}
+	if a.usernameClaim == "" {
+		a.usernameClaim = "username"
+	}
+	if a.groupsClaim == "" {
+		a.groupsClaim = "groups"
+	}
+	a.verifier = oidc.NewVerifier(cfg.Issuer, keySet, &oidc.Config{
+		ClientID: cfg.Audience,
+		// Asymmetric algorithms only: with HS256 anyone holding the client
+		// secret could mint tokens.
+		SupportedSigningAlgs: []string{
+			oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
+			oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
+		},
+		Now: func() time.Time { return now().Add(-Leeway) },
+	})
+	return a
+}
+
+// AuthenticateToken verifies signature, issuer, audience and expiry, then
+// maps claims to a Kubernetes user.
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	idToken, err := a.verifier.Verify(ctx, token)
+	if err != nil {
+		return nil, false, fmt.Errorf("verify token: %w", err)
+	}
+	var claims map[string]json.RawMessage
+	if err := idToken.Claims(&claims); err != nil {
+		return nil, false, fmt.Errorf("decode claims: %w", err)
+	}
+	username, err := a.username(claims)
+	if err != nil {
+		return nil, false, err
+	}
+	groups, err := stringOrList(claims[a.groupsClaim])
+	if err != nil {
+		return nil, false, fmt.Errorf("claim %q: %w", a.groupsClaim, err)
+	}
+	return &authenticator.Response{
+		Audiences: authenticator.Audiences(idToken.Audience),
+		User:      &user.DefaultInfo{Name: username, Groups: groups},
+	}, true, nil
+}
+
+func (a *Authenticator) username(claims map[string]json.RawMessage) (string, error) {
+	raw, ok := claims[a.usernameClaim]
+	if !ok {
+		return "", fmt.Errorf("token has no %q claim to use as the username", a.usernameClaim)
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil || name == "" {
+		return "", fmt.Errorf("claim %q must be a non-empty string", a.usernameClaim)
+	}
+	// An unverified email address is anyone's to claim; kube-apiserver's own
+	// OIDC authenticator refuses it for the same reason.
+	if a.usernameClaim == "email" {
+		if v, ok := claims["email_verified"]; ok {
+			var verified bool
+			if err := json.Unmarshal(v, &verified); err != nil || !verified {
+				return "", errors.New("email is used as the username but email_verified is not true")
+			}
+		}
+	}
+	return name, nil
+}
+
+// stringOrList accepts a claim that is absent, a string, or a list of strings.
+func stringOrList(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errors.New("must be a string or a list of strings")
+	}
+	return many, nil
+}

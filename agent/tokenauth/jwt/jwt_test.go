@@ -1,0 +1,176 @@
+package jwt_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+)
+
+var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func newAuth(t *testing.T, iss *jwttest.Issuer, mutate func(*jwt.Config)) *jwt.Authenticator {
+	t.Helper()
+	cfg := jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle, Now: func() time.Time { return now }}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	a, err := jwt.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func claims(iss *jwttest.Issuer, extra map[string]any) map[string]any {
+	c := map[string]any{
+		"iss": iss.URL, "aud": "cluster-a", "sub": "u1",
+		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
+		"username": "alice", "groups": []string{"devs", "ops"},
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(c, k)
+			continue
+		}
+		c[k] = v
+	}
+	return c
+}
+
+func TestValidToken(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, nil)
+	resp, ok, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil)))
+	if err != nil || !ok {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	if resp.User.GetName() != "alice" || !slices.Equal(resp.User.GetGroups(), []string{"devs", "ops"}) {
+		t.Fatalf("user %+v", resp.User)
+	}
+}
+
+func TestClaimMappings(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, func(c *jwt.Config) { c.UsernameClaim, c.GroupsClaim = "email", "roles" })
+
+	resp, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{
+		"email": "a@example.com", "email_verified": true, "roles": "admin",
+	})))
+	if err != nil || resp.User.GetName() != "a@example.com" || !slices.Equal(resp.User.GetGroups(), []string{"admin"}) {
+		t.Fatalf("string groups: %+v %v", resp, err)
+	}
+
+	_, _, err = a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{
+		"email": "a@example.com", "email_verified": false,
+	})))
+	if err == nil || !strings.Contains(err.Error(), "email_verified") {
+		t.Fatalf("unverified email must be refused, got %v", err)
+	}
+
+	_, _, err = a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{
+		"email": "a@example.com", "roles": map[string]any{"x": 1},
+	})))
+	if err == nil {
+		t.Fatal("groups claim of the wrong type must be refused")
+	}
+}
+
+func TestRejections(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, nil)
+	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cases := map[string]string{
+		"expired":        iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-time.Minute).Unix()})),
+		"wrong audience": iss.Sign(t, claims(iss, map[string]any{"aud": "cluster-b"})),
+		"wrong issuer":   iss.Sign(t, claims(iss, map[string]any{"iss": "https://evil.example.com"})),
+		"no username":    iss.Sign(t, claims(iss, map[string]any{"username": nil})),
+		"empty username": iss.Sign(t, claims(iss, map[string]any{"username": ""})),
+		"unknown key":    jwttest.SignWith(t, stranger, "key-1", claims(iss, nil)),
+		"garbage":        "not.a.jwt",
+		"empty":          "",
+		"unsigned":       "eyJhbGciOiJub25lIn0." + strings.Repeat("e30", 1) + ".",
+	}
+	for name, token := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp, ok, err := a.AuthenticateToken(context.Background(), token)
+			if err == nil || ok || resp != nil {
+				t.Fatalf("token accepted: ok=%v resp=%+v", ok, resp)
+			}
+		})
+	}
+}
+
+func TestLeewayForClockSkew(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, nil)
+	token := iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway / 2).Unix()}))
+	if _, _, err := a.AuthenticateToken(context.Background(), token); err != nil {
+		t.Fatalf("a token expired %v ago is within the leeway: %v", jwt.Leeway/2, err)
+	}
+}
+
+// TestKeyRotation checks that keys are cached, and refetched when a token
+// names a key id the agent has not seen.
+func TestKeyRotation(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, nil)
+	for range 3 {
+		if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := iss.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("keys fetched %d times for 3 tokens, want 1 (cached)", n)
+	}
+	iss.Rotate(t)
+	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
+		t.Fatalf("token signed with a rotated key: %v", err)
+	}
+	if n := iss.JWKSFetches.Load(); n != 2 {
+		t.Fatalf("keys fetched %d times, want a refetch after rotation", n)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	iss := jwttest.New(t)
+	ctx := context.Background()
+	if _, err := jwt.New(ctx, jwt.Config{Issuer: "http://" + strings.TrimPrefix(iss.URL, "https://"), Audience: "a"}); !errors.Is(err, jwt.ErrInsecureIssuer) {
+		t.Errorf("http issuer: %v", err)
+	}
+	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, Audience: "a"}); err == nil || !strings.Contains(err.Error(), "discovery") {
+		t.Errorf("untrusted CA should fail discovery: %v", err)
+	}
+	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, Audience: "a", CABundle: []byte("nope")}); err == nil {
+		t.Errorf("bad CA bundle accepted")
+	}
+	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL + "/other", Audience: "a", CABundle: iss.CABundle}); err == nil {
+		t.Errorf("issuer mismatch in discovery accepted")
+	}
+	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, CABundle: iss.CABundle}); err == nil {
+		t.Errorf("empty audience accepted")
+	}
+}
+
+func BenchmarkAuthenticateToken(b *testing.B) {
+	iss := jwttest.New(b)
+	a, err := jwt.New(context.Background(), jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle, Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	token := iss.Sign(b, claims(iss, nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := a.AuthenticateToken(context.Background(), token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package jwttest is a minimal in-process OIDC issuer for unit tests: an
+// https discovery document and JWKS, and a signer for tokens. End-to-end
+// tests use the real Dex instead.
+package jwttest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Issuer serves discovery and keys over TLS and signs tokens.
+type Issuer struct {
+	URL      string
+	CABundle []byte
+	// JWKSFetches counts key-set requests, to observe caching.
+	JWKSFetches atomic.Int64
+
+	mu   sync.Mutex
+	keys []jose.JSONWebKey // public keys served; the last is the signing key
+	sign *ecdsa.PrivateKey
+	kid  string
+}
+
+// New starts an issuer that is shut down when the test ends.
+func New(t testing.TB) *Issuer {
+	t.Helper()
+	iss := &Issuer{}
+	iss.Rotate(t)
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer":                                iss.URL,
+			"jwks_uri":                              iss.URL + "/keys",
+			"authorization_endpoint":                iss.URL + "/auth",
+			"token_endpoint":                        iss.URL + "/token",
+			"id_token_signing_alg_values_supported": []string{"ES256"},
+		})
+	})
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
+		iss.JWKSFetches.Add(1)
+		iss.mu.Lock()
+		set := jose.JSONWebKeySet{Keys: append([]jose.JSONWebKey(nil), iss.keys...)}
+		iss.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(set)
+	})
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	iss.URL = srv.URL
+	iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return iss
+}
+
+// Rotate adds a new signing key; later tokens carry its new key id.
+func (i *Issuer) Rotate(t testing.TB) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.kid = fmt.Sprintf("key-%d", len(i.keys)+1)
+	i.sign = key
+	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: i.kid, Algorithm: "ES256", Use: "sig"})
+}
+
+// Sign returns a compact JWT with the given claims, signed by the current key.
+// It does not add iss/aud/exp: tests choose them.
+func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
+	t.Helper()
+	i.mu.Lock()
+	key, kid := i.sign, i.kid
+	i.mu.Unlock()
+	return SignWith(t, key, kid, claims)
+}
+
+// SignWith signs with any key, e.g. one the issuer never published.
+func SignWith(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sig.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
