@@ -216,8 +216,8 @@ func TestBadRequests(t *testing.T) {
 func TestDiscoveryAndList(t *testing.T) {
 	f := newFixture(t)
 	for path, want := range map[string]string{
-		"/apis": `"name":"login.concierge.pinniped.dev"`,
-		"/apis/login.concierge.pinniped.dev":             `"preferredVersion"`,
+		"/apis":                              `"name":"login.concierge.pinniped.dev"`,
+		"/apis/login.concierge.pinniped.dev": `"preferredVersion"`,
 		"/apis/login.concierge.pinniped.dev/v1alpha1":    `"name":"tokencredentialrequests"`,
 		"/apis/identity.concierge.pinniped.dev/v1alpha1": `"name":"whoamirequests"`,
 		tcrPath: `"kind":"TokenCredentialRequestList","apiVersion":"login.concierge.pinniped.dev/v1alpha1","metadata":{},"items":[]`,
