@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -86,23 +85,21 @@ func tcrBody(token, kind, name string) string {
 
 const tcrPath = "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
 
-func do(t *testing.T, h http.Handler, method, path, body string) (*http.Response, []byte) {
+func do(t *testing.T, h http.Handler, method, path, body string) (code int, respBody []byte) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	resp := rec.Result()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return rec.Code, rec.Body.Bytes()
 }
 
 func TestExchangeSuccess(t *testing.T) {
 	f := newFixture(t)
 	token := f.token(t, nil)
-	resp, body := do(t, f.handler, http.MethodPost, tcrPath, tcrBody(token, "JWTAuthenticator", "dex"))
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	code, body := do(t, f.handler, http.MethodPost, tcrPath, tcrBody(token, "JWTAuthenticator", "dex"))
+	if code != http.StatusCreated {
+		t.Fatalf("status %d: %s", code, body)
 	}
 	if bytes.Contains(body, []byte(token)) {
 		t.Fatal("response echoes the token")
@@ -145,9 +142,9 @@ func TestExchangeFailuresSayOnlyAuthenticationFailed(t *testing.T) {
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			resp, out := do(t, f.handler, http.MethodPost, tcrPath, body)
-			if resp.StatusCode != http.StatusCreated {
-				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			code, out := do(t, f.handler, http.MethodPost, tcrPath, body)
+			if code != http.StatusCreated {
+				t.Fatalf("status %d: %s", code, out)
 			}
 			var tcr loginv1alpha1.TokenCredentialRequest
 			if err := json.Unmarshal(out, &tcr); err != nil {
@@ -222,9 +219,9 @@ func TestDiscoveryAndList(t *testing.T) {
 		"/apis/identity.concierge.pinniped.dev/v1alpha1": `"name":"whoamirequests"`,
 		tcrPath: `"kind":"TokenCredentialRequestList","apiVersion":"login.concierge.pinniped.dev/v1alpha1","metadata":{},"items":[]`,
 	} {
-		resp, body := do(t, f.handler, http.MethodGet, path, "")
-		if resp.StatusCode != 200 || !bytes.Contains(body, []byte(want)) {
-			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		code, body := do(t, f.handler, http.MethodGet, path, "")
+		if code != 200 || !bytes.Contains(body, []byte(want)) {
+			t.Errorf("GET %s: %d %s", path, code, body)
 		}
 	}
 }

@@ -145,7 +145,7 @@ type FrontendType string
 const (
 	// TokenCredentialRequestAPIFrontendType is the aggregated API on the
 	// cluster's own API server.
-	TokenCredentialRequestAPIFrontendType FrontendType = "TokenCredentialRequestAPI"
+	TokenCredentialRequestAPIFrontendType FrontendType = "TokenCredentialRequestAPI" //nolint:gosec // a type name, not a credential
 	// ImpersonationProxyFrontendType is the impersonation proxy endpoint.
 	ImpersonationProxyFrontendType FrontendType = "ImpersonationProxy"
 )
