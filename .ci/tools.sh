@@ -13,7 +13,7 @@ declare -A PKG=(
 )
 declare -A VERSION=(
   [golangci-lint]=v2.15.0
-  [goreleaser]=v2.17.0
+  [goreleaser]=v2.15.1
   [controller-gen]=v0.19.0
 )
 
