@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -87,38 +88,92 @@ func ValidateIssuer(issuer string) error {
 	return nil
 }
 
-// New performs OIDC discovery against the issuer and returns an
-// authenticator. The issuer's keys are fetched lazily and refetched when a
-// token names an unknown key id (go-oidc's RemoteKeySet does this).
+// StepError says which step of setting up an authenticator failed, named
+// by the JWTAuthenticator condition type that reports it.
+type StepError struct {
+	Condition string
+	Err       error
+}
+
+func (e *StepError) Error() string { return e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Condition types, in the order New checks them.
+const (
+	CondTLSConfigurationValid = "TLSConfigurationValid"
+	CondIssuerURLValid        = "IssuerURLValid"
+	CondDiscoveryURLValid     = "DiscoveryURLValid"
+	CondJWKSURLValid          = "JWKSURLValid"
+	CondJWKSFetchValid        = "JWKSFetchValid"
+)
+
+// Steps lists the condition types New checks, in order.
+var Steps = []string{CondTLSConfigurationValid, CondIssuerURLValid, CondDiscoveryURLValid, CondJWKSURLValid, CondJWKSFetchValid}
+
+func stepErr(condition string, err error) error { return &StepError{Condition: condition, Err: err} }
+
+// New performs OIDC discovery against the issuer, fetches its keys once to
+// prove they are usable, and returns an authenticator. Keys are refetched
+// later when a token names an unknown key id (go-oidc's RemoteKeySet).
+// Errors are *StepError.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	if err := ValidateIssuer(cfg.Issuer); err != nil {
-		return nil, err
-	}
-	if cfg.Audience == "" {
-		return nil, errors.New("audience must not be empty")
-	}
 	client, err := HTTPClient(cfg.CABundle)
 	if err != nil {
-		return nil, err
+		return nil, stepErr(CondTLSConfigurationValid, err)
+	}
+	if err := ValidateIssuer(cfg.Issuer); err != nil {
+		return nil, stepErr(CondIssuerURLValid, err)
+	}
+	if cfg.Audience == "" {
+		return nil, stepErr(CondIssuerURLValid, errors.New("audience must not be empty"))
 	}
 	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, client), cfg.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("OIDC discovery at %s: %w", cfg.Issuer, err)
+		return nil, stepErr(CondDiscoveryURLValid, fmt.Errorf("OIDC discovery at %s: %w", cfg.Issuer, err))
 	}
-	// The key set must outlive ctx (it refreshes keys later), so it gets its
-	// own background context carrying only the HTTP client.
-	keySetCtx := oidc.ClientContext(context.Background(), client)
 	var claims struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := provider.Claims(&claims); err != nil || claims.JWKSURI == "" {
-		return nil, fmt.Errorf("discovery document of %s has no jwks_uri", cfg.Issuer)
+		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("discovery document of %s has no jwks_uri", cfg.Issuer))
 	}
 	if u, err := url.Parse(claims.JWKSURI); err != nil || u.Scheme != "https" {
-		return nil, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, cfg.Issuer)
+		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, cfg.Issuer))
 	}
-	keySet := oidc.NewRemoteKeySet(keySetCtx, claims.JWKSURI)
+	if err := probeKeys(ctx, client, claims.JWKSURI); err != nil {
+		return nil, stepErr(CondJWKSFetchValid, err)
+	}
+	// The key set must outlive ctx (it refreshes keys later), so it gets its
+	// own background context carrying only the HTTP client.
+	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), client), claims.JWKSURI)
 	return NewWithKeySet(cfg, keySet), nil
+}
+
+// probeKeys fetches the key set once so a broken JWKS endpoint shows up in
+// status now rather than as failed logins later.
+func probeKeys(ctx context.Context, client *http.Client, jwksURI string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, jwksURI, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch keys from %s: %w", jwksURI, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch keys from %s: HTTP %d", jwksURI, resp.StatusCode)
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return fmt.Errorf("keys at %s are not a JSON Web Key Set: %w", jwksURI, err)
+	}
+	if len(set.Keys) == 0 {
+		return fmt.Errorf("key set at %s is empty", jwksURI)
+	}
+	return nil
 }
 
 // NewWithKeySet skips discovery; tests and callers that already know the

@@ -123,19 +123,20 @@ func TestLeewayForClockSkew(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	iss := jwttest.New(t)
 	a := newAuth(t, iss, nil)
+	base := iss.JWKSFetches.Load() // New probes the keys once
 	for range 3 {
 		if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := iss.JWKSFetches.Load(); n != 1 {
+	if n := iss.JWKSFetches.Load() - base; n != 1 {
 		t.Fatalf("keys fetched %d times for 3 tokens, want 1 (cached)", n)
 	}
 	iss.Rotate(t)
 	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
 		t.Fatalf("token signed with a rotated key: %v", err)
 	}
-	if n := iss.JWKSFetches.Load(); n != 2 {
+	if n := iss.JWKSFetches.Load() - base; n != 2 {
 		t.Fatalf("keys fetched %d times, want a refetch after rotation", n)
 	}
 }
@@ -171,6 +172,23 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := a.AuthenticateToken(context.Background(), token); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestStepErrorsNameTheCondition(t *testing.T) {
+	iss := jwttest.New(t)
+	ctx := context.Background()
+	cases := map[string]jwt.Config{
+		jwt.CondTLSConfigurationValid: {Issuer: iss.URL, Audience: "a", CABundle: []byte("junk")},
+		jwt.CondIssuerURLValid:        {Issuer: "http://x", Audience: "a"},
+		jwt.CondDiscoveryURLValid:     {Issuer: iss.URL + "/nope", Audience: "a", CABundle: iss.CABundle},
+	}
+	for want, cfg := range cases {
+		_, err := jwt.New(ctx, cfg)
+		var step *jwt.StepError
+		if !errors.As(err, &step) || step.Condition != want {
+			t.Errorf("want a %s failure, got %v", want, err)
 		}
 	}
 }

@@ -7,8 +7,11 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -121,4 +124,31 @@ func versionProblem(err error) bool {
 		}
 	}
 	return false
+}
+
+// Probe checks that the webhook's TLS endpoint answers with a certificate
+// the CA bundle trusts, without sending a token.
+func Probe(ctx context.Context, endpoint string, caBundle []byte) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return err
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
+	if len(caBundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			return errors.New("CA bundle contains no PEM certificates")
+		}
+		cfg.RootCAs = pool
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return fmt.Errorf("cannot connect to %s: %w", host, err)
+	}
+	return conn.Close()
 }

@@ -1,0 +1,123 @@
+package authenticators_test
+
+import (
+	"context"
+	"encoding/base64"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+)
+
+func jwtAuthenticator(t *testing.T, name string, spec authv1alpha1.JWTAuthenticatorSpec) *unstructured.Unstructured {
+	t.Helper()
+	obj := &authv1alpha1.JWTAuthenticator{
+		TypeMeta:   metav1.TypeMeta{APIVersion: authv1alpha1.SchemeGroupVersion.String(), Kind: "JWTAuthenticator"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+		Spec:       spec,
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReconcileLifecycle(t *testing.T) {
+	iss := jwttest.New(t)
+	scheme := runtime.NewScheme()
+	listKinds := map[schema.GroupVersionResource]string{
+		authenticators.JWTAuthenticators:     "JWTAuthenticatorList",
+		authenticators.WebhookAuthenticators: "WebhookAuthenticatorList",
+	}
+	good := jwtAuthenticator(t, "dex", authv1alpha1.JWTAuthenticatorSpec{
+		Issuer: iss.URL, Audience: "a",
+		TLS: &authv1alpha1.TLSSpec{CertificateAuthorityDataSource: &authv1alpha1.CABundleSource{Kind: "ConfigMap", Name: "dex-ca", Key: "ca.crt"}},
+	})
+	broken := jwtAuthenticator(t, "broken", authv1alpha1.JWTAuthenticatorSpec{
+		Issuer: iss.URL, Audience: "a", // no CA: discovery fails TLS verification
+	})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds, good, broken)
+	kube := kubefake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "pinniped", Name: "dex-ca"},
+		Data:       map[string]string{"ca.crt": string(iss.CABundle)},
+	})
+	reg := tokenauth.NewRegistry()
+	c := &authenticators.Controller{
+		Dynamic: dyn, Kube: kube, Namespace: "pinniped", Registry: reg,
+		IsLeader: func() bool { return true }, Log: slog.New(slog.DiscardHandler),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+
+	dexKey := tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"}
+	status := func(name string) authv1alpha1.JWTAuthenticatorStatus {
+		u, err := dyn.Resource(authenticators.JWTAuthenticators).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a authv1alpha1.JWTAuthenticator
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &a)
+		return a.Status
+	}
+	eventually(t, "dex to be Ready", func() bool { return status("dex").Phase == authv1alpha1.PhaseReady })
+	eventually(t, "broken to be Error", func() bool { return status("broken").Phase == authv1alpha1.PhaseError })
+	if keys := reg.Keys(); len(keys) != 1 || keys[0] != dexKey {
+		t.Fatalf("registry has %v, want only dex", keys)
+	}
+	for _, cond := range status("broken").Conditions {
+		want := map[string]metav1.ConditionStatus{
+			"TLSConfigurationValid": "True", "IssuerURLValid": "True", "DiscoveryURLValid": "False",
+			"JWKSURLValid": "Unknown", "JWKSFetchValid": "Unknown", "AuthenticatorValid": "Unknown", "Ready": "False",
+		}[cond.Type]
+		if cond.Status != want {
+			t.Errorf("broken: %s is %s, want %s (%s)", cond.Type, cond.Status, want, cond.Message)
+		}
+	}
+
+	// Fixing the broken one by giving it the CA makes it Ready without a restart.
+	fixed := broken.DeepCopy()
+	_ = unstructured.SetNestedField(fixed.Object, base64.StdEncoding.EncodeToString(iss.CABundle), "spec", "tls", "certificateAuthorityData")
+	fixed.SetGeneration(2)
+	if _, err := dyn.Resource(authenticators.JWTAuthenticators).Update(ctx, fixed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "broken to become Ready", func() bool { return status("broken").Phase == authv1alpha1.PhaseReady })
+
+	// Deleting an authenticator removes it from the registry.
+	if err := dyn.Resource(authenticators.JWTAuthenticators).Delete(ctx, "dex", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dex to leave the registry", func() bool {
+		for _, k := range reg.Keys() {
+			if k == dexKey {
+				return false
+			}
+		}
+		return true
+	})
+}
