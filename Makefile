@@ -17,7 +17,7 @@ build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-agent
 
 ## test: everything CI checks, in order of cost
-test: check unit e2e
+test: check unit e2e release-snapshot
 
 ## check: formatting, vet, lint, generated files up to date
 check: fmt vet verify-generated lint
