@@ -1,0 +1,76 @@
+package command
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/server"
+)
+
+func newServeCommand() *cobra.Command {
+	o := &server.Options{}
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the TokenCredentialRequest API and run the agent's controllers",
+		Long: `serve runs the agent. Inside a cluster it uses its ServiceAccount; outside
+(for development) pass --kubeconfig.
+
+It serves login.concierge.pinniped.dev and identity.concierge.pinniped.dev as
+an aggregated API behind kube-apiserver, reconciles JWTAuthenticator and
+WebhookAuthenticator resources, and reports working credential strategies in
+the CredentialIssuer's status.`,
+		Example: `  # in a Deployment (what "pinniped install" renders)
+  pinniped-agent serve --namespace=pinniped
+
+  # from a workstation, against a test cluster
+  pinniped-agent serve --kubeconfig=$HOME/.kube/config --namespace=pinniped`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return server.Run(cmd.Context(), o, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to use instead of the in-cluster ServiceAccount")
+	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace the agent runs in (default $POD_NAMESPACE)")
+	f.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "identity for leader election (default $POD_NAME, else the hostname)")
+	f.StringVar(&o.ListenAddress, "listen", ":10250", "address of the aggregated API (TLS)")
+	f.StringVar(&o.HealthListenAddress, "health-listen", ":8080", "address of /healthz, /readyz and /metrics (plain HTTP)")
+	f.StringVar(&o.ServiceName, "service-name", "pinniped-agent-api", "Service in front of the aggregated API; the serving certificate is for <name>.<namespace>.svc")
+	f.StringVar(&o.ServingSecretName, "serving-secret", "pinniped-agent-api-tls", "Secret holding the aggregated API's CA and serving certificate")
+	f.StringVar(&o.CredentialIssuerName, "credential-issuer", "pinniped-config", "CredentialIssuer whose status the agent maintains")
+	f.StringSliceVar(&o.APIServiceNames, "apiservices", []string{"v1alpha1.login.concierge.pinniped.dev", "v1alpha1.identity.concierge.pinniped.dev"}, "APIServices whose caBundle the agent keeps current")
+	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
+	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, "lifetime of issued client certificates (the CSR strategy raises it to 10m, the API's minimum)")
+	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")
+	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use json or text", format)
+}

@@ -1,0 +1,171 @@
+// Package credentialissuer keeps the CredentialIssuer status true: which
+// credential strategies work on this cluster, and which frontend clients
+// (`pinniped get kubeconfig`) should use.
+package credentialissuer
+
+import (
+	"context"
+	"encoding/base64"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+)
+
+// CredentialIssuers is the resource this controller writes.
+var CredentialIssuers = configv1alpha1.SchemeGroupVersion.WithResource("credentialissuers")
+
+// Prober checks one strategy; nil error means it can issue credentials.
+type Prober struct {
+	Type  configv1alpha1.StrategyType
+	Probe func(ctx context.Context) error
+	// Success and Failure are the reasons reported either way.
+	Success, Failure configv1alpha1.StrategyReason
+	// Hint is appended to failure messages: what an admin can do.
+	Hint string
+}
+
+// Controller probes strategies and writes the status. Only the leader runs it.
+type Controller struct {
+	Dynamic  dynamic.Interface
+	Kube     kubernetes.Interface
+	Rest     *rest.Config
+	Name     string
+	Probers  []Prober
+	Log      *slog.Logger
+	Now      func() time.Time
+	Interval time.Duration // between probes once everything works
+}
+
+// Run probes and writes status until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	for {
+		ok := c.SyncOnce(ctx)
+		wait := c.Interval
+		if wait == 0 {
+			wait = 10 * time.Minute
+		}
+		if !ok {
+			wait = 30 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// SyncOnce probes every strategy, writes the status, and reports whether at
+// least one strategy works.
+func (c *Controller) SyncOnce(ctx context.Context) bool {
+	now := metav1.NewTime(c.now().UTC())
+	server, ca := c.frontendInfo(ctx)
+	var strategies []configv1alpha1.CredentialIssuerStrategy
+	anyOK := false
+	for _, p := range c.Probers {
+		probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := p.Probe(probeCtx)
+		cancel()
+		s := configv1alpha1.CredentialIssuerStrategy{Type: p.Type, LastUpdateTime: now}
+		if err != nil {
+			s.Status, s.Reason = configv1alpha1.ErrorStrategyStatus, p.Failure
+			s.Message = err.Error()
+			if p.Hint != "" {
+				s.Message += ". " + p.Hint
+			}
+		} else {
+			anyOK = true
+			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success
+			s.Message = "certificates are being issued"
+			s.Frontend = &configv1alpha1.CredentialIssuerFrontend{
+				Type: configv1alpha1.TokenCredentialRequestAPIFrontendType,
+				TokenCredentialRequestAPIInfo: &configv1alpha1.TokenCredentialRequestAPIInfo{
+					Server: server, CertificateAuthorityData: ca,
+				},
+			}
+		}
+		strategies = append(strategies, s)
+	}
+	if err := c.writeStatus(ctx, strategies); err != nil {
+		c.log().Error("could not update CredentialIssuer status", "name", c.Name, "error", err)
+		return false
+	}
+	return anyOK
+}
+
+func (c *Controller) writeStatus(ctx context.Context, strategies []configv1alpha1.CredentialIssuerStrategy) error {
+	res := c.Dynamic.Resource(CredentialIssuers)
+	u, err := res.Get(ctx, c.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// `pinniped install` creates it; recreate it if an admin deleted it,
+		// since clients cannot find the agent without it.
+		ci := &configv1alpha1.CredentialIssuer{
+			TypeMeta:   metav1.TypeMeta{APIVersion: configv1alpha1.SchemeGroupVersion.String(), Kind: "CredentialIssuer"},
+			ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: map[string]string{"app.kubernetes.io/part-of": "pinniped"}},
+		}
+		m, convErr := runtime.DefaultUnstructuredConverter.ToUnstructured(ci)
+		if convErr != nil {
+			return convErr
+		}
+		u, err = res.Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	var ci configv1alpha1.CredentialIssuer
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ci); err != nil {
+		return err
+	}
+	ci.Status.Strategies = strategies
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ci)
+	if err != nil {
+		return err
+	}
+	_, err = res.UpdateStatus(ctx, &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+	return err
+}
+
+// frontendInfo is where clients reach the cluster: kube-public/cluster-info
+// when the cluster publishes it (kubeadm does), else the agent's own view.
+func (c *Controller) frontendInfo(ctx context.Context) (server, caB64 string) {
+	if cm, err := c.Kube.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{}); err == nil {
+		if cfg, err := clientcmd.Load([]byte(cm.Data["kubeconfig"])); err == nil {
+			for _, cluster := range cfg.Clusters {
+				if cluster.Server != "" && len(cluster.CertificateAuthorityData) > 0 {
+					return cluster.Server, base64.StdEncoding.EncodeToString(cluster.CertificateAuthorityData)
+				}
+			}
+		}
+	}
+	ca := c.Rest.CAData
+	if len(ca) == 0 && c.Rest.CAFile != "" {
+		if b, err := readFile(c.Rest.CAFile); err == nil {
+			ca = b
+		}
+	}
+	return c.Rest.Host, base64.StdEncoding.EncodeToString(ca)
+}
+
+func (c *Controller) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default()
+}
+
+func (c *Controller) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}

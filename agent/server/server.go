@@ -1,0 +1,232 @@
+// Package server runs the agent: it wires the Kubernetes clients, the
+// controllers, the exchange API and the health endpoints together. Each
+// piece lives in its own package; this one only connects them.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/frontproxy"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/metrics"
+	"github.com/pinniped-kit/pinniped/agent/servingcert"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+)
+
+// Options are the agent's settings; the serve command fills them from flags.
+type Options struct {
+	Kubeconfig           string
+	Namespace            string
+	ListenAddress        string // aggregated API (TLS)
+	HealthListenAddress  string // /healthz, /readyz, /metrics (plain HTTP)
+	ServiceName          string // the Service in front of the aggregated API
+	ServingSecretName    string
+	CredentialIssuerName string
+	APIServiceNames      []string
+	CertTTL              time.Duration
+	LogIdentities        bool
+	LeaseName            string
+	PodName              string
+}
+
+// Validate reports settings that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace is required (or set POD_NAMESPACE)"))
+	}
+	if o.CertTTL < time.Minute || o.CertTTL > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--credential-ttl %v must be between 1m and 24h", o.CertTTL))
+	}
+	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q is not host:port: %w", name, addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, o *Options, log *slog.Logger) error {
+	restConfig, err := loadRestConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	restConfig.UserAgent = "pinniped-agent"
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+
+	var leading atomic.Bool
+	var ready atomic.Bool
+	registry := tokenauth.NewRegistry()
+	issuers := &issuer.Switch{}
+	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
+	issuers.Set(csr)
+	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
+
+	// Health and metrics come up first so the kubelet sees progress.
+	go serveHealth(ctx, o.HealthListenAddress, &ready, m.Handler(), log)
+
+	proxyAuth, err := frontproxy.NewSource(ctx, kube, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	certs := &servingcert.Manager{Kube: kube, Dynamic: dyn, Namespace: o.Namespace, SecretName: o.ServingSecretName,
+		ServiceName: o.ServiceName, APIServiceNames: o.APIServiceNames}
+	serving, _, err := certs.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+
+	authnController := &authenticators.Controller{Dynamic: dyn, Kube: kube, Namespace: o.Namespace, Registry: registry,
+		IsLeader: leading.Load, Log: log.With("controller", "authenticators")}
+	go func() {
+		if err := authnController.Run(ctx); err != nil {
+			log.Error("authenticator controller stopped", "error", err)
+		}
+	}()
+
+	handler := &exchange.Handler{Authenticators: registry, Issuer: issuers, Log: log.With("logger", "exchange"), Observe: m.Observe}
+	srv := &http.Server{
+		Addr:    o.ListenAddress,
+		Handler: frontproxy.Middleware(proxyAuth.Authenticator, log, handler),
+		TLSConfig: &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{*serving},
+			// The front proxy's certificate is verified by the authenticator
+			// against the live requestheader CA, which can rotate.
+			ClientAuth: tls.RequestClientCert,
+		},
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+	}
+	errCh := make(chan error, 1)
+	go func() {
+		ln, err := net.Listen("tcp", o.ListenAddress)
+		if err != nil {
+			errCh <- fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
+			return
+		}
+		ready.Store(true)
+		log.Info("serving the aggregated API", "address", ln.Addr().String())
+		errCh <- srv.ServeTLS(ln, "", "")
+	}()
+
+	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName,
+		Log: log.With("controller", "credentialissuer"),
+		Probers: []credentialissuer.Prober{{
+			Type:    configv1alpha1.CertificateSigningRequestStrategyType,
+			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
+			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
+			Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
+			Probe: func(ctx context.Context) error {
+				_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
+				return err
+			},
+		}},
+	}
+	go runLeaderElection(ctx, kube, o, &leading, log, func(ctx context.Context) { ci.Run(ctx) })
+
+	select {
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ready.Store(false)
+		return srv.Shutdown(shutdownCtx)
+	case err := <-errCh:
+		return err
+	}
+}
+
+func loadRestConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("not running in a cluster and no --kubeconfig given: %w", err)
+	}
+	return cfg, nil
+}
+
+func runLeaderElection(ctx context.Context, kube kubernetes.Interface, o *Options, leading *atomic.Bool, log *slog.Logger, lead func(context.Context)) {
+	id := o.PodName
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: o.LeaseName, Namespace: o.Namespace},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					leading.Store(true)
+					log.Info("became the leader: writing statuses", "identity", id)
+					lead(ctx)
+				},
+				OnStoppedLeading: func() {
+					leading.Store(false)
+					log.Info("stopped leading", "identity", id)
+				},
+			},
+		})
+	}
+}
+
+func serveHealth(ctx context.Context, addr string, ready *atomic.Bool, metricsHandler http.Handler, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: waiting for the front-proxy configuration and serving certificate", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", metricsHandler)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("health endpoint stopped", "address", addr, "error", err)
+	}
+}
