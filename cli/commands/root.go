@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/version"
 )
 
@@ -39,7 +40,11 @@ which is cached in your OS keyring until it expires.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
-	root.AddCommand(version.NewCommand("pinniped", info))
+	root.AddCommand(
+		version.NewCommand("pinniped", info),
+		install.NewCommand(info.Version, streams.Out, streams.ErrOut),
+		install.NewUninstallCommand(streams.ErrOut),
+	)
 	return root
 }
 

@@ -1,0 +1,189 @@
+// Package install implements `pinniped install` and `pinniped uninstall`:
+// flags in, then install/render and install/apply do the work.
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+	"github.com/pinniped-kit/pinniped/cli/progress"
+	"github.com/pinniped-kit/pinniped/install/apply"
+	"github.com/pinniped-kit/pinniped/install/render"
+)
+
+// DefaultImageRepository holds release images of the agent.
+const DefaultImageRepository = "ghcr.io/pinniped-kit/pinniped-agent"
+
+// Options are the inputs of `pinniped install`.
+type Options struct {
+	Kube      *kubeflags.Flags
+	Render    render.Config
+	OIDCCA    string // path
+	WebhookCA string // path
+	DryRun    string
+	Output    string
+	Wait      bool
+	Timeout   time.Duration
+	Version   string
+
+	Out, ErrOut io.Writer
+}
+
+// NewCommand returns `pinniped install`.
+func NewCommand(version string, out, errOut io.Writer) *cobra.Command {
+	o := &Options{Kube: kubeflags.New(), Version: version, Out: out, ErrOut: errOut}
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install or upgrade the pinniped agent in a cluster",
+		Long: `install puts the pinniped agent into the cluster of your current kubeconfig
+context: its CRDs, RBAC, Deployment, Service, APIServices and a default
+CredentialIssuer, plus an authenticator if you name an identity provider.
+
+It uses server-side apply, so running it again upgrades in place and changes
+nothing that is already right. Unless --wait=false, it waits until the agent
+serves requests and a credential strategy works, and says what is wrong if
+that does not happen in time.
+
+Needs cluster-admin rights. To review or commit the manifests instead of
+applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
+		Example: `  # install, trusting tokens from an OIDC issuer for this cluster's audience
+  pinniped install --oidc-issuer=https://dex.example.com --oidc-audience=prod-cluster-7f3a
+
+  # print the manifests for GitOps
+  pinniped install --oidc-issuer=https://dex.example.com --oidc-audience=prod -o yaml > pinniped.yaml
+
+  # use a TokenReview webhook instead of OIDC
+  pinniped install --webhook-endpoint=https://authn.example.com/review --webhook-ca-bundle=ca.pem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	o.Kube.AddTo(f)
+	f.StringVar(&o.Render.Image, "image", "", "agent image (default "+DefaultImageRepository+":<this CLI's version>)")
+	f.StringVar(&o.Render.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "Always, IfNotPresent or Never")
+	f.Int32Var(&o.Render.Replicas, "replicas", 2, "agent replicas (all serve; one leads the controllers)")
+	f.StringVar(&o.Render.OIDCIssuer, "oidc-issuer", "", "create a JWTAuthenticator trusting this https OIDC issuer")
+	f.StringVar(&o.Render.OIDCAudience, "oidc-audience", "", "audience (client ID) tokens must carry; make it unique to this cluster")
+	f.StringVar(&o.OIDCCA, "oidc-ca-bundle", "", "PEM file of CAs that sign the issuer's certificate (default: system roots)")
+	f.StringVar(&o.Render.UsernameClaim, "oidc-username-claim", "", "claim used as the username (default \"username\")")
+	f.StringVar(&o.Render.GroupsClaim, "oidc-groups-claim", "", "claim used as the groups (default \"groups\")")
+	f.StringVar(&o.Render.WebhookEndpoint, "webhook-endpoint", "", "create a WebhookAuthenticator posting TokenReviews to this https URL")
+	f.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
+	f.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
+	f.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
+	f.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
+	f.BoolVar(&o.Wait, "wait", true, "wait until the agent works")
+	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+// Complete fills defaults and reads files.
+func (o *Options) Complete() error {
+	o.Render.Namespace = o.Kube.NamespaceOr("pinniped")
+	o.Render.Version = o.Version
+	o.Render.Defaults()
+	if o.Render.Image == "" {
+		tag := o.Version
+		if tag == "" || tag == "dev" || strings.Contains(tag, "dirty") {
+			tag = "latest"
+		}
+		o.Render.Image = DefaultImageRepository + ":" + strings.TrimPrefix(tag, "v")
+	}
+	var err error
+	if o.Render.OIDCCABundle, err = readPEM("--oidc-ca-bundle", o.OIDCCA); err != nil {
+		return err
+	}
+	if o.Render.WebhookCABundle, err = readPEM("--webhook-ca-bundle", o.WebhookCA); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readPEM(flag, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path) //nolint:gosec // the user names the file
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if !strings.Contains(string(b), "-----BEGIN CERTIFICATE-----") {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", flag, path)
+	}
+	return b, nil
+}
+
+// Validate rejects flag combinations that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	switch o.DryRun {
+	case "none", "client", "server":
+	default:
+		errs = append(errs, fmt.Errorf(`--dry-run=%q: use "none", "client" or "server"`, o.DryRun))
+	}
+	switch o.Output {
+	case "", "yaml", "json":
+	default:
+		errs = append(errs, fmt.Errorf("-o %q: use yaml or json", o.Output))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, errors.New("--timeout must be positive"))
+	}
+	if err := o.Render.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run renders, then prints or applies.
+func (o *Options) Run(ctx context.Context) error {
+	objs, err := render.Render(o.Render)
+	if err != nil {
+		return err
+	}
+	if o.Output != "" || o.DryRun == "client" {
+		if o.Output == "json" {
+			return render.WriteJSON(o.Out, objs)
+		}
+		return render.WriteYAML(o.Out, objs, fmt.Sprintf("pinniped agent %s, rendered by `pinniped install -o yaml`.\nApply with: kubectl apply --server-side -f <this file>", o.Version))
+	}
+	dyn, cfg, err := o.Kube.Dynamic()
+	if err != nil {
+		return err
+	}
+	p := &progress.Plain{W: o.ErrOut}
+	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server"}
+	fmt.Fprintf(o.ErrOut, "Installing pinniped agent %s into %s (namespace %s)\n", o.Render.Image, cfg.Host, o.Render.Namespace)
+	if err := in.Apply(ctx, objs); err != nil {
+		return err
+	}
+	if o.DryRun == "server" {
+		fmt.Fprintln(o.ErrOut, "Server-side dry run: the cluster accepted every object; nothing was changed.")
+		return nil
+	}
+	if !o.Wait {
+		fmt.Fprintln(o.ErrOut, "Applied. Not waiting (--wait=false); check with: kubectl get credentialissuer "+render.CredentialIssuerName+" -o yaml")
+		return nil
+	}
+	if err := in.Wait(ctx, o.Render.Namespace, o.Timeout); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.ErrOut, "pinniped is ready. Next: pinniped get kubeconfig > user-kubeconfig.yaml")
+	return nil
+}

@@ -1,0 +1,92 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/pinniped-kit/pinniped/install/render"
+)
+
+// uninstallOrder deletes custom resources before their CRDs, and the
+// namespace last so nothing inside it is orphaned mid-way.
+var uninstallOrder = []schema.GroupVersionKind{
+	{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Kind: "JWTAuthenticator"},
+	{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Kind: "WebhookAuthenticator"},
+	{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Kind: "CredentialIssuer"},
+	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Version: "v1", Kind: "Pod"},
+	{Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "Secret"},
+	{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	{Version: "v1", Kind: "ServiceAccount"},
+	crdGVK,
+	{Version: "v1", Kind: "Namespace"},
+}
+
+// Uninstall deletes, by label, everything install created or the agent made
+// (its serving Secret, CSRs, helper pods), plus the leader-election Lease by
+// name, and nothing else.
+func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
+	selector := metav1.ListOptions{LabelSelector: render.PartOfLabel + "=" + render.PartOfValue}
+	// Namespaced objects live in the agent's namespace, plus the RBAC
+	// bindings install puts in kube-system and kube-public.
+	namespaces := []string{namespace, "kube-system", "kube-public"}
+	deleted := 0
+	for _, gvk := range uninstallOrder {
+		r := resources[gvk]
+		scopes := []string{""}
+		if r.namespaced {
+			scopes = namespaces
+		}
+		for _, ns := range scopes {
+			c := scoped(in.Dynamic, r, ns)
+			list, err := c.List(ctx, selector)
+			if apierrors.IsNotFound(err) {
+				continue // e.g. the CRD is already gone
+			}
+			if err != nil {
+				return fmt.Errorf("list %s: %w", r.gvr.Resource, explain(err))
+			}
+			for _, item := range list.Items {
+				if err := c.Delete(ctx, item.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete %s %s: %w", gvk.Kind, item.GetName(), explain(err))
+				}
+				in.Progress.Done(fmt.Sprintf("deleted %s %s", gvk.Kind, joinNS(ns, item.GetName())))
+				deleted++
+			}
+		}
+	}
+	// client-go's leader election creates the Lease without our labels.
+	lease := resources[schema.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}]
+	if err := scoped(in.Dynamic, lease, namespace).Delete(ctx, render.LeaseName, metav1.DeleteOptions{}); err == nil {
+		deleted++
+	}
+	if deleted == 0 {
+		in.Progress.Done("nothing to remove: pinniped is not installed in this cluster")
+	}
+	return nil
+}
+
+func scoped(d dynamic.Interface, r resource, namespace string) dynamic.ResourceInterface {
+	if r.namespaced {
+		return d.Resource(r.gvr).Namespace(namespace)
+	}
+	return d.Resource(r.gvr)
+}
+
+func joinNS(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

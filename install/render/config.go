@@ -1,0 +1,179 @@
+// Package render builds every Kubernetes object the pinniped agent needs,
+// from a few settings. It only produces objects; applying them is another
+// package's job, so the same output serves `pinniped install` and
+// `pinniped install -o yaml` for GitOps.
+package render
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Config says what to render.
+type Config struct {
+	Namespace string
+	Image     string
+	// ImagePullPolicy is IfNotPresent unless set.
+	ImagePullPolicy string
+	Replicas        int32
+	Version         string // recorded in labels
+
+	// Optional JWTAuthenticator.
+	OIDCIssuer   string
+	OIDCAudience string
+	OIDCCABundle []byte // PEM
+	// Optional WebhookAuthenticator.
+	WebhookEndpoint string
+	WebhookCABundle []byte // PEM
+	// AuthenticatorName names the rendered authenticator.
+	AuthenticatorName string
+	UsernameClaim     string
+	GroupsClaim       string
+
+	CPURequest    string
+	MemoryRequest string
+	MemoryLimit   string
+}
+
+// Names of the fixed objects. Upstream clients look some of them up by
+// these names (the APIServices, the CredentialIssuer).
+const (
+	AppName              = "pinniped-agent"
+	ServiceName          = "pinniped-agent-api"
+	ServingSecretName    = "pinniped-agent-api-tls"
+	CredentialIssuerName = "pinniped-config"
+	LeaseName            = "pinniped-agent-leader"
+	// PartOfLabel marks every object install creates, and nothing else, so
+	// uninstall can find them.
+	PartOfLabel = "app.kubernetes.io/part-of"
+	PartOfValue = "pinniped"
+)
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Namespace == "" {
+		c.Namespace = "pinniped"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 2
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = "IfNotPresent"
+	}
+	if c.AuthenticatorName == "" {
+		c.AuthenticatorName = "default"
+	}
+	if c.CPURequest == "" {
+		c.CPURequest = "50m"
+	}
+	if c.MemoryRequest == "" {
+		c.MemoryRequest = "64Mi"
+	}
+	if c.MemoryLimit == "" {
+		c.MemoryLimit = "256Mi"
+	}
+}
+
+// Validate says what is wrong with the settings, all at once.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, msg := range validation.IsDNS1123Label(c.Namespace) {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", c.Namespace, msg))
+	}
+	if c.Image == "" {
+		errs = append(errs, errors.New("an agent image is required (--image)"))
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("replicas must be at least 1, not %d", c.Replicas))
+	}
+	switch c.ImagePullPolicy {
+	case "Always", "IfNotPresent", "Never":
+	default:
+		errs = append(errs, fmt.Errorf("image pull policy %q must be Always, IfNotPresent or Never", c.ImagePullPolicy))
+	}
+	if c.OIDCIssuer != "" && c.WebhookEndpoint != "" {
+		errs = append(errs, errors.New("choose one authenticator: --oidc-issuer or --webhook-endpoint, not both"))
+	}
+	if c.OIDCIssuer != "" {
+		if err := httpsURL("--oidc-issuer", c.OIDCIssuer); err != nil {
+			errs = append(errs, err)
+		}
+		if c.OIDCAudience == "" {
+			errs = append(errs, errors.New("--oidc-audience is required with --oidc-issuer: use a value unique to this cluster"))
+		}
+	} else if c.OIDCAudience != "" || len(c.OIDCCABundle) > 0 {
+		errs = append(errs, errors.New("--oidc-audience and --oidc-ca-bundle need --oidc-issuer"))
+	}
+	if c.WebhookEndpoint != "" {
+		if err := httpsURL("--webhook-endpoint", c.WebhookEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	} else if len(c.WebhookCABundle) > 0 {
+		errs = append(errs, errors.New("--webhook-ca-bundle needs --webhook-endpoint"))
+	}
+	if c.OIDCIssuer != "" || c.WebhookEndpoint != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(c.AuthenticatorName) {
+			errs = append(errs, fmt.Errorf("authenticator name %q: %s", c.AuthenticatorName, msg))
+		}
+	}
+	for flag, q := range map[string]string{"cpu request": c.CPURequest, "memory request": c.MemoryRequest, "memory limit": c.MemoryLimit} {
+		if _, err := resource.ParseQuantity(q); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", flag, q, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func httpsURL(flag, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%s %q is not a URL", flag, raw)
+	}
+	if u.Scheme != "https" {
+		return fmt.Errorf("%s %q must use https", flag, raw)
+	}
+	return nil
+}
+
+func b64(pem []byte) string {
+	if len(pem) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(pem)
+}
+
+func labels(c *Config, component string) map[string]string {
+	l := map[string]string{
+		PartOfLabel:                    PartOfValue,
+		"app.kubernetes.io/managed-by": "pinniped-install",
+	}
+	if component != "" {
+		l["app.kubernetes.io/name"] = AppName
+		l["app.kubernetes.io/component"] = component
+	}
+	if c.Version != "" {
+		l["app.kubernetes.io/version"] = sanitizeLabel(c.Version)
+	}
+	return l
+}
+
+// sanitizeLabel turns a version like "v1.2.3-snapshot+abc" into a valid label value.
+func sanitizeLabel(v string) string {
+	v = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, v)
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return strings.Trim(v, "-_.")
+}

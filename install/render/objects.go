@@ -1,0 +1,294 @@
+package render
+
+import (
+	"fmt"
+	"io/fs"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/install/crds"
+)
+
+// Object is one rendered object, with the reasons for its RBAC rules (if any).
+type Object struct {
+	*unstructured.Unstructured
+	RuleReasons []string
+}
+
+// Render returns every object, in an order that applies cleanly (CRDs and
+// namespaces before what lives in them).
+func Render(c Config) ([]Object, error) {
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var out []Object
+	add := func(obj runtime.Object, rules []rule) error {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		// Zero timestamps and empty statuses are noise in manifests.
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		unstructured.RemoveNestedField(u.Object, "status")
+		reasons := make([]string, len(rules))
+		for i, r := range rules {
+			reasons[i] = r.why
+		}
+		out = append(out, Object{Unstructured: u, RuleReasons: reasons})
+		return nil
+	}
+
+	crdObjs, err := loadCRDs(&c)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, crdObjs...)
+
+	ns := c.Namespace
+	meta := func(name, namespace, component string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(&c, component)}
+	}
+	typeMeta := func(apiVersion, kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+	}
+
+	objs := []struct {
+		obj   runtime.Object
+		rules []rule
+	}{
+		{obj: &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "", "")}},
+		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AppName, ns, "agent")}},
+		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
+			ObjectMeta: meta(AppName, "", "agent"), Rules: policyRules(clusterRules())}, rules: clusterRules()},
+		{obj: clusterRoleBinding(&c, AppName, AppName, rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
+		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules())}, rules: namespaceRules()},
+		{obj: roleBinding(&c, AppName, ns, "Role", AppName)},
+		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: meta(AppName+"-cluster-info", "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
+		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", "Role", AppName+"-cluster-info")},
+		// The built-in Role every extension API server needs: it reads the
+		// front-proxy CA and header names from kube-system.
+		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "Role", "extension-apiserver-authentication-reader")},
+		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
+			ObjectMeta: meta("pinniped-pre-authn-apis", "", "api"), Rules: policyRules(preAuthnRules())}, rules: preAuthnRules()},
+		{obj: clusterRoleBinding(&c, "pinniped-pre-authn-apis", "pinniped-pre-authn-apis",
+			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
+			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
+		{obj: deployment(&c)},
+		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: map[string]string{"app.kubernetes.io/name": AppName},
+				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
+			}}},
+		{obj: apiService(&c, "login.concierge.pinniped.dev")},
+		{obj: apiService(&c, "identity.concierge.pinniped.dev")},
+		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(configv1alpha1.SchemeGroupVersion.String(), "CredentialIssuer"),
+			ObjectMeta: meta(CredentialIssuerName, "", "config"),
+			Spec: configv1alpha1.CredentialIssuerSpec{ImpersonationProxy: &configv1alpha1.ImpersonationProxySpec{
+				Mode:    configv1alpha1.ImpersonationProxyModeAuto,
+				Service: configv1alpha1.ImpersonationProxyServiceSpec{Type: configv1alpha1.ImpersonationProxyServiceTypeLoadBalancer},
+			}}}},
+	}
+	if c.OIDCIssuer != "" {
+		objs = append(objs, struct {
+			obj   runtime.Object
+			rules []rule
+		}{obj: &authv1alpha1.JWTAuthenticator{
+			TypeMeta:   typeMeta(authv1alpha1.SchemeGroupVersion.String(), "JWTAuthenticator"),
+			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
+			Spec: authv1alpha1.JWTAuthenticatorSpec{
+				Issuer: c.OIDCIssuer, Audience: c.OIDCAudience,
+				Claims: authv1alpha1.JWTTokenClaims{Username: c.UsernameClaim, Groups: c.GroupsClaim},
+				TLS:    tlsSpec(c.OIDCCABundle),
+			},
+		}})
+	}
+	if c.WebhookEndpoint != "" {
+		objs = append(objs, struct {
+			obj   runtime.Object
+			rules []rule
+		}{obj: &authv1alpha1.WebhookAuthenticator{
+			TypeMeta:   typeMeta(authv1alpha1.SchemeGroupVersion.String(), "WebhookAuthenticator"),
+			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
+			Spec:       authv1alpha1.WebhookAuthenticatorSpec{Endpoint: c.WebhookEndpoint, TLS: tlsSpec(c.WebhookCABundle)},
+		}})
+	}
+	for _, o := range objs {
+		if err := add(o.obj, o.rules); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func tlsSpec(pem []byte) *authv1alpha1.TLSSpec {
+	if len(pem) == 0 {
+		return nil
+	}
+	return &authv1alpha1.TLSSpec{CertificateAuthorityData: b64(pem)}
+}
+
+func loadCRDs(c *Config) ([]Object, error) {
+	files, err := fs.Glob(crds.FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Object
+	for _, f := range files {
+		raw, err := fs.ReadFile(crds.FS, f)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return nil, fmt.Errorf("embedded CRD %s: %w", f, err)
+		}
+		l := u.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		for k, v := range labels(c, "") {
+			l[k] = v
+		}
+		u.SetLabels(l)
+		out = append(out, Object{Unstructured: u})
+	}
+	return out, nil
+}
+
+func clusterRoleBinding(c *Config, name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(c, "agent")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects:   subjects,
+	}
+}
+
+func roleBinding(c *Config, name, namespace, roleKind, role string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(c, "agent")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: roleKind, Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: AppName, Namespace: c.Namespace}},
+	}
+}
+
+func apiService(c *Config, group string) *unstructured.Unstructured {
+	// Built unstructured: the kube-aggregator's Go types would pull a heavy
+	// dependency into the CLI for one small object. caBundle is left to the
+	// agent, which owns that field.
+	port := int64(443)
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata": map[string]any{
+			"name":   "v1alpha1." + group,
+			"labels": toAny(labels(c, "api")),
+		},
+		"spec": map[string]any{
+			"group":                group,
+			"version":              "v1alpha1",
+			"groupPriorityMinimum": int64(9900),
+			"versionPriority":      int64(15),
+			"service":              map[string]any{"name": ServiceName, "namespace": c.Namespace, "port": port},
+		},
+	}}
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func deployment(c *Config) *appsv1.Deployment {
+	selector := map[string]string{"app.kubernetes.io/name": AppName}
+	podLabels := labels(c, "agent")
+	yes, no := true, false
+	uid := int64(65532)
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: AppName, Namespace: c.Namespace, Labels: labels(c, "agent")},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &c.Replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: AppName,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   &yes,
+						RunAsUser:      &uid,
+						RunAsGroup:     &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						// Preferred, not required: a single-node cluster must still run both replicas.
+						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+							Weight: 100,
+							PodAffinityTerm: corev1.PodAffinityTerm{
+								LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+								TopologyKey:   "kubernetes.io/hostname",
+							},
+						}},
+					}},
+					Containers: []corev1.Container{{
+						Name:            "agent",
+						Image:           c.Image,
+						ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
+						Args:            []string{"serve", "--namespace=" + c.Namespace},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+						},
+						Ports: []corev1.ContainerPort{
+							{Name: "api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP},
+							{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+							PeriodSeconds: 5,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+							InitialDelaySeconds: 10, PeriodSeconds: 10, FailureThreshold: 3,
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{
+								corev1.ResourceCPU:    resource.MustParse(c.CPURequest),
+								corev1.ResourceMemory: resource.MustParse(c.MemoryRequest),
+							},
+							Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.MemoryLimit)},
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: &no,
+							ReadOnlyRootFilesystem:   &yes,
+							RunAsNonRoot:             &yes,
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,85 @@
+package render
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// rule is a PolicyRule with the reason it is needed; the reason is printed as
+// a comment above the rule in YAML output, so reviewers of GitOps manifests
+// see why the agent asks for each permission.
+type rule struct {
+	rbacv1.PolicyRule
+	why string
+}
+
+func r(why string, groups, resources, verbs []string, names ...string) rule {
+	return rule{PolicyRule: rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs, ResourceNames: names}, why: why}
+}
+
+var (
+	core      = []string{""}
+	authnGrp  = []string{"authentication.concierge.pinniped.dev"}
+	configGrp = []string{"config.concierge.pinniped.dev"}
+)
+
+// clusterRules are the agent's cluster-wide permissions.
+func clusterRules() []rule {
+	return []rule{
+		r("watch the authenticators the admin configures, to validate tokens with them",
+			authnGrp, []string{"jwtauthenticators", "webhookauthenticators"}, []string{"get", "list", "watch"}),
+		r("report in each authenticator's status what works and what to fix",
+			authnGrp, []string{"jwtauthenticators/status", "webhookauthenticators/status"}, []string{"update"}),
+		r("read the CredentialIssuer, and recreate it if deleted: clients find the agent through it",
+			configGrp, []string{"credentialissuers"}, []string{"get", "list", "watch", "create"}),
+		r("report which credential strategies work and which frontend clients should use",
+			configGrp, []string{"credentialissuers/status"}, []string{"update"}),
+		r("publish the serving CA in the agent's two APIServices, so kube-apiserver trusts the agent",
+			[]string{"apiregistration.k8s.io"}, []string{"apiservices"}, []string{"get", "patch"},
+			"v1alpha1.login.concierge.pinniped.dev", "v1alpha1.identity.concierge.pinniped.dev"),
+		r("issue short-lived client certificates through the CSR API when the signing key is out of reach; delete them after use",
+			[]string{"certificates.k8s.io"}, []string{"certificatesigningrequests"}, []string{"create", "get", "list", "watch", "delete"}),
+		r("approve the agent's own CSRs once it has authenticated the user's token",
+			[]string{"certificates.k8s.io"}, []string{"certificatesigningrequests/approval"}, []string{"update"}),
+		r("approve for the kube-apiserver client signer only, never for kubelet or custom signers",
+			[]string{"certificates.k8s.io"}, []string{"signers"}, []string{"approve"}, "kubernetes.io/kube-apiserver-client"),
+	}
+}
+
+// namespaceRules are the agent's permissions in its own namespace.
+func namespaceRules() []rule {
+	return []rule{
+		r("keep the aggregated API's serving certificate in a Secret shared by all replicas",
+			core, []string{"secrets"}, []string{"get", "create", "update"}),
+		r("read CA bundles that authenticators reference by ConfigMap",
+			core, []string{"configmaps"}, []string{"get"}),
+		r("elect one replica to write statuses, so replicas do not fight",
+			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "create", "update"}),
+	}
+}
+
+// clusterInfoRules let the agent read the public cluster address (kubeadm's
+// kube-public/cluster-info) to advertise to clients.
+func clusterInfoRules() []rule {
+	return []rule{
+		r("read the cluster's public address and CA to advertise in the CredentialIssuer",
+			core, []string{"configmaps"}, []string{"get"}, "cluster-info"),
+	}
+}
+
+// preAuthnRules are granted to everyone, including unauthenticated users:
+// trading a token for a credential is how one becomes authenticated.
+func preAuthnRules() []rule {
+	return []rule{
+		r("anyone may trade an external token for a credential (the token is the proof), or ask who they are",
+			[]string{"login.concierge.pinniped.dev", "identity.concierge.pinniped.dev"},
+			[]string{"tokencredentialrequests", "whoamirequests"}, []string{"create", "list"}),
+	}
+}
+
+func policyRules(rules []rule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = r.PolicyRule
+	}
+	return out
+}
