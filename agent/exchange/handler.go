@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,10 +250,21 @@ func checkUser(u user.Info) string {
 	switch {
 	case u == nil || u.GetName() == "":
 		return "authenticator returned an empty username"
+	case strings.HasPrefix(u.GetName(), "system:"):
+		// An external identity provider never speaks for Kubernetes' own
+		// identities (system:kube-controller-manager, system:node:...).
+		return fmt.Sprintf("username %q is in the reserved system: namespace", u.GetName())
 	case u.GetUID() != "":
 		// A certificate has no place for a UID; dropping it silently would
 		// change who the user is.
 		return "authenticator returned a UID, which client certificates cannot carry"
+	}
+	for _, g := range u.GetGroups() {
+		if strings.HasPrefix(g, "system:") {
+			// system:masters would bypass RBAC entirely; the rest are the
+			// API server's to assign.
+			return fmt.Sprintf("group %q is in the reserved system: namespace", g)
+		}
 	}
 	for k := range u.GetExtra() {
 		if k != "authentication.kubernetes.io/credential-id" {

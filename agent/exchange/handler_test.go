@@ -136,6 +136,8 @@ func TestExchangeFailuresSayOnlyAuthenticationFailed(t *testing.T) {
 		"wrong issuer":          tcrBody(f.token(t, map[string]any{"iss": "https://elsewhere"}), "JWTAuthenticator", "dex"),
 		"garbage":               tcrBody("garbage", "JWTAuthenticator", "dex"),
 		"oversized":             tcrBody(strings.Repeat("a", exchange.MaxTokenBytes+1), "JWTAuthenticator", "dex"),
+		"system username":       tcrBody(f.token(t, map[string]any{"username": "system:kube-controller-manager"}), "JWTAuthenticator", "dex"),
+		"system:masters group":  tcrBody(f.token(t, map[string]any{"groups": []string{"devs", "system:masters"}}), "JWTAuthenticator", "dex"),
 		"unknown authenticator": tcrBody(f.token(t, nil), "JWTAuthenticator", "nope"),
 		"wrong kind":            tcrBody(f.token(t, nil), "Secret", "dex"),
 		"wrong api group":       strings.Replace(tcrBody(f.token(t, nil), "JWTAuthenticator", "dex"), "authentication.concierge", "evil.concierge", 1),

@@ -30,6 +30,7 @@ import (
 	"github.com/dexidp/dex/server"
 	"github.com/dexidp/dex/server/connectors"
 	"github.com/dexidp/dex/server/signer"
+	"github.com/dexidp/dex/server/tokens"
 	"github.com/dexidp/dex/storage"
 	"github.com/dexidp/dex/storage/etcd"
 )
@@ -129,6 +130,13 @@ func run(path string) error {
 		return fmt.Errorf("open signer: %w", err)
 	}
 
+	// Without a policy Dex's refresh handler dereferences nil. Defaults: rotation on, no
+	// idle or absolute expiry.
+	refreshPolicy, err := tokens.NewRefreshTokenPolicy(logger, false, "", "", "")
+	if err != nil {
+		return fmt.Errorf("refresh token policy: %w", err)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -138,6 +146,7 @@ func run(path string) error {
 		SkipApprovalScreen: true,
 		PasswordConnector:  connectors.LocalConnector, // enables the password grant
 		IDTokensValidFor:   idTTL,
+		RefreshTokenPolicy: refreshPolicy,
 		Now:                now,
 		Logger:             logger,
 		Signer:             sig,
