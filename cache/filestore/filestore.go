@@ -1,0 +1,106 @@
+// Package filestore keeps secrets as files in a private directory: 0700
+// directory, 0600 files, each written to a temporary file, synced and
+// renamed into place, so a crash or a concurrent reader never sees half a
+// value.
+package filestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/pinniped-kit/pinniped/cache"
+)
+
+// Store implements cache.Store.
+type Store struct {
+	Dir string
+}
+
+var _ cache.Store = (*Store)(nil)
+
+// Describe implements cache.Store.
+func (s *Store) Describe() string { return s.Dir }
+
+// path maps a key to a file name that is safe whatever the key contains.
+func (s *Store) path(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(s.Dir, hex.EncodeToString(sum[:16])+".cred")
+}
+
+// ensureDir creates the directory 0700, and refuses one that others can
+// read: a credential there would leak.
+func (s *Store) ensureDir() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("create credential directory: %w", err)
+	}
+	info, err := os.Stat(s.Dir)
+	if err != nil {
+		return err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(s.Dir, 0o700); err != nil {
+			return fmt.Errorf("credential directory %s is readable by others and cannot be fixed: %w", s.Dir, err)
+		}
+	}
+	return nil
+}
+
+// Get implements cache.Store.
+func (s *Store) Get(_ context.Context, key string) ([]byte, error) {
+	b, err := os.ReadFile(s.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, cache.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read cached credential: %w", err)
+	}
+	return b, nil
+}
+
+// Set implements cache.Store.
+func (s *Store) Set(_ context.Context, key string, value []byte) error {
+	if err := s.ensureDir(); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(s.Dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write cached credential: %w", err)
+	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // no-op after a successful rename
+	// CreateTemp makes 0600 files already; be explicit in case of an odd umask.
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if _, err := f.Write(value); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write cached credential: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write cached credential: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.path(key)); err != nil {
+		return fmt.Errorf("write cached credential: %w", err)
+	}
+	return nil
+}
+
+// Delete implements cache.Store.
+func (s *Store) Delete(_ context.Context, key string) error {
+	err := os.Remove(s.path(key))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete cached credential: %w", err)
+	}
+	return nil
+}
