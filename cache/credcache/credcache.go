@@ -1,0 +1,252 @@
+// Package credcache caches short-lived cluster credentials (what `pinniped
+// login` prints for kubectl) in a cache.Store, under canonical keys, and
+// never hands out one that is about to expire.
+package credcache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache"
+)
+
+// DefaultSkew: a credential expiring sooner than this is treated as expired,
+// so kubectl never sends one that dies in flight or on a slightly fast
+// API-server clock.
+const DefaultSkew = 30 * time.Second
+
+// MaxEntries bounds the index; the oldest entries are evicted first.
+const MaxEntries = 64
+
+// keyVersion changes whenever what goes into a key changes, so an old binary's
+// entries are never misread.
+const keyVersion = "pinniped-credcache-v1"
+
+// indexKey names the list of live entries; keyrings cannot enumerate.
+const indexKey = "pinniped-credcache-index"
+
+// Credential is the part of an ExecCredential status pinniped caches.
+type Credential struct {
+	Token                 string    `json:"token,omitempty"`
+	ClientCertificateData string    `json:"clientCertificateData,omitempty"`
+	ClientKeyData         string    `json:"clientKeyData,omitempty"`
+	ExpirationTimestamp   time.Time `json:"expirationTimestamp"`
+}
+
+type entry struct {
+	Version    int        `json:"version"`
+	Credential Credential `json:"credential"`
+	Created    time.Time  `json:"created"`
+	// Label is a human-readable description for `pinniped status`, never secret.
+	Label string `json:"label,omitempty"`
+}
+
+type indexEntry struct {
+	Key     string    `json:"key"`
+	Label   string    `json:"label,omitempty"`
+	Expires time.Time `json:"expires"`
+	Created time.Time `json:"created"`
+}
+
+// Key derives a cache key from the inputs that determine a credential. The
+// inputs are marshalled as JSON (struct fields in declaration order, map keys
+// sorted), so equal inputs give equal keys whatever the flag order was.
+func Key(inputs any) (string, error) {
+	b, err := json.Marshal(struct {
+		V      string `json:"v"`
+		Inputs any    `json:"inputs"`
+	}{keyVersion, inputs})
+	if err != nil {
+		return "", fmt.Errorf("cache key: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "cred-" + hex.EncodeToString(sum[:]), nil
+}
+
+// Cache reads and writes credentials.
+type Cache struct {
+	Store cache.Store
+	Now   func() time.Time
+	Skew  time.Duration
+
+	mu sync.Mutex // serialises index updates within a process
+}
+
+func (c *Cache) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Cache) skew() time.Duration {
+	if c.Skew > 0 {
+		return c.Skew
+	}
+	return DefaultSkew
+}
+
+// Get returns a credential valid for longer than the skew, or false. Corrupt
+// or expired entries are removed.
+func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) {
+	raw, err := c.Store.Get(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var e entry
+	if err := json.Unmarshal(raw, &e); err != nil || e.Version != 1 || !usable(&e.Credential) {
+		_ = c.Store.Delete(ctx, key)
+		return nil, false, nil
+	}
+	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
+		_ = c.Store.Delete(ctx, key)
+		return nil, false, nil
+	}
+	return &e.Credential, true, nil
+}
+
+func usable(cr *Credential) bool {
+	return !cr.ExpirationTimestamp.IsZero() &&
+		(cr.Token != "" || (cr.ClientCertificateData != "" && cr.ClientKeyData != ""))
+}
+
+// Put stores a credential and records it in the index, evicting expired and
+// excess entries.
+func (c *Cache) Put(ctx context.Context, key, label string, cred Credential) error {
+	if !usable(&cred) {
+		return errors.New("refusing to cache a credential without an expiry or secret")
+	}
+	now := c.now()
+	b, err := json.Marshal(entry{Version: 1, Credential: cred, Created: now, Label: label})
+	if err != nil {
+		return err
+	}
+	if err := c.Store.Set(ctx, key, b); err != nil {
+		return err
+	}
+	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry {
+		out := idx[:0]
+		for _, e := range idx {
+			if e.Key != key {
+				out = append(out, e)
+			}
+		}
+		return append(out, indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now})
+	})
+}
+
+// Delete removes one credential.
+func (c *Cache) Delete(ctx context.Context, key string) error {
+	if err := c.Store.Delete(ctx, key); err != nil {
+		return err
+	}
+	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry {
+		out := idx[:0]
+		for _, e := range idx {
+			if e.Key != key {
+				out = append(out, e)
+			}
+		}
+		return out
+	})
+}
+
+// Entry describes a cached credential without its secrets.
+type Entry struct {
+	Key     string
+	Label   string
+	Expires time.Time
+	Created time.Time
+}
+
+// List returns the live entries, soonest expiry first.
+func (c *Cache) List(ctx context.Context) ([]Entry, error) {
+	idx, err := c.readIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	var out []Entry
+	for _, e := range idx {
+		if e.Expires.After(now) {
+			out = append(out, Entry(e))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Expires.Before(out[j].Expires) })
+	return out, nil
+}
+
+// Clear removes every credential in the index.
+func (c *Cache) Clear(ctx context.Context) (int, error) {
+	idx, err := c.readIndex(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range idx {
+		if err := c.Store.Delete(ctx, e.Key); err != nil {
+			return 0, err
+		}
+	}
+	return len(idx), c.Store.Delete(ctx, indexKey)
+}
+
+func (c *Cache) readIndex(ctx context.Context) ([]indexEntry, error) {
+	raw, err := c.Store.Get(ctx, indexKey)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var idx []indexEntry
+	if json.Unmarshal(raw, &idx) != nil {
+		return nil, nil // a corrupt index is rebuilt from scratch
+	}
+	return idx, nil
+}
+
+// updateIndex applies fn, then drops expired entries and caps the size,
+// deleting the values of everything it drops. Callers hold the per-key
+// process lock; the index itself is small and rewritten atomically.
+func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) []indexEntry) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx, err := c.readIndex(ctx)
+	if err != nil {
+		return err
+	}
+	idx = fn(idx)
+	now := c.now()
+	keep := idx[:0]
+	var drop []string
+	for _, e := range idx {
+		if e.Expires.After(now) {
+			keep = append(keep, e)
+		} else {
+			drop = append(drop, e.Key)
+		}
+	}
+	sort.SliceStable(keep, func(i, j int) bool { return keep[i].Created.Before(keep[j].Created) })
+	for len(keep) > MaxEntries {
+		drop = append(drop, keep[0].Key)
+		keep = keep[1:]
+	}
+	for _, k := range drop {
+		_ = c.Store.Delete(ctx, k)
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return err
+	}
+	return c.Store.Set(ctx, indexKey, b)
+}

@@ -1,0 +1,125 @@
+package credcache_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newCache(t *testing.T) (*credcache.Cache, *clock, cache.Store) {
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	store := &filestore.Store{Dir: t.TempDir()}
+	return &credcache.Cache{Store: store, Now: clk.now}, clk, store
+}
+
+func cred(exp time.Time) credcache.Credential {
+	return credcache.Credential{ClientCertificateData: "cert", ClientKeyData: "key", ExpirationTimestamp: exp}
+}
+
+func TestKeyIsCanonical(t *testing.T) {
+	type inputs struct {
+		Issuer string            `json:"issuer"`
+		Scopes []string          `json:"scopes"`
+		Extra  map[string]string `json:"extra"`
+	}
+	a, _ := credcache.Key(inputs{"https://x", []string{"a", "b"}, map[string]string{"1": "x", "2": "y"}})
+	b, _ := credcache.Key(inputs{"https://x", []string{"a", "b"}, map[string]string{"2": "y", "1": "x"}})
+	c, _ := credcache.Key(inputs{"https://x", []string{"b", "a"}, nil})
+	if a != b {
+		t.Error("map order changed the key")
+	}
+	if a == c {
+		t.Error("different inputs gave the same key")
+	}
+}
+
+func TestExpirySkew(t *testing.T) {
+	c, clk, _ := newCache(t)
+	ctx := context.Background()
+	if err := c.Put(ctx, "k", "cluster a", cred(clk.t.Add(time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := c.Get(ctx, "k"); !ok {
+		t.Fatal("fresh credential not returned")
+	}
+	clk.t = clk.t.Add(31 * time.Second) // 29 s left: inside the skew
+	if _, ok, _ := c.Get(ctx, "k"); ok {
+		t.Fatal("a credential expiring within 30 s was handed out")
+	}
+}
+
+func TestCorruptEntryIsDropped(t *testing.T) {
+	c, _, store := newCache(t)
+	ctx := context.Background()
+	for name, raw := range map[string]string{
+		"garbage":    "{{{",
+		"no secret":  `{"version":1,"credential":{"expirationTimestamp":"2030-01-01T00:00:00Z"}}`,
+		"no expiry":  `{"version":1,"credential":{"token":"t"}}`,
+		"future fmt": `{"version":9,"credential":{"token":"t","expirationTimestamp":"2030-01-01T00:00:00Z"}}`,
+	} {
+		_ = store.Set(ctx, "k", []byte(raw))
+		got, ok, err := c.Get(ctx, "k")
+		if err != nil || ok || got != nil {
+			t.Errorf("%s: got %v %v %v", name, got, ok, err)
+		}
+		if _, err := store.Get(ctx, "k"); err == nil {
+			t.Errorf("%s: corrupt entry left in place", name)
+		}
+	}
+}
+
+func TestIndexGarbageCollection(t *testing.T) {
+	c, clk, store := newCache(t)
+	ctx := context.Background()
+	_ = c.Put(ctx, "old", "", cred(clk.t.Add(time.Minute)))
+	clk.t = clk.t.Add(2 * time.Minute)
+	for i := range credcache.MaxEntries + 5 {
+		clk.t = clk.t.Add(time.Second)
+		if err := c.Put(ctx, fmt.Sprintf("k%d", i), "", cred(clk.t.Add(time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, _ := c.List(ctx)
+	if len(list) != credcache.MaxEntries {
+		t.Fatalf("%d entries, want the cap %d", len(list), credcache.MaxEntries)
+	}
+	for _, k := range []string{"old", "k0", "k4"} {
+		if _, err := store.Get(ctx, k); err == nil {
+			t.Errorf("%s should have been evicted", k)
+		}
+	}
+	n, err := c.Clear(ctx)
+	if err != nil || n != credcache.MaxEntries {
+		t.Fatalf("cleared %d, %v", n, err)
+	}
+	if _, ok, _ := c.Get(ctx, "k10"); ok {
+		t.Fatal("credential survived Clear")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"version":1,"credential":{"token":"t","expirationTimestamp":"2030-01-01T00:00:00Z"}}`))
+	f.Add([]byte(`{"version":1,"credential":{"expirationTimestamp":"not a time"}}`))
+	f.Add([]byte{0xff, 0x00})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		store := &filestore.Store{Dir: t.TempDir()}
+		c := &credcache.Cache{Store: store}
+		_ = store.Set(context.Background(), "k", raw)
+		got, ok, err := c.Get(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && (got == nil || got.ExpirationTimestamp.IsZero()) {
+			t.Fatalf("returned an unusable credential from %q", raw)
+		}
+	})
+}

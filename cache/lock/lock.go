@@ -1,0 +1,45 @@
+// Package lock serialises work on one cache key across processes, so that
+// twenty kubectl calls racing on an empty cache cause one login, not twenty.
+// It is a gofrs/flock file lock, held until Unlock or process exit (the
+// kernel drops it if the process dies, so a crash never wedges the cache).
+package lock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Lock is a held lock.
+type Lock struct{ f *flock.Flock }
+
+// Acquire waits for the lock on key until ctx ends. Lock files live in dir
+// (created 0700) and are named by a hash, so keys may contain anything.
+func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create lock directory: %w", err)
+	}
+	sum := sha256.Sum256([]byte(key))
+	f := flock.New(filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock"))
+	ok, err := f.TryLockContext(ctx, 25*time.Millisecond)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("another pinniped process is still logging in for this cluster (waited on %s): %w", f.Path(), err)
+		}
+		return nil, fmt.Errorf("lock %s: %w", f.Path(), err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("could not lock %s", f.Path())
+	}
+	return &Lock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() error { return l.f.Unlock() }

@@ -1,0 +1,97 @@
+package lock_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache/lock"
+)
+
+func TestMutualExclusion(t *testing.T) {
+	dir := t.TempDir()
+	var inside, maxInside atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := lock.Acquire(context.Background(), dir, "cluster-a")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := inside.Add(1)
+			for {
+				m := maxInside.Load()
+				if n <= m || maxInside.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			inside.Add(-1)
+			_ = l.Unlock()
+		}()
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once", maxInside.Load())
+	}
+}
+
+func TestTimeoutSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	held, err := lock.Acquire(context.Background(), dir, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Unlock() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	// flock locks are per open file description, so a second Acquire in the
+	// same process contends like another process would.
+	_, err = lock.Acquire(ctx, dir, "k")
+	if err == nil || !strings.Contains(err.Error(), "another pinniped process") {
+		t.Fatalf("want a timeout naming the cause, got %v", err)
+	}
+}
+
+// TestAcrossProcesses holds the lock in a child process and checks this one waits.
+func TestAcrossProcesses(t *testing.T) {
+	if os.Getenv("LOCK_CHILD_DIR") != "" {
+		l, err := lock.Acquire(context.Background(), os.Getenv("LOCK_CHILD_DIR"), "k")
+		if err != nil {
+			os.Exit(3)
+		}
+		os.Stdout.WriteString("locked\n")
+		time.Sleep(300 * time.Millisecond)
+		_ = l.Unlock()
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=TestAcrossProcesses")
+	cmd.Env = append(os.Environ(), "LOCK_CHILD_DIR="+dir)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 7)
+	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("child did not lock: %q %v", buf, err)
+	}
+	start := time.Now()
+	l, err := lock.Acquire(context.Background(), dir, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock()
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("acquired after %v while the child held the lock", waited)
+	}
+	_ = cmd.Wait()
+}
