@@ -1,0 +1,74 @@
+package conciergeclient_test
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+)
+
+// TestAgainstTheAgentHandler runs the client against the agent's real
+// exchange handler: the two halves of the wire contract meet here.
+func TestAgainstTheAgentHandler(t *testing.T) {
+	iss := jwttest.New(t)
+	a, err := jwt.New(context.Background(), jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tokenauth.NewRegistry()
+	reg.Set(tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"}, a)
+	ca, _ := certauthority.New("c", time.Hour, nil)
+	srv := httptest.NewTLSServer(&exchange.Handler{Authenticators: reg, Issuer: &issuer.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
+	defer srv.Close()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+
+	cfg := &conciergeclient.Config{Endpoint: srv.URL, CABundle: caPEM, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	token := iss.Sign(t, map[string]any{"iss": iss.URL, "aud": "cluster-a", "exp": time.Now().Add(time.Hour).Unix(), "username": "alice"})
+	cred, err := conciergeclient.Exchange(context.Background(), cfg, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cred.ClientCertificateData, "BEGIN CERTIFICATE") || cred.ExpirationTimestamp.IsZero() {
+		t.Fatalf("credential %+v", cred)
+	}
+
+	_, err = conciergeclient.Exchange(context.Background(), cfg, "garbage")
+	if !errors.Is(err, conciergeclient.ErrRefused) {
+		t.Fatalf("want ErrRefused, got %v", err)
+	}
+
+	cfg.APIGroupSuffix = "other.example"
+	_, err = conciergeclient.Exchange(context.Background(), cfg, token)
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("wrong suffix: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for name, cfg := range map[string]conciergeclient.Config{
+		"http":      {Endpoint: "http://x", AuthenticatorType: "jwt", AuthenticatorName: "a"},
+		"bad type":  {Endpoint: "https://x", AuthenticatorType: "ldap", AuthenticatorName: "a"},
+		"no name":   {Endpoint: "https://x", AuthenticatorType: "jwt"},
+		"bad CA":    {Endpoint: "https://x", AuthenticatorType: "jwt", AuthenticatorName: "a", CABundle: []byte("nope")},
+		"not a URL": {Endpoint: "::", AuthenticatorType: "jwt", AuthenticatorName: "a"},
+	} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

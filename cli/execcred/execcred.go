@@ -1,0 +1,103 @@
+// Package execcred speaks kubectl's exec credential plugin protocol: it reads
+// KUBERNETES_EXEC_INFO and writes an ExecCredential in the version kubectl
+// asked for (client.authentication.k8s.io/v1 or v1beta1).
+package execcred
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The API versions kubectl understands.
+const (
+	V1      = "client.authentication.k8s.io/v1"
+	V1beta1 = "client.authentication.k8s.io/v1beta1"
+)
+
+// EnvVar is where kubectl passes the request.
+const EnvVar = "KUBERNETES_EXEC_INFO"
+
+// Cluster is what kubectl says about the cluster (provideClusterInfo: true).
+type Cluster struct {
+	Server                   string `json:"server,omitempty"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"`
+}
+
+// Request is the parsed KUBERNETES_EXEC_INFO.
+type Request struct {
+	APIVersion string
+	// Interactive is false when kubectl has no terminal to offer (e.g. an
+	// IDE or a CI job): no prompts, no browser.
+	Interactive bool
+	Cluster     *Cluster
+}
+
+// ParseRequest parses KUBERNETES_EXEC_INFO. When kubectl did not set it
+// (someone ran `pinniped login` by hand) it assumes v1 and an interactive
+// session; a malformed value is an error, since guessing could print a
+// credential kubectl then rejects.
+func ParseRequest(env string) (*Request, error) {
+	if env == "" {
+		return &Request{APIVersion: V1, Interactive: true}, nil
+	}
+	var raw struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Spec       struct {
+			Interactive *bool    `json:"interactive"`
+			Cluster     *Cluster `json:"cluster"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(env), &raw); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", EnvVar, err)
+	}
+	if raw.Kind != "" && raw.Kind != "ExecCredential" {
+		return nil, fmt.Errorf("%s has kind %q, want ExecCredential", EnvVar, raw.Kind)
+	}
+	req := &Request{APIVersion: raw.APIVersion, Cluster: raw.Spec.Cluster}
+	switch raw.APIVersion {
+	case V1:
+		// v1 always says whether a person is there.
+		req.Interactive = raw.Spec.Interactive != nil && *raw.Spec.Interactive
+	case V1beta1:
+		// v1beta1 may omit it; older kubectls meant "yes" by omission.
+		req.Interactive = raw.Spec.Interactive == nil || *raw.Spec.Interactive
+	case "":
+		return nil, fmt.Errorf("%s has no apiVersion", EnvVar)
+	default:
+		return nil, fmt.Errorf("%s asks for %s; this pinniped speaks %s and %s (upgrade pinniped?)", EnvVar, raw.APIVersion, V1, V1beta1)
+	}
+	return req, nil
+}
+
+// Status is the credential part of an ExecCredential.
+type Status struct {
+	ExpirationTimestamp   *time.Time `json:"expirationTimestamp,omitempty"`
+	Token                 string     `json:"token,omitempty"`
+	ClientCertificateData string     `json:"clientCertificateData,omitempty"`
+	ClientKeyData         string     `json:"clientKeyData,omitempty"`
+}
+
+// Write prints the ExecCredential kubectl asked for. Only this may ever go
+// to stdout.
+func Write(w io.Writer, apiVersion string, s Status) error {
+	if s.ExpirationTimestamp != nil {
+		t := s.ExpirationTimestamp.UTC().Truncate(time.Second)
+		s.ExpirationTimestamp = &t
+	}
+	b, err := json.Marshal(struct {
+		Kind       string `json:"kind"`
+		APIVersion string `json:"apiVersion"`
+		Spec       struct {
+			Interactive bool `json:"interactive"`
+		} `json:"spec"`
+		Status Status `json:"status"`
+	}{Kind: "ExecCredential", APIVersion: apiVersion, Status: s})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
