@@ -1,0 +1,231 @@
+package oidclogin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// BrowserOptions tune the browser flow.
+type BrowserOptions struct {
+	// ListenPort is the loopback port; 0 picks a free one.
+	ListenPort int
+	// SkipBrowser prints the URL instead of opening a browser.
+	SkipBrowser bool
+	// SkipListen disables the loopback listener: paste only (e.g. a remote
+	// shell whose browser is elsewhere).
+	SkipListen bool
+	// AllowPaste offers the paste prompt alongside the listener; it needs a
+	// person at a terminal.
+	AllowPaste bool
+	// ExtraParams are added to the authorization request.
+	ExtraParams map[string]string
+}
+
+// ErrLoginDenied means the provider answered the login with an error.
+var ErrLoginDenied = errors.New("the identity provider refused the login")
+
+func randomString() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+type callbackResult struct {
+	code string
+	err  error
+}
+
+// BrowserLogin runs the authorization code flow with PKCE (S256), state and
+// nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
+// person, whichever comes first.
+func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*Tokens, error) {
+	state, err := randomString()
+	if err != nil {
+		return nil, err
+	}
+	nonce, err := randomString()
+	if err != nil {
+		return nil, err
+	}
+	verifier := oauth2.GenerateVerifier()
+
+	results := make(chan callbackResult, 2)
+	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present
+	if !o.SkipListen {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
+		if err != nil {
+			if !o.AllowPaste {
+				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
+			}
+			ui.Progress(fmt.Sprintf("cannot listen for the callback (%v); paste the code instead", err))
+		} else {
+			redirect = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
+			srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
+			go func() { _ = srv.Serve(ln) }()
+			defer func() { _ = srv.Close() }()
+		}
+	}
+	if o.SkipListen && !o.AllowPaste {
+		return nil, errors.New("--skip-listen needs a terminal to paste the code into")
+	}
+
+	oc := p.oauth
+	oc.RedirectURL = redirect
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline}
+	for k, v := range o.ExtraParams {
+		opts = append(opts, oauth2.SetAuthURLParam(k, v))
+	}
+	authURL := oc.AuthCodeURL(state, opts...)
+
+	ui.ShowLoginURL(authURL)
+	if !o.SkipBrowser && !o.SkipListen {
+		if err := ui.OpenBrowser(authURL); err != nil {
+			ui.Progress("could not open a browser (" + err.Error() + "); open the link above by hand")
+		}
+	}
+	pasteCtx, stopPaste := context.WithCancel(ctx)
+	defer stopPaste()
+	if o.AllowPaste {
+		go func() {
+			in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")
+			if err != nil {
+				return // the listener may still win; ctx decides the timeout
+			}
+			code, err := codeFromPaste(in, state)
+			results <- callbackResult{code: code, err: err}
+		}()
+	}
+	ui.Progress("waiting for you to log in")
+
+	var code string
+	for code == "" {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("login not completed: %w", ctx.Err())
+		case r := <-results:
+			if r.err != nil {
+				if errors.Is(r.err, errBadPaste) {
+					ui.Progress(r.err.Error())
+					continue
+				}
+				return nil, r.err
+			}
+			code = r.code
+		}
+	}
+	stopPaste()
+	ui.Progress("exchanging the authorization code")
+	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return nil, fmt.Errorf("exchange the authorization code: %w", err)
+	}
+	return p.tokens(ctx, tok, nonce)
+}
+
+var errBadPaste = errors.New("that does not look like an authorization code or redirect URL; try again")
+
+// codeFromPaste accepts a bare code or a redirect URL. A URL's state must
+// match; a bare code has none to check, but is useless to an attacker
+// without this process's PKCE verifier.
+func codeFromPaste(in, state string) (string, error) {
+	in = strings.TrimSpace(in)
+	if in == "" {
+		return "", errBadPaste
+	}
+	if strings.Contains(in, "://") || strings.HasPrefix(in, "/") || strings.Contains(in, "code=") {
+		u, err := url.Parse(in)
+		if err != nil {
+			return "", errBadPaste
+		}
+		q := u.Query()
+		if e := q.Get("error"); e != "" {
+			if q.Get("state") != state {
+				return "", errBadPaste
+			}
+			return "", fmt.Errorf("%w: %s %s", ErrLoginDenied, e, q.Get("error_description"))
+		}
+		if q.Get("state") != state {
+			return "", fmt.Errorf("%w (its state belongs to a different login)", errBadPaste)
+		}
+		if c := q.Get("code"); c != "" {
+			return c, nil
+		}
+		return "", errBadPaste
+	}
+	if strings.ContainsAny(in, " \t") {
+		return "", errBadPaste
+	}
+	return in, nil
+}
+
+// callbackHandler accepts the redirect only with the right state. A wrong
+// state is refused with 403 but does not end the login: a stray or
+// malicious request must not be able to cancel it.
+func callbackHandler(state, issuer string, results chan<- callbackResult) http.Handler {
+	origin := ""
+	if u, err := url.Parse(issuer); err == nil {
+		origin = u.Scheme + "://" + u.Host
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/callback", func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodOptions:
+			// Providers that post the code with JavaScript (form_post pages)
+			// need this CORS preflight answered, for the issuer's origin only.
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Access-Control-Allow-Private-Network", "true")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case http.MethodGet, http.MethodPost:
+		default:
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if r.Form.Get("state") != state {
+			http.Error(w, "this login link belongs to a different login attempt", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if e := r.Form.Get("error"); e != "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprintf(w, page, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
+			results <- callbackResult{err: fmt.Errorf("%w: %s %s", ErrLoginDenied, e, r.Form.Get("error_description"))}
+			return
+		}
+		code := r.Form.Get("code")
+		if code == "" {
+			http.Error(w, "no code in the callback", http.StatusBadRequest)
+			return
+		}
+		_, _ = fmt.Fprintf(w, page, "Logged in", "You can close this tab and return to your terminal.")
+		select {
+		case results <- callbackResult{code: code}:
+		default: // a second valid callback; the first one won
+		}
+	})
+	return mux
+}
+
+const page = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>pinniped</title></head>
+<body style="font-family:sans-serif;margin:3em"><h1>%s</h1><p>%s</p></body></html>`
