@@ -102,12 +102,19 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	defer stopPaste()
 	if o.AllowPaste {
 		go func() {
-			in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")
-			if err != nil {
-				return // the listener may still win; ctx decides the timeout
+			for {
+				in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")
+				if err != nil {
+					return // the listener may still win; ctx decides the timeout
+				}
+				code, err := codeFromPaste(in, state)
+				if errors.Is(err, errBadPaste) {
+					ui.Progress(err.Error())
+					continue
+				}
+				results <- callbackResult{code: code, err: err}
+				return
 			}
-			code, err := codeFromPaste(in, state)
-			results <- callbackResult{code: code, err: err}
 		}()
 	}
 	ui.Progress("waiting for you to log in")
@@ -119,10 +126,6 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 			return nil, fmt.Errorf("login not completed: %w", ctx.Err())
 		case r := <-results:
 			if r.err != nil {
-				if errors.Is(r.err, errBadPaste) {
-					ui.Progress(r.err.Error())
-					continue
-				}
 				return nil, r.err
 			}
 			code = r.code

@@ -40,6 +40,13 @@ type Tokens struct {
 	Groups   []string `json:"groups,omitempty"`
 }
 
+// signingAlgs are the asymmetric algorithms accepted for ID tokens; HS256
+// would let anyone holding the client secret mint tokens.
+var signingAlgs = []string{
+	oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
+	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
+}
+
 // Provider is a discovered OIDC provider.
 type Provider struct {
 	cfg      Config
@@ -126,8 +133,9 @@ func Discover(ctx context.Context, cfg Config) (*Provider, error) {
 		http: client,
 		oidc: p,
 		verifier: p.Verifier(&oidc.Config{
-			ClientID: cfg.ClientID,
-			Now:      now,
+			ClientID:             cfg.ClientID,
+			SupportedSigningAlgs: signingAlgs,
+			Now:                  now,
 		}),
 		oauth: oauth2.Config{
 			ClientID: cfg.ClientID,

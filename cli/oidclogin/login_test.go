@@ -1,0 +1,234 @@
+package oidclogin_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin/oidctest"
+)
+
+// fakeUI records what a person would see, and plays the browser: opening a
+// URL follows the provider's redirects to the loopback callback.
+type fakeUI struct {
+	t        *testing.T
+	ca       []byte
+	mu       sync.Mutex
+	shown    []string
+	paste    chan string
+	noOpen   bool
+	beforeGo func(authURL string) // runs before the browser follows the URL
+}
+
+func (u *fakeUI) Progress(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
+func (u *fakeUI) ShowLoginURL(string) {}
+func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
+	u.Progress("code " + code + " at " + uri)
+}
+
+func (u *fakeUI) OpenBrowser(authURL string) error {
+	if u.noOpen {
+		return errors.New("no browser here")
+	}
+	go func() {
+		if u.beforeGo != nil {
+			u.beforeGo(authURL)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(u.ca)
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+		resp, err := c.Get(authURL) //nolint:noctx // test browser
+		if err != nil {
+			u.t.Errorf("browser: %v", err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}()
+	return nil
+}
+
+func (u *fakeUI) PromptCode(ctx context.Context, _ string) (string, error) {
+	if u.paste == nil {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	select {
+	case s := <-u.paste:
+		return s, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func discover(t *testing.T, p *oidctest.Provider) *oidclogin.Provider {
+	t.Helper()
+	prov, err := oidclogin.Discover(context.Background(), oidclogin.Config{
+		Issuer: p.URL, ClientID: p.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: p.CABundle,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prov
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestBrowserLogin(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &fakeUI{t: t, ca: p.CABundle}
+	tok, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.IDToken == "" || tok.RefreshToken == "" || tok.Username != "alice" || len(tok.Groups) != 1 {
+		t.Fatalf("tokens %+v", tok)
+	}
+	if p.AuthCodeGrants.Load() != 1 {
+		t.Fatal("no code grant")
+	}
+}
+
+// TestWrongStateDoesNotAbort: a forged callback is refused with 403, and the
+// real one still completes the login.
+func TestWrongStateDoesNotAbort(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &fakeUI{t: t, ca: p.CABundle}
+	ui.beforeGo = func(authURL string) {
+		u, _ := url.Parse(authURL)
+		redirect := u.Query().Get("redirect_uri")
+		for _, q := range []string{"?code=evil&state=wrong", "?error=access_denied&state=wrong"} {
+			resp, err := http.Get(redirect + q) //nolint:noctx // test
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("forged callback %s got %d, want 403", q, resp.StatusCode)
+			}
+		}
+	}
+	if _, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{}); err != nil {
+		t.Fatalf("login aborted by a forged callback: %v", err)
+	}
+}
+
+// TestPastedRedirectURL: with no listener (remote shell), the person pastes
+// the URL the browser failed to reach.
+func TestPastedRedirectURL(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &fakeUI{t: t, ca: p.CABundle, paste: make(chan string, 2)}
+	prov := discover(t, p)
+	ui.noOpen = true
+	done := make(chan error, 1)
+	var captured string
+	var mu sync.Mutex
+	ui2 := &capturingUI{fakeUI: ui, onURL: func(s string) { mu.Lock(); captured = s; mu.Unlock() }}
+	go func() {
+		_, err := prov.BrowserLogin(ctxT(t), ui2, oidclogin.BrowserOptions{SkipListen: true, AllowPaste: true})
+		done <- err
+	}()
+	var authURL string
+	for authURL == "" {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		authURL = captured
+		mu.Unlock()
+	}
+	// What the person does: open the login URL elsewhere, and copy the
+	// address bar of the redirect that could not reach this machine.
+	redirect := followWithoutCallback(t, p, authURL)
+	ui.paste <- "garbage with spaces"
+	ui.paste <- redirect
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type capturingUI struct {
+	*fakeUI
+	onURL func(string)
+}
+
+func (c *capturingUI) ShowLoginURL(u string) { c.onURL(u) }
+
+func followWithoutCallback(t *testing.T, p *oidctest.Provider, authURL string) string {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.CABundle)
+	c := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := c.Get(authURL) //nolint:noctx // test
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if !strings.HasPrefix(loc, "http://127.0.0.1:0/callback") {
+		t.Fatalf("paste-only logins should redirect to port 0, got %q", loc)
+	}
+	return loc
+}
+
+func TestDeviceLogin(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &fakeUI{t: t, ca: p.CABundle}
+	go func() { time.Sleep(300 * time.Millisecond); p.ApproveDevice() }()
+	tok, err := discover(t, p).DeviceLogin(ctxT(t), ui)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.IDToken == "" || p.DeviceGrants.Load() != 1 {
+		t.Fatalf("%+v", tok)
+	}
+	if !strings.Contains(strings.Join(ui.shown, "\n"), "ABCD-EFGH") {
+		t.Fatal("the user code was not shown")
+	}
+}
+
+func TestPasswordAndRefreshAndExchange(t *testing.T) {
+	p := oidctest.New(t)
+	prov := discover(t, p)
+	ctx := ctxT(t)
+	if _, err := prov.PasswordGrant(ctx, "alice", "wrong"); err == nil {
+		t.Fatal("wrong password accepted")
+	}
+	tok, err := prov.PasswordGrant(ctx, "alice", "password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := prov.Refresh(ctx, tok.RefreshToken)
+	if err != nil || fresh.IDToken == "" || fresh.RefreshToken == "" {
+		t.Fatalf("refresh: %+v %v", fresh, err)
+	}
+	p.FailRefresh.Store(true)
+	if _, err := prov.Refresh(ctx, tok.RefreshToken); err == nil {
+		t.Fatal("revoked refresh accepted")
+	}
+	jwtTok, exp, err := prov.ExchangeForAudience(ctx, tok.AccessToken, "cluster-b")
+	if err != nil || jwtTok == "" || exp.IsZero() {
+		t.Fatalf("exchange: %v", err)
+	}
+}
+
+func TestRefusesHTTPIssuer(t *testing.T) {
+	_, err := oidclogin.Discover(context.Background(), oidclogin.Config{Issuer: "http://dex.example.com", ClientID: "x"})
+	if err == nil || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("want an https error, got %v", err)
+	}
+}

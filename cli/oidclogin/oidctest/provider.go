@@ -1,0 +1,189 @@
+// Package oidctest is a small in-process OIDC provider for unit tests of the
+// login flows: discovery, keys, an authorization endpoint that "logs in" at
+// once, and a token endpoint for the code (with PKCE), refresh, password,
+// device and token-exchange grants. End-to-end tests use the real Dex.
+package oidctest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Provider is the fake. Counters let tests assert which grants ran.
+type Provider struct {
+	URL      string
+	CABundle []byte
+	ClientID string
+	Now      func() time.Time
+	// IDTokenTTL is the lifetime of issued ID tokens (default 1h).
+	IDTokenTTL time.Duration
+
+	AuthCodeGrants, RefreshGrants, PasswordGrants, DeviceGrants, ExchangeGrants atomic.Int64
+	// FailRefresh makes refresh grants fail, like a revoked session.
+	FailRefresh atomic.Bool
+
+	key *ecdsa.PrivateKey
+	mu  sync.Mutex
+	// codes maps an issued code to its PKCE challenge and nonce.
+	codes map[string]codeInfo
+	// DeviceApproved is closed or set by the test to approve device logins.
+	deviceApproved atomic.Bool
+}
+
+type codeInfo struct{ challenge, nonce, redirect string }
+
+// New starts the provider; it stops when the test ends.
+func New(t testing.TB) *Provider {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p := &Provider{ClientID: "pinniped-cli", key: key, codes: map[string]codeInfo{}, Now: time.Now}
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]any{
+			"issuer": p.URL, "jwks_uri": p.URL + "/keys",
+			"authorization_endpoint":           p.URL + "/auth",
+			"token_endpoint":                   p.URL + "/token",
+			"device_authorization_endpoint":    p.URL + "/device",
+			"code_challenge_methods_supported": []string{"S256"},
+		})
+	})
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+	})
+	mux.HandleFunc("/auth", p.auth)
+	mux.HandleFunc("/token", p.token)
+	mux.HandleFunc("/device", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]any{"device_code": "dev-code", "user_code": "ABCD-EFGH",
+			"verification_uri": p.URL + "/activate", "expires_in": 60, "interval": 1})
+	})
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	p.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return p
+}
+
+// ApproveDevice lets pending device logins finish.
+func (p *Provider) ApproveDevice() { p.deviceApproved.Store(true) }
+
+// auth logs "alice" in at once and redirects back with a code, after
+// checking that the client asked for PKCE S256.
+func (p *Provider) auth(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" {
+		http.Error(w, "PKCE S256 required", http.StatusBadRequest)
+		return
+	}
+	if q.Get("client_id") != p.ClientID {
+		http.Error(w, "unknown client", http.StatusBadRequest)
+		return
+	}
+	code := randomString()
+	p.mu.Lock()
+	p.codes[code] = codeInfo{challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), redirect: q.Get("redirect_uri")}
+	p.mu.Unlock()
+	u, _ := url.Parse(q.Get("redirect_uri"))
+	v := u.Query()
+	v.Set("code", code)
+	v.Set("state", q.Get("state"))
+	u.RawQuery = v.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, 400, map[string]string{"error": "invalid_request"})
+		return
+	}
+	f := r.PostForm
+	nonce := ""
+	switch f.Get("grant_type") {
+	case "authorization_code":
+		p.mu.Lock()
+		info, ok := p.codes[f.Get("code")]
+		delete(p.codes, f.Get("code"))
+		p.mu.Unlock()
+		sum := sha256.Sum256([]byte(f.Get("code_verifier")))
+		if !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != info.challenge || f.Get("redirect_uri") != info.redirect {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		nonce = info.nonce
+		p.AuthCodeGrants.Add(1)
+	case "refresh_token":
+		if p.FailRefresh.Load() || f.Get("refresh_token") == "" {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked"})
+			return
+		}
+		p.RefreshGrants.Add(1)
+	case "password":
+		if f.Get("username") != "alice" || f.Get("password") != "password" {
+			writeJSON(w, 401, map[string]string{"error": "invalid_grant", "error_description": "wrong password"})
+			return
+		}
+		p.PasswordGrants.Add(1)
+	case "urn:ietf:params:oauth:grant-type:device_code":
+		if !p.deviceApproved.Load() {
+			writeJSON(w, 400, map[string]string{"error": "authorization_pending"})
+			return
+		}
+		p.DeviceGrants.Add(1)
+	case "urn:ietf:params:oauth:grant-type:token-exchange":
+		p.ExchangeGrants.Add(1)
+		writeJSON(w, 200, map[string]any{"access_token": p.sign(f.Get("audience"), ""), "issued_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_type": "N_A"})
+		return
+	default:
+		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
+		return
+	}
+	writeJSON(w, 200, map[string]any{
+		"access_token": "access-" + randomString(), "token_type": "bearer", "expires_in": 3600,
+		"refresh_token": "refresh-" + randomString(), "id_token": p.sign(p.ClientID, nonce),
+	})
+}
+
+func (p *Provider) sign(aud, nonce string) string {
+	ttl := p.IDTokenTTL
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	now := p.Now()
+	claims := map[string]any{"iss": p.URL, "sub": "alice-id", "aud": aud, "iat": now.Unix(), "exp": now.Add(ttl).Unix(),
+		"username": "alice", "email": "alice@example.com", "groups": []string{"devs"}}
+	if nonce != "" {
+		claims["nonce"] = nonce
+	}
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	b, _ := json.Marshal(claims)
+	s, _ := signer.Sign(b)
+	out, _ := s.CompactSerialize()
+	return out
+}
+
+func randomString() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
