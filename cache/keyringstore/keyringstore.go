@@ -38,9 +38,19 @@ import (
 // DefaultTimeout bounds one keyring call (gh uses 3 s for the same reason).
 const DefaultTimeout = 3 * time.Second
 
-// chunkSize keeps each stored string under every platform's limit once the
-// key name and encoding overhead are added.
-const chunkSize = 1800
+// chunkSize keeps each stored string under the platform's limit once the key
+// name and encoding overhead are added: Windows caps a credential at 2560
+// bytes, macOS at about 3 KB; Secret Service has no practical limit, so
+// Linux stores one string and pays for one D-Bus round trip.
+var chunkSize = chunkSizeFor(runtime.GOOS)
+
+func chunkSizeFor(goos string) int {
+	switch goos {
+	case "windows", "darwin":
+		return 1800
+	}
+	return 1 << 20
+}
 
 // ErrTimeout means the keyring did not answer in time.
 var ErrTimeout = errors.New("the OS keyring did not answer in time (is it locked, waiting for a password prompt?)")

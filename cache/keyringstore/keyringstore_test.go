@@ -17,10 +17,11 @@ import (
 // store against a real gnome-keyring over D-Bus.
 
 func TestChunkedRoundTrip(t *testing.T) {
+	defer forceChunkSize(1800)()
 	keyring.MockInit()
 	s := &Store{Service: "pinniped-test"}
 	ctx := context.Background()
-	for _, size := range []int{0, 10, chunkSize, 50 << 10} {
+	for _, size := range []int{0, 10, 1800, 50 << 10} {
 		v := make([]byte, size)
 		_, _ = rand.Read(v) // incompressible: forces many chunks
 		if err := s.Set(ctx, "k", v); err != nil {
@@ -47,6 +48,7 @@ func TestChunkedRoundTrip(t *testing.T) {
 }
 
 func TestEveryStoredStringFitsWindows(t *testing.T) {
+	defer forceChunkSize(1800)()
 	keyring.MockInit()
 	s := &Store{Service: "pinniped-test"}
 	v := make([]byte, 20<<10)
@@ -66,6 +68,7 @@ func TestEveryStoredStringFitsWindows(t *testing.T) {
 }
 
 func TestTornValueReadsAsMissing(t *testing.T) {
+	defer forceChunkSize(1800)()
 	keyring.MockInit()
 	s := &Store{Service: "pinniped-test"}
 	v := make([]byte, 10<<10)
@@ -109,4 +112,11 @@ func TestNoSessionBusIsDetectedWithoutDBus(t *testing.T) {
 	if err := s.Unavailable(context.Background()); err == nil {
 		t.Fatal("want unavailable")
 	}
+}
+
+// forceChunkSize exercises the Windows/macOS chunking on any platform.
+func forceChunkSize(n int) (restore func()) {
+	old := chunkSize
+	chunkSize = n
+	return func() { chunkSize = old }
 }
