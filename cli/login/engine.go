@@ -1,0 +1,344 @@
+// Package login decides how `pinniped login` gets a credential, in order:
+// a cached cluster credential; a cached ID token; a refresh; an interactive
+// (or password) login. Its collaborators (stores, provider, clock, UI,
+// exchange) are injected, so every branch is tested without a network.
+package login
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"time"
+
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+)
+
+// MinIDTokenLifetime: a cached ID token with less left than this is
+// refreshed first, so the cluster credential made from it is not cut short.
+const MinIDTokenLifetime = 10 * time.Minute
+
+// Flow names an interactive login method.
+type Flow string
+
+// Login methods.
+const (
+	FlowAuto     Flow = ""         // browser, plus the paste prompt when a person is at a terminal
+	FlowBrowser  Flow = "browser"  // browser only
+	FlowDevice   Flow = "device"   // device code
+	FlowPassword Flow = "password" // password grant from PINNIPED_USERNAME/PINNIPED_PASSWORD
+)
+
+// OIDCRequest is what `pinniped login oidc` asks for.
+type OIDCRequest struct {
+	Issuer          string
+	ClientID        string
+	Scopes          []string
+	CABundle        []byte
+	RequestAudience string
+	Flow            Flow
+	Browser         oidclogin.BrowserOptions
+	Username        string // password flow; from the environment, never a flag
+	Password        string
+	// Concierge is nil when the ID token itself is the credential.
+	Concierge *conciergeclient.Config
+}
+
+// Provider is what the engine needs from an OIDC provider.
+type Provider interface {
+	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*oidclogin.Tokens, error)
+	DeviceLogin(ctx context.Context, ui oidclogin.UI) (*oidclogin.Tokens, error)
+	PasswordGrant(ctx context.Context, username, password string) (*oidclogin.Tokens, error)
+	Refresh(ctx context.Context, refreshToken string) (*oidclogin.Tokens, error)
+	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
+}
+
+// Engine holds the collaborators.
+type Engine struct {
+	// Store caches credentials and sessions; nil disables caching.
+	Store   cache.Store
+	LockDir string
+	Now     func() time.Time
+	UI      UI
+	Stdout  io.Writer
+	// Discover is called only when a login or refresh is needed, so the
+	// cached path makes no network calls.
+	Discover func(ctx context.Context) (Provider, error)
+	// Exchange trades a token at the agent.
+	Exchange func(ctx context.Context, c *conciergeclient.Config, token string) (*loginv1alpha1.ClusterCredential, error)
+	// LockTimeout bounds waiting for another process's login.
+	LockTimeout time.Duration
+}
+
+// UI extends the provider's UI with the engine's own messages.
+type UI interface {
+	oidclogin.UI
+	// Success reports the outcome of a fresh login.
+	Success(s Summary)
+}
+
+// Summary describes a completed login, without secrets.
+type Summary struct {
+	Username  string
+	Groups    []string
+	Expires   time.Time
+	StoredIn  string
+	Refreshed bool
+}
+
+// ErrNeedsInteraction: the credential cannot be renewed without a person.
+var ErrNeedsInteraction = errors.New("logging in needs you at a terminal")
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// cacheInputs are everything that determines the credential. Two runs with
+// the same inputs may share it, however their flags were ordered.
+type cacheInputs struct {
+	Issuer          string   `json:"issuer"`
+	ClientID        string   `json:"clientID"`
+	Scopes          []string `json:"scopes"`
+	RequestAudience string   `json:"requestAudience,omitempty"`
+	CABundleHash    string   `json:"caBundle,omitempty"`
+	Concierge       *struct {
+		Endpoint, Suffix, Type, Name, CAHash string
+	} `json:"concierge,omitempty"`
+	ClusterServer string `json:"clusterServer,omitempty"`
+	ClusterCAHash string `json:"clusterCA,omitempty"`
+	StaticToken   string `json:"staticTokenHash,omitempty"`
+}
+
+func hashOf(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func credentialKey(r *OIDCRequest, exec *execcred.Request, staticToken string) (string, error) {
+	scopes := slices.Clone(r.Scopes)
+	slices.Sort(scopes)
+	scopes = slices.Compact(scopes)
+	in := cacheInputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: scopes, RequestAudience: r.RequestAudience, CABundleHash: hashOf(r.CABundle)}
+	if staticToken != "" {
+		in.StaticToken = hashOf([]byte(staticToken))
+	}
+	if c := r.Concierge; c != nil {
+		in.Concierge = &struct{ Endpoint, Suffix, Type, Name, CAHash string }{c.Endpoint, c.APIGroupSuffix, c.AuthenticatorType, c.AuthenticatorName, hashOf(c.CABundle)}
+	}
+	if exec != nil && exec.Cluster != nil {
+		in.ClusterServer, in.ClusterCAHash = exec.Cluster.Server, hashOf(exec.Cluster.CertificateAuthorityData)
+	}
+	return credcache.Key(in)
+}
+
+func sessionKey(r *OIDCRequest) string {
+	scopes := slices.Clone(r.Scopes)
+	slices.Sort(scopes)
+	k, _ := credcache.Key(struct {
+		Kind, Issuer, ClientID string
+		Scopes                 []string
+		CA                     string
+	}{"session", r.Issuer, r.ClientID, slices.Compact(scopes), hashOf(r.CABundle)})
+	return "sess-" + k
+}
+
+// LoginOIDC prints a credential for kubectl, logging in only if it must.
+func (e *Engine) LoginOIDC(ctx context.Context, r *OIDCRequest, exec *execcred.Request) error {
+	key, err := credentialKey(r, exec, "")
+	if err != nil {
+		return err
+	}
+	creds := e.credCache()
+	if cred, ok := e.cached(ctx, creds, key); ok {
+		return e.write(exec, cred)
+	}
+	// One login per key across processes: the rest wait here, then find
+	// the credential the first one cached.
+	unlock, err := e.lock(ctx, key, exec.Interactive)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if cred, ok := e.cached(ctx, creds, key); ok {
+		return e.write(exec, cred)
+	}
+
+	tokens, refreshed, err := e.idToken(ctx, r, exec)
+	if err != nil {
+		return err
+	}
+	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
+	if r.RequestAudience != "" && r.RequestAudience != r.ClientID {
+		p, err := e.Discover(ctx)
+		if err != nil {
+			return err
+		}
+		if token, expiry, err = p.ExchangeForAudience(ctx, tokens.AccessToken, r.RequestAudience); err != nil {
+			return err
+		}
+	}
+	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
+	if r.Concierge != nil {
+		e.UI.Progress("exchanging the token for a cluster credential")
+		cc, err := e.Exchange(ctx, r.Concierge, token)
+		if err != nil {
+			return err
+		}
+		cred = &credcache.Credential{
+			Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData,
+			ExpirationTimestamp: cc.ExpirationTimestamp.Time,
+		}
+	}
+	storedIn := "nowhere (caching disabled)"
+	if creds != nil {
+		label := r.Issuer
+		if exec != nil && exec.Cluster != nil {
+			label = exec.Cluster.Server + " via " + r.Issuer
+		}
+		if err := creds.Put(ctx, key, label, *cred); err != nil {
+			e.UI.Progress("could not cache the credential: " + err.Error())
+		} else {
+			storedIn = e.Store.Describe()
+		}
+	}
+	e.UI.Success(Summary{Username: tokens.Username, Groups: tokens.Groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
+	return e.write(exec, cred)
+}
+
+func (e *Engine) credCache() *credcache.Cache {
+	if e.Store == nil {
+		return nil
+	}
+	return &credcache.Cache{Store: e.Store, Now: e.Now}
+}
+
+func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool) {
+	if c == nil {
+		return nil, false
+	}
+	cred, ok, err := c.Get(ctx, key)
+	if err != nil {
+		e.UI.Progress("credential cache unreadable, logging in again: " + err.Error())
+		return nil, false
+	}
+	return cred, ok
+}
+
+func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func(), error) {
+	if e.Store == nil || e.LockDir == "" {
+		return func() {}, nil
+	}
+	timeout := e.LockTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+		if interactive {
+			timeout = 15 * time.Minute // someone may be typing a password in the other login
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l, err := lock.Acquire(lctx, e.LockDir, key)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Unlock() }, nil
+}
+
+// idToken returns a usable ID token: cached, refreshed, or from a new login.
+func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
+	sk := sessionKey(r)
+	var session *oidclogin.Tokens
+	if e.Store != nil {
+		if raw, err := e.Store.Get(ctx, sk); err == nil {
+			var t oidclogin.Tokens
+			if json.Unmarshal(raw, &t) == nil {
+				session = &t
+			} else {
+				_ = e.Store.Delete(ctx, sk) // corrupt: drop it, never crash
+			}
+		}
+	}
+	needAccess := r.RequestAudience != "" && r.RequestAudience != r.ClientID
+	if session != nil && session.IDToken != "" && session.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
+		(!needAccess || session.AccessTokenExpiry.After(e.now().Add(10*time.Second))) {
+		return session, false, nil
+	}
+
+	p, err := e.Discover(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if session != nil && session.RefreshToken != "" {
+		e.UI.Progress("refreshing your session")
+		fresh, err := p.Refresh(ctx, session.RefreshToken)
+		if err == nil {
+			e.saveSession(ctx, sk, fresh)
+			return fresh, true, nil
+		}
+		e.UI.Progress("could not refresh (" + err.Error() + "); logging in again")
+	}
+
+	var tokens *oidclogin.Tokens
+	switch {
+	case r.Flow == FlowPassword || (r.Username != "" && r.Password != ""):
+		if r.Username == "" || r.Password == "" {
+			return nil, false, errors.New("the password flow reads PINNIPED_USERNAME and PINNIPED_PASSWORD from the environment; set both")
+		}
+		e.UI.Progress("logging in as " + r.Username + " with a password")
+		tokens, err = p.PasswordGrant(ctx, r.Username, r.Password)
+	case !exec.Interactive:
+		return nil, false, fmt.Errorf("%w: kubectl is running without one (spec.interactive=false). Log in from a terminal first, e.g. run the same kubectl command there, or use PINNIPED_USERNAME/PINNIPED_PASSWORD for CI", ErrNeedsInteraction)
+	case r.Flow == FlowDevice:
+		tokens, err = p.DeviceLogin(ctx, e.UI)
+	default:
+		opts := r.Browser
+		opts.AllowPaste = r.Flow == FlowAuto
+		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e.saveSession(ctx, sk, tokens)
+	return tokens, false, nil
+}
+
+func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Tokens) {
+	if e.Store == nil {
+		return
+	}
+	b, err := json.Marshal(t)
+	if err == nil {
+		err = e.Store.Set(ctx, key, b)
+	}
+	if err != nil {
+		e.UI.Progress("could not save the session: " + err.Error())
+	}
+}
+
+func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
+	exp := c.ExpirationTimestamp
+	return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{
+		ExpirationTimestamp: &exp, Token: c.Token,
+		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,
+	})
+}
+
+// DefaultLockDir keeps lock files beside the file cache.
+func DefaultLockDir() string { return filepath.Join(ConfigDir(), "locks") }

@@ -1,0 +1,290 @@
+package login_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin/oidctest"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// browserUI plays a person whose browser logs in at once.
+type browserUI struct {
+	ca        []byte
+	opened    atomic.Int64
+	successes atomic.Int64
+}
+
+func (u *browserUI) Progress(string)                       {}
+func (u *browserUI) ShowLoginURL(string)                   {}
+func (u *browserUI) ShowDeviceCode(string, string, string) {}
+func (u *browserUI) Success(login.Summary)                 { u.successes.Add(1) }
+func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+func (u *browserUI) OpenBrowser(url string) error {
+	u.opened.Add(1)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(u.ca)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	go func() {
+		resp, err := c.Get(url) //nolint:noctx // test browser
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	}()
+	return nil
+}
+
+type harness struct {
+	idp       *oidctest.Provider
+	clk       *clock
+	ui        *browserUI
+	store     *filestore.Store
+	lockDir   string
+	discovers atomic.Int64
+	exchanges atomic.Int64
+}
+
+func newHarness(t *testing.T) *harness {
+	clk := &clock{t: time.Now().Truncate(time.Second)}
+	idp := oidctest.New(t)
+	idp.Now = clk.now
+	dir := t.TempDir()
+	return &harness{idp: idp, clk: clk, ui: &browserUI{ca: idp.CABundle}, store: &filestore.Store{Dir: dir + "/creds"}, lockDir: dir + "/locks"}
+}
+
+func (h *harness) engine(out io.Writer) *login.Engine {
+	return &login.Engine{
+		Store: h.store, LockDir: h.lockDir, Now: h.clk.now, UI: h.ui, Stdout: out,
+		Discover: func(ctx context.Context) (login.Provider, error) {
+			h.discovers.Add(1)
+			return oidclogin.Discover(ctx, oidclogin.Config{Issuer: h.idp.URL, ClientID: h.idp.ClientID,
+				Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle, Now: h.clk.now})
+		},
+		Exchange: func(_ context.Context, _ *conciergeclient.Config, token string) (*loginv1alpha1.ClusterCredential, error) {
+			h.exchanges.Add(1)
+			if token == "" {
+				return nil, errors.New("empty token")
+			}
+			return &loginv1alpha1.ClusterCredential{ClientCertificateData: "cert", ClientKeyData: "key",
+				ExpirationTimestamp: metav1.NewTime(h.clk.now().Add(5 * time.Minute))}, nil
+		},
+	}
+}
+
+func (h *harness) request(concierge bool) *login.OIDCRequest {
+	r := &login.OIDCRequest{Issuer: h.idp.URL, ClientID: h.idp.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle}
+	if concierge {
+		r.Concierge = &conciergeclient.Config{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	}
+	return r
+}
+
+var interactive = &execcred.Request{APIVersion: execcred.V1, Interactive: true}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("stdout is not one ExecCredential: %q", b)
+	}
+	return m
+}
+
+func TestDecisionOrder(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	run := func(r *login.OIDCRequest, exec *execcred.Request) (map[string]any, error) {
+		var out bytes.Buffer
+		err := h.engine(&out).LoginOIDC(ctx, r, exec)
+		if err != nil {
+			return nil, err
+		}
+		return decode(t, out.Bytes()), nil
+	}
+
+	// 4. Nothing cached: interactive browser login, then the exchange.
+	got, err := run(h.request(true), interactive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["status"].(map[string]any)["clientCertificateData"] != "cert" || h.idp.AuthCodeGrants.Load() != 1 || h.exchanges.Load() != 1 {
+		t.Fatalf("first login: %v, grants %d, exchanges %d", got, h.idp.AuthCodeGrants.Load(), h.exchanges.Load())
+	}
+
+	// 1. Cached credential: no discovery, no grant, no exchange.
+	d, x := h.discovers.Load(), h.exchanges.Load()
+	if _, err := run(h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.discovers.Load() != d || h.exchanges.Load() != x {
+		t.Fatal("a cached credential should need no network at all")
+	}
+
+	// 2. Credential expired (5 min), ID token still good for > 10 min:
+	// exchange again, no grant.
+	h.clk.add(6 * time.Minute)
+	if _, err := run(h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.exchanges.Load() != x+1 || h.idp.AuthCodeGrants.Load() != 1 || h.idp.RefreshGrants.Load() != 0 {
+		t.Fatalf("cached ID token path: exchanges %d, code %d, refresh %d", h.exchanges.Load(), h.idp.AuthCodeGrants.Load(), h.idp.RefreshGrants.Load())
+	}
+
+	// 3. ID token within 10 min of expiry: refresh, no browser.
+	h.clk.add(45 * time.Minute)
+	if _, err := run(h.request(true), &execcred.Request{APIVersion: execcred.V1beta1, Interactive: false}); err != nil {
+		t.Fatalf("refresh must work without a person: %v", err)
+	}
+	if h.idp.RefreshGrants.Load() != 1 || h.ui.opened.Load() != 1 {
+		t.Fatalf("refresh path: refresh %d, browsers %d", h.idp.RefreshGrants.Load(), h.ui.opened.Load())
+	}
+
+	// Refresh revoked and nobody at the terminal: a clear error, no browser.
+	h.clk.add(2 * time.Hour)
+	h.idp.FailRefresh.Store(true)
+	_, err = run(h.request(true), &execcred.Request{APIVersion: execcred.V1, Interactive: false})
+	if !errors.Is(err, login.ErrNeedsInteraction) || h.ui.opened.Load() != 1 {
+		t.Fatalf("non-interactive: %v, browsers %d", err, h.ui.opened.Load())
+	}
+
+	// Same, with a person: back to the browser.
+	if _, err := run(h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.idp.AuthCodeGrants.Load() != 2 {
+		t.Fatalf("code grants %d", h.idp.AuthCodeGrants.Load())
+	}
+}
+
+func TestIDTokenWithoutConcierge(t *testing.T) {
+	h := newHarness(t)
+	var out bytes.Buffer
+	if err := h.engine(&out).LoginOIDC(context.Background(), h.request(false), &execcred.Request{APIVersion: execcred.V1beta1, Interactive: true}); err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, out.Bytes())
+	if m["apiVersion"] != execcred.V1beta1 || m["status"].(map[string]any)["token"] == "" || h.exchanges.Load() != 0 {
+		t.Fatalf("%v", m)
+	}
+}
+
+func TestPasswordFlow(t *testing.T) {
+	h := newHarness(t)
+	r := h.request(true)
+	r.Flow, r.Username, r.Password = login.FlowPassword, "alice", "password"
+	var out bytes.Buffer
+	// Password logins work without a terminal: that is what CI needs.
+	if err := h.engine(&out).LoginOIDC(context.Background(), r, &execcred.Request{APIVersion: execcred.V1, Interactive: false}); err != nil {
+		t.Fatal(err)
+	}
+	if h.idp.PasswordGrants.Load() != 1 || h.ui.opened.Load() != 0 {
+		t.Fatal("password flow not used")
+	}
+	r.Password = ""
+	h2 := newHarness(t)
+	r2 := h2.request(true)
+	r2.Flow, r2.Username = login.FlowPassword, "alice"
+	if err := h2.engine(io.Discard).LoginOIDC(context.Background(), r2, interactive); err == nil {
+		t.Fatal("password flow without PINNIPED_PASSWORD accepted")
+	}
+}
+
+// TestConcurrentLoginsShareOne: twenty racing invocations on an empty cache
+// cause exactly one login and one exchange; all print the same credential.
+func TestConcurrentLoginsShareOne(t *testing.T) {
+	h := newHarness(t)
+	var wg sync.WaitGroup
+	outs := make([]bytes.Buffer, 20)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.engine(&outs[i]).LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if h.idp.AuthCodeGrants.Load() != 1 || h.exchanges.Load() != 1 || h.ui.opened.Load() != 1 {
+		t.Fatalf("logins %d, exchanges %d, browsers %d; want 1 each", h.idp.AuthCodeGrants.Load(), h.exchanges.Load(), h.ui.opened.Load())
+	}
+	for i := range outs {
+		decode(t, outs[i].Bytes())
+	}
+}
+
+func TestCorruptSessionIsIgnored(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if err := h.engine(io.Discard).LoginOIDC(ctx, h.request(false), interactive); err != nil {
+		t.Fatal(err)
+	}
+	// Corrupt every stored value; the next run must log in again, not crash.
+	files, _ := filepath.Glob(filepath.Join(h.store.Dir, "*.cred"))
+	if len(files) == 0 {
+		t.Fatal("nothing was cached")
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f, []byte("{corrupt"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.engine(io.Discard).LoginOIDC(ctx, h.request(false), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.idp.AuthCodeGrants.Load() != 2 {
+		t.Fatalf("grants %d", h.idp.AuthCodeGrants.Load())
+	}
+}
+
+func TestStatic(t *testing.T) {
+	h := newHarness(t)
+	var out bytes.Buffer
+	if err := h.engine(&out).LoginStatic(context.Background(), "tok", nil, interactive); err != nil {
+		t.Fatal(err)
+	}
+	if decode(t, out.Bytes())["status"].(map[string]any)["token"] != "tok" {
+		t.Fatal(out.String())
+	}
+	conc := &conciergeclient.Config{Endpoint: "https://c", AuthenticatorType: "webhook", AuthenticatorName: "w"}
+	for range 2 {
+		if err := h.engine(io.Discard).LoginStatic(context.Background(), "tok", conc, interactive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.exchanges.Load() != 1 {
+		t.Fatalf("static exchanges %d, want 1 (cached)", h.exchanges.Load())
+	}
+}

@@ -1,0 +1,120 @@
+package login
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+)
+
+// ConfigDir is $XDG_CONFIG_HOME/pinniped or ~/.config/pinniped.
+func ConfigDir() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "pinniped")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "pinniped-"+strconvUID())
+	}
+	return filepath.Join(home, ".config", "pinniped")
+}
+
+// OpenStore returns the store the --credential-cache flag asks for:
+// "keyring" (default; falls back to files when no keyring works), "file",
+// "none", or a path (upstream Pinniped's form), meaning files in its directory.
+func OpenStore(mode string, warn io.Writer) (cache.Store, error) {
+	dir := filepath.Join(ConfigDir(), "credentials")
+	switch {
+	case mode == "" || mode == "none":
+		return nil, nil
+	case mode == "file":
+		return &filestore.Store{Dir: dir}, nil
+	case mode == "keyring":
+		return &fallbackStore{
+			primary:  &keyringstore.Store{Service: "pinniped"},
+			fallback: &filestore.Store{Dir: dir},
+			warn:     warn,
+		}, nil
+	case strings.ContainsAny(mode, `/\`):
+		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil
+	}
+	return nil, fmt.Errorf("--credential-cache %q: use keyring, file, none, or a file path", mode)
+}
+
+// fallbackStore uses the keyring until it proves unusable (anything but
+// "not found"), then files for the rest of the process, saying so once.
+type fallbackStore struct {
+	primary  *keyringstore.Store
+	fallback cache.Store
+	warn     io.Writer
+
+	once     sync.Once
+	checked  bool
+	useFiles bool
+	mu       sync.Mutex
+}
+
+func (s *fallbackStore) pick() cache.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.checked {
+		s.checked = true
+		// Without a session bus, do not touch D-Bus at all.
+		if err := s.primary.UnavailableWithoutCalling(); err != nil {
+			s.switchToFiles(err)
+		}
+	}
+	if s.useFiles {
+		return s.fallback
+	}
+	return s.primary
+}
+
+func (s *fallbackStore) switchToFiles(err error) {
+	s.useFiles = true
+	s.once.Do(func() {
+		fmt.Fprintf(s.warn, "! OS keyring unavailable (%v); keeping credentials in %s (mode 0600) instead\n", err, s.fallback.Describe())
+	})
+}
+
+func (s *fallbackStore) run(ctx context.Context, fn func(cache.Store) error) error {
+	st := s.pick()
+	err := fn(st)
+	if err == nil || errors.Is(err, cache.ErrNotFound) || st == s.fallback {
+		return err
+	}
+	s.mu.Lock()
+	s.switchToFiles(err)
+	s.mu.Unlock()
+	return fn(s.fallback)
+}
+
+func (s *fallbackStore) Get(ctx context.Context, key string) (v []byte, err error) {
+	err = s.run(ctx, func(st cache.Store) error { v, err = st.Get(ctx, key); return err })
+	return v, err
+}
+
+func (s *fallbackStore) Set(ctx context.Context, key string, value []byte) error {
+	return s.run(ctx, func(st cache.Store) error { return st.Set(ctx, key, value) })
+}
+
+func (s *fallbackStore) Delete(ctx context.Context, key string) error {
+	return s.run(ctx, func(st cache.Store) error { return st.Delete(ctx, key) })
+}
+
+func (s *fallbackStore) Describe() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.useFiles {
+		return s.fallback.Describe()
+	}
+	return s.primary.Describe()
+}

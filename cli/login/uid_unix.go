@@ -1,0 +1,10 @@
+//go:build !windows
+
+package login
+
+import (
+	"os"
+	"strconv"
+)
+
+func strconvUID() string { return strconv.Itoa(os.Getuid()) }

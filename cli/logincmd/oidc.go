@@ -1,0 +1,269 @@
+// Package logincmd implements `pinniped login oidc` and `pinniped login
+// static`, the kubectl exec credential plugins. Flags follow upstream
+// Pinniped's, so kubeconfigs it generated keep working.
+package logincmd
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/loginui"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+)
+
+// Streams are the process's standard streams.
+type Streams struct {
+	In          io.Reader
+	Out, ErrOut io.Writer
+}
+
+// NewCommand returns `pinniped login` with its subcommands.
+func NewCommand(s Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "login",
+		Short: "Get a cluster credential (kubectl runs this for you)",
+		Long: `login prints a short-lived cluster credential as a kubectl ExecCredential on
+stdout. kubectl runs it through the exec plugin section of a kubeconfig made
+by "pinniped get kubeconfig"; you rarely run it yourself.
+
+Credentials are cached (OS keyring by default) until shortly before they
+expire, so most kubectl calls cost a cache read.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newOIDCCommand(s), newStaticCommand(s))
+	return cmd
+}
+
+type conciergeFlags struct {
+	enabled      bool
+	endpoint     string
+	caBundleData string
+	suffix       string
+	authType     string
+	authName     string
+}
+
+func (c *conciergeFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&c.enabled, "enable-concierge", false, "trade the token for a cluster credential at the pinniped agent")
+	f.StringVar(&c.endpoint, "concierge-endpoint", "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)")
+	f.StringVar(&c.caBundleData, "concierge-ca-bundle-data", "", "base64 PEM CA bundle of --concierge-endpoint")
+	f.StringVar(&c.suffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
+	f.StringVar(&c.authType, "concierge-authenticator-type", "", "jwt or webhook")
+	f.StringVar(&c.authName, "concierge-authenticator-name", "", "name of the JWTAuthenticator or WebhookAuthenticator")
+}
+
+func (c *conciergeFlags) config() (*conciergeclient.Config, error) {
+	if !c.enabled {
+		return nil, nil
+	}
+	ca, err := base64.StdEncoding.DecodeString(c.caBundleData)
+	if err != nil {
+		return nil, fmt.Errorf("--concierge-ca-bundle-data is not base64: %w", err)
+	}
+	cfg := &conciergeclient.Config{Endpoint: c.endpoint, CABundle: ca, APIGroupSuffix: c.suffix,
+		AuthenticatorType: c.authType, AuthenticatorName: c.authName}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// OIDCOptions are the inputs of `pinniped login oidc`.
+type OIDCOptions struct {
+	Issuer, ClientID         string
+	Scopes                   []string
+	ListenPort               int
+	SkipBrowser, SkipListen  bool
+	CABundlePaths            []string
+	CABundleData             []string
+	RequestAudience          string
+	CredentialCache          string
+	SessionCache             string
+	Flow                     string
+	UpstreamName, UpstreamTy string
+	UpstreamFlow             string
+	Timeout                  time.Duration
+	concierge                conciergeFlags
+
+	streams Streams
+	request *login.OIDCRequest
+	exec    *execcred.Request
+}
+
+func newOIDCCommand(s Streams) *cobra.Command {
+	o := &OIDCOptions{streams: s}
+	cmd := &cobra.Command{
+		Use:   "oidc --issuer=URL [flags]",
+		Short: "Log in with an OIDC provider and print a cluster credential",
+		Long: `oidc gets an ID token from your OIDC provider, trades it at the pinniped agent
+for a short-lived cluster credential (with --enable-concierge), and prints it
+for kubectl. In order, it uses:
+
+  1. a cached cluster credential that is still valid for more than 30 s;
+  2. a cached ID token valid for more than 10 minutes;
+  3. a refresh token, without any prompt;
+  4. an interactive login: a browser (the link is also printed, and you can
+     paste the code back), or --flow=device for machines without a browser,
+     or a password from PINNIPED_USERNAME/PINNIPED_PASSWORD for CI.
+
+Concurrent kubectl calls share one login. When kubectl runs non-interactively
+(an IDE, a CI job) it never opens a browser; it tells you what to run.`,
+		Example: `  # what a generated kubeconfig runs
+  pinniped login oidc --issuer=https://dex.example.com --client-id=pinniped-cli \
+    --enable-concierge --concierge-endpoint=https://10.0.0.1:6443 \
+    --concierge-authenticator-type=jwt --concierge-authenticator-name=dex
+
+  # from an SSH session with no browser
+  pinniped login oidc --issuer=https://dex.example.com --flow=device
+
+  # in CI
+  PINNIPED_USERNAME=ci-bot PINNIPED_PASSWORD=... pinniped login oidc --issuer=https://dex.example.com --flow=password`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Issuer, "issuer", "", "OIDC issuer URL (https)")
+	f.StringVar(&o.ClientID, "client-id", "pinniped-cli", "OIDC client ID")
+	f.StringSliceVar(&o.Scopes, "scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request")
+	f.IntVar(&o.ListenPort, "listen-port", 0, "port of the 127.0.0.1 callback listener (default: any free port)")
+	f.BoolVar(&o.SkipBrowser, "skip-browser", false, "print the login link instead of opening a browser")
+	f.BoolVar(&o.SkipListen, "skip-listen", false, "no callback listener: paste the code instead")
+	f.StringSliceVar(&o.CABundlePaths, "ca-bundle", nil, "PEM file of CAs for the issuer (repeatable)")
+	f.StringSliceVar(&o.CABundleData, "ca-bundle-data", nil, "base64 PEM CA bundle for the issuer (repeatable)")
+	f.StringVar(&o.RequestAudience, "request-audience", "", "trade the ID token for one with this audience (RFC 8693)")
+	f.StringVar(&o.CredentialCache, "credential-cache", "keyring", "where to cache credentials: keyring, file, none")
+	f.StringVar(&o.SessionCache, "session-cache", "", "accepted for upstream compatibility; sessions live with --credential-cache")
+	f.StringVar(&o.Flow, "flow", "", "interactive login method: browser, device or password (default: browser with a paste prompt)")
+	f.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
+	f.StringVar(&o.UpstreamTy, "upstream-identity-provider-type", "oidc", "its type (oidc, ldap, activedirectory, github)")
+	f.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
+	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on an interactive login after this long")
+	f.Bool("debug-session-cache", false, "accepted for upstream compatibility; ignored")
+	for _, h := range []string{"skip-listen", "debug-session-cache", "session-cache"} {
+		_ = f.MarkHidden(h)
+	}
+	o.concierge.add(cmd)
+	return cmd
+}
+
+// Complete validates flags and the environment and builds the request.
+func (o *OIDCOptions) Complete() error {
+	var errs []error
+	if o.Issuer == "" {
+		errs = append(errs, errors.New("--issuer is required"))
+	} else if !strings.HasPrefix(o.Issuer, "https://") {
+		errs = append(errs, fmt.Errorf("--issuer %q must be an https URL", o.Issuer))
+	}
+	ca, err := readCAs(o.CABundlePaths, o.CABundleData)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if v := os.Getenv("PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"); v != "" {
+		o.UpstreamFlow = v
+	}
+	flow := login.Flow(o.Flow)
+	switch flow {
+	case login.FlowAuto, login.FlowBrowser, login.FlowDevice, login.FlowPassword:
+	default:
+		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", o.Flow))
+	}
+	if o.UpstreamFlow == "cli_password" {
+		flow = login.FlowPassword
+	}
+	conc, err := o.concierge.config()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	extra := map[string]string{}
+	if o.UpstreamName != "" {
+		extra["pinniped_idp_name"] = o.UpstreamName
+		extra["pinniped_idp_type"] = o.UpstreamTy
+	}
+	o.exec = exec
+	o.request = &login.OIDCRequest{
+		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca,
+		RequestAudience: o.RequestAudience, Flow: flow, Concierge: conc,
+		Browser:  oidclogin.BrowserOptions{ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen, ExtraParams: extra},
+		Username: os.Getenv("PINNIPED_USERNAME"), Password: os.Getenv("PINNIPED_PASSWORD"),
+	}
+	return nil
+}
+
+// Run logs in.
+func (o *OIDCOptions) Run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	engine, err := newEngine(o.streams, o.CredentialCache, o.exec.Interactive)
+	if err != nil {
+		return err
+	}
+	r := o.request
+	engine.Discover = func(ctx context.Context) (login.Provider, error) {
+		return oidclogin.Discover(ctx, oidclogin.Config{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, CABundle: r.CABundle})
+	}
+	return engine.LoginOIDC(ctx, r, o.exec)
+}
+
+func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, error) {
+	store, err := login.OpenStore(cacheMode, s.ErrOut)
+	if err != nil {
+		return nil, err
+	}
+	ui := &loginui.Plain{Err: s.ErrOut}
+	if interactive {
+		if f, ok := s.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) { //nolint:gosec // fd fits in int
+			ui.In = f
+		}
+	}
+	return &login.Engine{
+		Store: store, LockDir: login.DefaultLockDir(), UI: ui, Stdout: s.Out,
+		Exchange: conciergeclient.Exchange,
+	}, nil
+}
+
+func readCAs(paths, data []string) ([]byte, error) {
+	var out []byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p) //nolint:gosec // the user names the file
+		if err != nil {
+			return nil, fmt.Errorf("--ca-bundle: %w", err)
+		}
+		out = append(out, b...)
+		out = append(out, '\n')
+	}
+	for _, d := range data {
+		b, err := base64.StdEncoding.DecodeString(d)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-bundle-data is not base64: %w", err)
+		}
+		out = append(out, b...)
+		out = append(out, '\n')
+	}
+	return out, nil
+}

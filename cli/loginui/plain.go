@@ -1,0 +1,140 @@
+// Package loginui shows a login's progress to a person. Plain writes lines
+// to stderr (never stdout, which carries the credential for kubectl); the
+// interactive TUI is a second implementation of the same interface.
+package loginui
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/browser"
+
+	"github.com/pinniped-kit/pinniped/cli/login"
+)
+
+// Plain is the line-by-line UI.
+type Plain struct {
+	Err io.Writer
+	// In is the terminal to read pasted codes from; nil means no prompts.
+	In io.Reader
+	// Getenv reads $BROWSER; nil means os.Getenv.
+	Getenv func(string) string
+
+	once  sync.Once
+	lines chan string
+	mu    sync.Mutex
+}
+
+var _ login.UI = (*Plain)(nil)
+
+// Progress implements login.UI.
+func (p *Plain) Progress(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
+
+// ShowLoginURL implements login.UI.
+func (p *Plain) ShowLoginURL(url string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.Err, "Log in by visiting this link:\n\n    %s\n\n", url)
+}
+
+// ShowDeviceCode implements login.UI.
+func (p *Plain) ShowDeviceCode(uri, code, complete string) {
+	fmt.Fprintf(p.Err, "To log in, open %s on any device and enter the code:\n\n    %s\n\n", uri, code)
+	if complete != "" {
+		fmt.Fprintf(p.Err, "(or open %s, which fills in the code)\n", complete)
+	}
+}
+
+// OpenBrowser implements login.UI: $BROWSER first (as many tools honour
+// it), else the platform's opener.
+func (p *Plain) OpenBrowser(url string) error {
+	getenv := p.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if b := getenv("BROWSER"); b != "" {
+		var lastErr error
+		for _, cmdline := range strings.Split(b, string(os.PathListSeparator)) {
+			args := strings.Fields(cmdline)
+			if len(args) == 0 {
+				continue
+			}
+			substituted := false
+			for i, a := range args {
+				if strings.Contains(a, "%s") {
+					args[i] = strings.ReplaceAll(a, "%s", url)
+					substituted = true
+				}
+			}
+			if !substituted {
+				args = append(args, url)
+			}
+			cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the user's own $BROWSER
+			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+			if lastErr = cmd.Start(); lastErr == nil {
+				go func() { _ = cmd.Wait() }()
+				return nil
+			}
+		}
+		return fmt.Errorf("$BROWSER: %w", lastErr)
+	}
+	// pkg/browser copies the opener's output to its Stdout, which must not
+	// be ours: stdout carries only the ExecCredential.
+	browser.Stdout, browser.Stderr = io.Discard, io.Discard
+	return browser.OpenURL(url)
+}
+
+// PromptCode implements login.UI. Lines are read by one goroutine for the
+// life of the process, so a prompt abandoned when the browser wins does not
+// swallow the next answer.
+func (p *Plain) PromptCode(ctx context.Context, prompt string) (string, error) {
+	if p.In == nil {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	p.once.Do(func() {
+		p.lines = make(chan string)
+		go func() {
+			sc := bufio.NewScanner(p.In)
+			sc.Buffer(make([]byte, 64<<10), 64<<10)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+			close(p.lines)
+		}()
+	})
+	fmt.Fprint(p.Err, prompt)
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(p.Err)
+		return "", ctx.Err()
+	case line, ok := <-p.lines:
+		if !ok {
+			return "", io.EOF
+		}
+		return line, nil
+	}
+}
+
+// Success implements login.UI.
+func (p *Plain) Success(s login.Summary) {
+	verb := "Logged in"
+	if s.Refreshed {
+		verb = "Session refreshed"
+	}
+	who := s.Username
+	if len(s.Groups) > 0 {
+		who += " (groups: " + strings.Join(s.Groups, ", ") + ")"
+	}
+	if who == "" {
+		who = "you"
+	}
+	fmt.Fprintf(p.Err, "✓ %s as %s; credential valid until %s, cached in %s\n", verb, who, s.Expires.Local().Format(time.Kitchen), s.StoredIn)
+}
