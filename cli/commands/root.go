@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/version"
@@ -45,6 +46,7 @@ which is cached in your OS keyring until it expires.`,
 		version.NewCommand("pinniped", info),
 		install.NewCommand(info.Version, streams.Out, streams.ErrOut),
 		install.NewUninstallCommand(streams.ErrOut),
+		getkubeconfig.NewCommand(streams.In, streams.Out, streams.ErrOut),
 		logincmd.NewCommand(logincmd.Streams{In: streams.In, Out: streams.Out, ErrOut: streams.ErrOut}),
 	)
 	return root

@@ -1,0 +1,425 @@
+// Package getkubeconfig implements `pinniped get kubeconfig`: flags in,
+// package kubeconfig does the discovery and generation.
+package getkubeconfig
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/kubeconfig"
+)
+
+// Options are the inputs of `pinniped get kubeconfig`.
+type Options struct {
+	Kubeconfig, KubeconfigContext string
+
+	StaticToken, StaticTokenEnv string
+	NoConcierge                 bool
+	CredentialIssuer            string
+	AuthenticatorType           string
+	AuthenticatorName           string
+	APIGroupSuffix              string
+	SkipWait                    bool
+	ConciergeCABundlePaths      []string
+	ConciergeEndpoint           string
+	ConciergeMode               string
+
+	OIDCIssuer, OIDCClientID string
+	OIDCListenPort           int
+	OIDCScopes               []string
+	OIDCSkipBrowser          bool
+	OIDCCABundlePath         string
+	OIDCRequestAudience      string
+	OIDCFlow                 string
+
+	SkipValidation  bool
+	Timeout         time.Duration
+	Output          string
+	Merge           bool
+	NameSuffix      string
+	CredentialCache string
+	PinnipedPath    string
+	InstallHint     string
+
+	In          io.Reader
+	Out, ErrOut io.Writer
+}
+
+// NewCommand returns `pinniped get` with its `kubeconfig` subcommand.
+func NewCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
+	get := &cobra.Command{Use: "get", Short: "Get things that help you use a cluster", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+	o := &Options{In: in, Out: out, ErrOut: errOut}
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Make a kubeconfig that logs users in with pinniped",
+		Long: `kubeconfig reads, with your (admin) kubeconfig, how the pinniped agent on the
+cluster issues credentials: its CredentialIssuer and best frontend, the
+authenticator, and for JWT authenticators the OIDC issuer, audience and CA.
+It prints a kubeconfig for users whose user entry runs "pinniped login" as a
+kubectl exec plugin. The kubeconfig holds no secrets; hand it out freely.
+
+With several authenticators and a terminal, it asks which to use; otherwise
+name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
+		Example: `  pinniped get kubeconfig > alice.kubeconfig
+  KUBECONFIG=alice.kubeconfig kubectl get namespaces   # logs alice in
+
+  # add a context to an existing kubeconfig instead
+  pinniped get kubeconfig -o ~/.kube/config --merge`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
+	f.StringVar(&o.StaticToken, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
+	f.StringVar(&o.StaticTokenEnv, "static-token-env", "", "log in with the token in this environment variable")
+	f.BoolVar(&o.NoConcierge, "no-concierge", false, "use the ID token itself as the credential (the cluster must trust the issuer directly)")
+	f.StringVar(&o.CredentialIssuer, "concierge-credential-issuer", "", "CredentialIssuer to read (default: the only one)")
+	f.StringVar(&o.AuthenticatorType, "concierge-authenticator-type", "", "jwt or webhook (default: discovered)")
+	f.StringVar(&o.AuthenticatorName, "concierge-authenticator-name", "", "authenticator name (default: discovered)")
+	f.StringVar(&o.APIGroupSuffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
+	f.BoolVar(&o.SkipWait, "concierge-skip-wait", false, "do not wait while a credential strategy is Pending")
+	f.StringSliceVar(&o.ConciergeCABundlePaths, "concierge-ca-bundle", nil, "PEM file(s) overriding the discovered CA of the agent's endpoint")
+	f.StringVar(&o.ConciergeEndpoint, "concierge-endpoint", "", "override the discovered endpoint of the agent")
+	f.StringVar(&o.ConciergeMode, "concierge-mode", "", "TokenCredentialRequestAPI or ImpersonationProxy (default: the first that works)")
+	f.StringVar(&o.OIDCIssuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
+	f.StringVar(&o.OIDCClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
+	f.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
+	f.StringSliceVar(&o.OIDCScopes, "oidc-scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "scopes to request (unsupported ones are dropped)")
+	f.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
+	f.StringVar(&o.OIDCCABundlePath, "oidc-ca-bundle", "", "PEM file overriding the issuer's discovered CA")
+	f.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
+	f.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
+	f.BoolVar(&o.SkipValidation, "skip-validation", false, "do not check that the generated kubeconfig's endpoint answers")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.StringVarP(&o.Output, "output", "o", "", "write to this file instead of stdout")
+	f.BoolVar(&o.Merge, "merge", false, "with -o, add the new cluster, user and context to that kubeconfig, leaving the rest untouched")
+	f.StringVar(&o.NameSuffix, "generated-name-suffix", "-pinniped", "suffix of the generated cluster, user and context names")
+	f.StringVar(&o.CredentialCache, "credential-cache", "", "--credential-cache for users' logins (default: keyring)")
+	f.StringVar(&o.PinnipedPath, "pinniped-cli-path", "", "path of pinniped in users' kubeconfig (default: this binary)")
+	f.StringVar(&o.InstallHint, "install-hint", "The pinniped CLI is missing: install it from https://github.com/pinniped-kit/pinniped/releases", "what kubectl shows when pinniped is not installed")
+	get.AddCommand(cmd)
+	return get
+}
+
+// Validate checks flags without contacting anything.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.StaticToken != "" && o.StaticTokenEnv != "" {
+		errs = append(errs, errors.New("use --static-token or --static-token-env, not both"))
+	}
+	if o.NoConcierge && (o.StaticToken != "" || o.StaticTokenEnv != "") {
+		errs = append(errs, errors.New("--no-concierge needs an OIDC login, not a static token"))
+	}
+	switch o.ConciergeMode {
+	case "", "TokenCredentialRequestAPI", "ImpersonationProxy":
+	default:
+		errs = append(errs, fmt.Errorf("--concierge-mode %q: use TokenCredentialRequestAPI or ImpersonationProxy", o.ConciergeMode))
+	}
+	switch o.AuthenticatorType {
+	case "", "jwt", "webhook":
+	default:
+		errs = append(errs, fmt.Errorf("--concierge-authenticator-type %q: use jwt or webhook", o.AuthenticatorType))
+	}
+	if (o.AuthenticatorType == "") != (o.AuthenticatorName == "") {
+		errs = append(errs, errors.New("set both --concierge-authenticator-type and --concierge-authenticator-name, or neither"))
+	}
+	if o.Merge && o.Output == "" {
+		errs = append(errs, errors.New("--merge needs -o naming the kubeconfig to add to"))
+	}
+	if o.OIDCIssuer != "" && !strings.HasPrefix(o.OIDCIssuer, "https://") {
+		errs = append(errs, fmt.Errorf("--oidc-issuer %q must be https", o.OIDCIssuer))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, errors.New("--timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run discovers and writes the kubeconfig.
+func (o *Options) Run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.KubeconfigContext})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	restCfg, err := cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return errors.New("no admin kubeconfig: set --kubeconfig or $KUBECONFIG")
+		}
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	ctxName := o.KubeconfigContext
+	if ctxName == "" {
+		ctxName = raw.CurrentContext
+	}
+	kctx := raw.Contexts[ctxName]
+	if kctx == nil {
+		return fmt.Errorf("kubeconfig has no context %q", ctxName)
+	}
+	cluster := raw.Clusters[kctx.Cluster]
+	if cluster == nil {
+		return fmt.Errorf("kubeconfig context %q names a missing cluster %q", ctxName, kctx.Cluster)
+	}
+	ca := cluster.CertificateAuthorityData
+	if len(ca) == 0 && cluster.CertificateAuthority != "" {
+		if ca, err = os.ReadFile(cluster.CertificateAuthority); err != nil {
+			return fmt.Errorf("read the cluster CA: %w", err)
+		}
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	d := &kubeconfig.Discoverer{Dynamic: dyn, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
+
+	params := &kubeconfig.LoginParams{
+		PinnipedPath: o.PinnipedPath, InstallHint: o.InstallHint, APIGroupSuff: o.APIGroupSuffix,
+		StaticToken: o.StaticToken, StaticTokenEnv: o.StaticTokenEnv, ClientID: o.OIDCClientID,
+		ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, Flow: o.OIDCFlow,
+		CredentialCache: o.CredentialCache, NoConcierge: o.NoConcierge,
+	}
+	if params.PinnipedPath == "" {
+		if exe, err := os.Executable(); err == nil {
+			params.PinnipedPath, _ = filepath.Abs(exe)
+		} else {
+			params.PinnipedPath = "pinniped"
+		}
+	}
+
+	server, serverCA := cluster.Server, ca
+	if !o.NoConcierge {
+		front, err := d.Frontend(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.Frontend{Endpoint: cluster.Server, CABundle: ca})
+		if err != nil {
+			return err
+		}
+		if o.ConciergeEndpoint != "" {
+			front.Endpoint = o.ConciergeEndpoint
+		}
+		if len(o.ConciergeCABundlePaths) > 0 {
+			if front.CABundle, err = readFiles(o.ConciergeCABundlePaths); err != nil {
+				return fmt.Errorf("--concierge-ca-bundle: %w", err)
+			}
+		}
+		params.Frontend = *front
+		server, serverCA = front.Endpoint, front.CABundle
+		auth, err := o.chooseAuthenticator(ctx, d)
+		if err != nil {
+			return err
+		}
+		params.Authenticator = *auth
+	}
+	if params.StaticToken == "" && params.StaticTokenEnv == "" {
+		if err := o.completeOIDC(ctx, params); err != nil {
+			return err
+		}
+	}
+
+	name := kctx.Cluster + o.NameSuffix
+	gen := kubeconfig.Build(name, server, serverCA, params)
+	if !o.SkipValidation {
+		if err := validateEndpoint(ctx, server, serverCA); err != nil {
+			return err
+		}
+	}
+	return o.write(gen)
+}
+
+func (o *Options) chooseAuthenticator(ctx context.Context, d *kubeconfig.Discoverer) (*kubeconfig.Authenticator, error) {
+	typ, name := o.AuthenticatorType, o.AuthenticatorName
+	if typ == "" {
+		all, err := d.Authenticators(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(all) == 0:
+			return nil, errors.New("the cluster has no JWTAuthenticator or WebhookAuthenticator; create one (pinniped install --oidc-issuer=... or --webhook-endpoint=...)")
+		case len(all) == 1:
+			typ, name = all[0].Type, all[0].Name
+		default:
+			picked, err := o.pick(all)
+			if err != nil {
+				return nil, err
+			}
+			typ, name = picked.Type, picked.Name
+		}
+	}
+	return d.Authenticator(ctx, typ, name)
+}
+
+// pick asks a person at a terminal; anyone else gets a list to choose from.
+func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticator, error) {
+	list := make([]string, len(all))
+	for i, a := range all {
+		list[i] = fmt.Sprintf("%s/%s", a.Type, a.Name)
+	}
+	f, ok := o.In.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) { //nolint:gosec // fd fits in int
+		return nil, fmt.Errorf("the cluster has %d authenticators (%s); choose one with --concierge-authenticator-type and --concierge-authenticator-name",
+			len(all), strings.Join(list, ", "))
+	}
+	fmt.Fprintln(o.ErrOut, "The cluster has several authenticators:")
+	for i, s := range list {
+		fmt.Fprintf(o.ErrOut, "  %d) %s\n", i+1, s)
+	}
+	sc := bufio.NewScanner(f)
+	for {
+		fmt.Fprintf(o.ErrOut, "Which one should users log in with? [1-%d]: ", len(all))
+		if !sc.Scan() {
+			return nil, errors.New("no authenticator chosen")
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		if err == nil && n >= 1 && n <= len(all) {
+			return &all[n-1], nil
+		}
+	}
+}
+
+func (o *Options) completeOIDC(ctx context.Context, p *kubeconfig.LoginParams) error {
+	issuer := p.Authenticator.Issuer
+	if o.OIDCIssuer != "" {
+		issuer = o.OIDCIssuer
+		p.Authenticator.Issuer = issuer
+	}
+	if issuer == "" {
+		return errors.New("the chosen authenticator is not a JWTAuthenticator; pass --oidc-issuer, or --static-token-env for a webhook")
+	}
+	p.OIDCCABundle = p.Authenticator.CABundle
+	if o.OIDCCABundlePath != "" {
+		b, err := os.ReadFile(o.OIDCCABundlePath)
+		if err != nil {
+			return fmt.Errorf("--oidc-ca-bundle: %w", err)
+		}
+		p.OIDCCABundle = b
+	}
+	p.RequestAudience = p.Authenticator.Audience
+	if o.OIDCRequestAudience != "" {
+		p.RequestAudience = o.OIDCRequestAudience
+	}
+	if p.RequestAudience == p.ClientID {
+		p.RequestAudience = "" // the ID token already has it
+	}
+	disc, err := kubeconfig.DiscoverOIDC(ctx, issuer, p.OIDCCABundle)
+	if err != nil {
+		return err
+	}
+	p.Scopes = kubeconfig.FilterScopes(o.OIDCScopes, disc.ScopesSupported)
+	return nil
+}
+
+func validateEndpoint(ctx context.Context, server string, ca []byte) error {
+	pool := x509.NewCertPool()
+	if len(ca) > 0 && !pool.AppendCertsFromPEM(ca) {
+		return errors.New("the endpoint's CA bundle holds no PEM certificate")
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(ca) > 0 {
+		tlsCfg.RootCAs = pool
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	var lastErr error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the generated kubeconfig's endpoint %s does not answer: %w (use --skip-validation to write it anyway)", server, lastErr)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func (o *Options) write(gen *clientcmdapi.Config) error {
+	if o.Output == "" {
+		b, err := clientcmd.Write(*gen)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
+	target := gen
+	if o.Merge {
+		existing, err := clientcmd.LoadFromFile(o.Output)
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("read %s to merge into: %w", o.Output, err)
+		}
+		if existing == nil {
+			existing = clientcmdapi.NewConfig()
+		}
+		cur := existing.CurrentContext
+		if err := kubeconfig.Merge(existing, gen); err != nil {
+			return err
+		}
+		if cur != "" {
+			existing.CurrentContext = cur // merging must not switch the user's context
+		}
+		target = existing
+	} else if _, err := os.Stat(o.Output); err == nil {
+		return fmt.Errorf("%s exists; use --merge to add to it, or choose another file", o.Output)
+	}
+	if err := clientcmd.WriteToFile(*target, o.Output); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.ErrOut, "Wrote %s (context %s)\n", o.Output, firstKey(gen.Contexts))
+	return nil
+}
+
+func firstKey(m map[string]*clientcmdapi.Context) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+func readFiles(paths []string) ([]byte, error) {
+	var out []byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p) //nolint:gosec // the admin names the file
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
