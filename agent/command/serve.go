@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/server"
@@ -36,6 +37,9 @@ the CredentialIssuer's status.`,
 			if err != nil {
 				return err
 			}
+			// k8s.io libraries log through klog; send it to the same
+			// structured log so the agent writes one format.
+			klog.SetSlogLogger(log)
 			if err := o.Validate(); err != nil {
 				return err
 			}

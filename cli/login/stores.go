@@ -50,7 +50,9 @@ func OpenStore(mode string, warn io.Writer) (cache.Store, error) {
 }
 
 // fallbackStore uses the keyring until it proves unusable (anything but
-// "not found"), then files for the rest of the process, saying so once.
+// "not found"), then files for the rest of the process. It says so once,
+// when it first writes a credential to a file: kubectl shows a plugin's
+// stderr on every call, and a warning on every cache hit would be noise.
 type fallbackStore struct {
 	primary  *keyringstore.Store
 	fallback cache.Store
@@ -59,6 +61,7 @@ type fallbackStore struct {
 	once     sync.Once
 	checked  bool
 	useFiles bool
+	why      error
 	mu       sync.Mutex
 }
 
@@ -80,9 +83,7 @@ func (s *fallbackStore) pick() cache.Store {
 
 func (s *fallbackStore) switchToFiles(err error) {
 	s.useFiles = true
-	s.once.Do(func() {
-		fmt.Fprintf(s.warn, "! OS keyring unavailable (%v); keeping credentials in %s (mode 0600) instead\n", err, s.fallback.Describe())
-	})
+	s.why = err
 }
 
 func (s *fallbackStore) run(ctx context.Context, fn func(cache.Store) error) error {
@@ -103,7 +104,14 @@ func (s *fallbackStore) Get(ctx context.Context, key string) (v []byte, err erro
 }
 
 func (s *fallbackStore) Set(ctx context.Context, key string, value []byte) error {
-	return s.run(ctx, func(st cache.Store) error { return st.Set(ctx, key, value) })
+	return s.run(ctx, func(st cache.Store) error {
+		if st == s.fallback {
+			s.once.Do(func() {
+				fmt.Fprintf(s.warn, "! OS keyring unavailable (%v); keeping credentials in %s (mode 0600) instead\n", s.why, s.fallback.Describe())
+			})
+		}
+		return st.Set(ctx, key, value)
+	})
 }
 
 func (s *fallbackStore) Delete(ctx context.Context, key string) error {
