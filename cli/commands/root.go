@@ -15,7 +15,9 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/whoami"
 )
 
 // NewRoot builds the `pinniped` command with every subcommand.
@@ -48,6 +50,9 @@ which is cached in your OS keyring until it expires.`,
 		install.NewUninstallCommand(streams.ErrOut),
 		getkubeconfig.NewCommand(streams.In, streams.Out, streams.ErrOut),
 		logincmd.NewCommand(logincmd.Streams{In: streams.In, Out: streams.Out, ErrOut: streams.ErrOut}),
+		logout.NewLogoutCommand(streams.ErrOut),
+		logout.NewStatusCommand(streams.Out),
+		whoami.NewCommand(streams.Out),
 	)
 	return root
 }

@@ -319,6 +319,10 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 	return tokens, false, nil
 }
 
+// sessionIndexKey lists session keys so `pinniped logout --all` can find
+// them; keyrings cannot enumerate.
+const sessionIndexKey = "pinniped-session-index"
+
 func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Tokens) {
 	if e.Store == nil {
 		return
@@ -329,7 +333,53 @@ func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Token
 	}
 	if err != nil {
 		e.UI.Progress("could not save the session: " + err.Error())
+		return
 	}
+	keys := e.sessionKeys(ctx)
+	if !slices.Contains(keys, key) {
+		keys = append(keys, key)
+		if len(keys) > credcache.MaxEntries {
+			_ = e.Store.Delete(ctx, keys[0])
+			keys = keys[1:]
+		}
+		if b, err := json.Marshal(keys); err == nil {
+			_ = e.Store.Set(ctx, sessionIndexKey, b)
+		}
+	}
+}
+
+func (e *Engine) sessionKeys(ctx context.Context) []string {
+	var keys []string
+	if raw, err := e.Store.Get(ctx, sessionIndexKey); err == nil {
+		_ = json.Unmarshal(raw, &keys)
+	}
+	return keys
+}
+
+// LogoutAll forgets every cached credential and session in the store.
+func (e *Engine) LogoutAll(ctx context.Context) (int, error) {
+	if e.Store == nil {
+		return 0, nil
+	}
+	n, err := e.credCache().Clear(ctx)
+	if err != nil {
+		return n, err
+	}
+	for _, k := range e.sessionKeys(ctx) {
+		if err := e.Store.Delete(ctx, k); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, e.Store.Delete(ctx, sessionIndexKey)
+}
+
+// Cached lists cached credentials, without secrets.
+func (e *Engine) Cached(ctx context.Context) ([]credcache.Entry, error) {
+	if e.Store == nil {
+		return nil, nil
+	}
+	return e.credCache().List(ctx)
 }
 
 func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
@@ -342,3 +392,30 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 
 // DefaultLockDir keeps lock files beside the file cache.
 func DefaultLockDir() string { return filepath.Join(ConfigDir(), "locks") }
+
+// Logout forgets the credential and the OIDC session that LoginOIDC would
+// use for r and exec. It reports whether anything was removed.
+func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (bool, error) {
+	if e.Store == nil {
+		return false, nil
+	}
+	key, err := credentialKey(r, exec, "")
+	if err != nil {
+		return false, err
+	}
+	removed := false
+	if _, ok, _ := e.credCache().Get(ctx, key); ok {
+		removed = true
+	}
+	if err := e.credCache().Delete(ctx, key); err != nil {
+		return false, err
+	}
+	sk := sessionKey(r)
+	if _, err := e.Store.Get(ctx, sk); err == nil {
+		removed = true
+	}
+	if err := e.Store.Delete(ctx, sk); err != nil {
+		return removed, err
+	}
+	return removed, nil
+}

@@ -105,6 +105,11 @@ type OIDCOptions struct {
 }
 
 func newOIDCCommand(s Streams) *cobra.Command {
+	cmd, _ := oidcCommand(s)
+	return cmd
+}
+
+func oidcCommand(s Streams) (*cobra.Command, *OIDCOptions) {
 	o := &OIDCOptions{streams: s}
 	cmd := &cobra.Command{
 		Use:   "oidc --issuer=URL [flags]",
@@ -162,11 +167,19 @@ Concurrent kubectl calls share one login. When kubectl runs non-interactively
 		_ = f.MarkHidden(h)
 	}
 	o.concierge.add(cmd)
-	return cmd
+	return cmd, o
 }
 
 // Complete validates flags and the environment and builds the request.
 func (o *OIDCOptions) Complete() error {
+	exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
+	if err != nil {
+		return err
+	}
+	return o.complete(exec)
+}
+
+func (o *OIDCOptions) complete(exec *execcred.Request) error {
 	var errs []error
 	if o.Issuer == "" {
 		errs = append(errs, errors.New("--issuer is required"))
@@ -190,10 +203,6 @@ func (o *OIDCOptions) Complete() error {
 		flow = login.FlowPassword
 	}
 	conc, err := o.concierge.config()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
 	if err != nil {
 		errs = append(errs, err)
 	}
