@@ -66,7 +66,7 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 	if err != nil {
 		return nil, fmt.Errorf("create certificate request: %w", err)
 	}
-	seconds := int32(ttl / time.Second)
+	seconds := int32(min(ttl, 24*time.Hour) / time.Second) //nolint:gosec // capped at a day, fits in int32
 	csrs := c.Client.CertificatesV1().CertificateSigningRequests()
 	created, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "pinniped-", Labels: map[string]string{CSRLabel: "true"}},

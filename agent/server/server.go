@@ -130,7 +130,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	}
 	errCh := make(chan error, 1)
 	go func() {
-		ln, err := net.Listen("tcp", o.ListenAddress)
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.ListenAddress)
 		if err != nil {
 			errCh <- fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
 			return

@@ -106,7 +106,7 @@ func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) 
 	var e entry
 	if err := json.Unmarshal(raw, &e); err != nil || e.Version != 1 || !usable(&e.Credential) {
 		_ = c.Store.Delete(ctx, key)
-		return nil, false, nil
+		return nil, false, nil //nolint:nilerr // a corrupt entry is a miss, never a failure
 	}
 	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
 		_ = c.Store.Delete(ctx, key)
@@ -210,7 +210,7 @@ func (c *Cache) readIndex(ctx context.Context) ([]indexEntry, error) {
 	}
 	var idx []indexEntry
 	if json.Unmarshal(raw, &idx) != nil {
-		return nil, nil // a corrupt index is rebuilt from scratch
+		return nil, nil //nolint:nilerr // a corrupt index is rebuilt from scratch
 	}
 	return idx, nil
 }

@@ -44,7 +44,7 @@ func (s *Store) ensureDir() error {
 		return err
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(s.Dir, 0o700); err != nil {
+		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory needs x; 0700 is owner-only
 			return fmt.Errorf("credential directory %s is readable by others and cannot be fixed: %w", s.Dir, err)
 		}
 	}

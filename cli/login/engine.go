@@ -327,7 +327,7 @@ func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Token
 	if e.Store == nil {
 		return
 	}
-	b, err := json.Marshal(t)
+	b, err := json.Marshal(t) //nolint:gosec // the session goes to the secret store (keyring or 0600 file) on purpose
 	if err == nil {
 		err = e.Store.Set(ctx, key, b)
 	}

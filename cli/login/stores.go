@@ -86,7 +86,7 @@ func (s *fallbackStore) switchToFiles(err error) {
 	s.why = err
 }
 
-func (s *fallbackStore) run(ctx context.Context, fn func(cache.Store) error) error {
+func (s *fallbackStore) run(fn func(cache.Store) error) error {
 	st := s.pick()
 	err := fn(st)
 	if err == nil || errors.Is(err, cache.ErrNotFound) || st == s.fallback {
@@ -99,12 +99,12 @@ func (s *fallbackStore) run(ctx context.Context, fn func(cache.Store) error) err
 }
 
 func (s *fallbackStore) Get(ctx context.Context, key string) (v []byte, err error) {
-	err = s.run(ctx, func(st cache.Store) error { v, err = st.Get(ctx, key); return err })
+	err = s.run(func(st cache.Store) error { v, err = st.Get(ctx, key); return err })
 	return v, err
 }
 
 func (s *fallbackStore) Set(ctx context.Context, key string, value []byte) error {
-	return s.run(ctx, func(st cache.Store) error {
+	return s.run(func(st cache.Store) error {
 		if st == s.fallback {
 			s.once.Do(func() {
 				fmt.Fprintf(s.warn, "! OS keyring unavailable (%v); keeping credentials in %s (mode 0600) instead\n", s.why, s.fallback.Describe())
@@ -115,7 +115,7 @@ func (s *fallbackStore) Set(ctx context.Context, key string, value []byte) error
 }
 
 func (s *fallbackStore) Delete(ctx context.Context, key string) error {
-	return s.run(ctx, func(st cache.Store) error { return st.Delete(ctx, key) })
+	return s.run(func(st cache.Store) error { return st.Delete(ctx, key) })
 }
 
 func (s *fallbackStore) Describe() string {

@@ -76,7 +76,8 @@ func (p *Plain) OpenBrowser(url string) error {
 			if !substituted {
 				args = append(args, url)
 			}
-			cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the user's own $BROWSER
+			// The browser must outlive this process, so no context.
+			cmd := exec.Command(args[0], args[1:]...) //nolint:gosec,noctx // the user's own $BROWSER
 			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 			if lastErr = cmd.Start(); lastErr == nil {
 				go func() { _ = cmd.Wait() }()

@@ -121,11 +121,11 @@ func NewStatusCommand(out io.Writer) *cobra.Command {
 				}
 				entries, err := engine.Cached(cmd.Context())
 				// Without a keyring, both modes end up in the same files.
-				if where := engine.Store.Describe(); seen[where] {
+				where := engine.Store.Describe()
+				if seen[where] {
 					continue
-				} else {
-					seen[where] = true
 				}
+				seen[where] = true
 				if err != nil {
 					return err
 				}

@@ -67,7 +67,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	results := make(chan callbackResult, 2)
 	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present
 	if !o.SkipListen {
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
 		if err != nil {
 			if !o.AllowPaste {
 				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)

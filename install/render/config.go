@@ -46,8 +46,8 @@ type Config struct {
 const (
 	AppName              = "pinniped-agent"
 	ServiceName          = "pinniped-agent-api"
-	ServingSecretName    = "pinniped-agent-api-tls"
-	CredentialIssuerName = "pinniped-config"
+	ServingSecretName    = "pinniped-agent-api-tls" //nolint:gosec // a Secret name, not a secret
+	CredentialIssuerName = "pinniped-config"        //nolint:gosec // a resource name
 	LeaseName            = "pinniped-agent-leader"
 	// PartOfLabel marks every object install creates, and nothing else, so
 	// uninstall can find them.
