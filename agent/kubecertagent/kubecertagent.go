@@ -1,0 +1,251 @@
+// Package kubecertagent reads the cluster's signing certificate and key, on
+// clusters where kube-controller-manager runs as a pod (kubeadm, kind): it
+// runs a small pod beside the controller manager with the same node and key
+// mounts, and reads the files through pods/exec into memory. The key is never
+// written to a Secret or to disk by the agent.
+package kubecertagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+)
+
+// Labels of the helper Deployment; part-of lets uninstall find it.
+var podLabels = map[string]string{
+	"app.kubernetes.io/part-of":    "pinniped",
+	"app.kubernetes.io/component":  "kube-cert-agent",
+	"kube-cert-agent.pinniped.dev": "v1",
+}
+
+// Defaults when the controller manager's flags name no files.
+const (
+	defaultCertPath = "/etc/kubernetes/ca/ca.pem"
+	defaultKeyPath  = "/etc/kubernetes/ca/ca.key"
+)
+
+// Agent fetches the signing key.
+type Agent struct {
+	Kube      kubernetes.Interface
+	Rest      *rest.Config
+	Namespace string
+	Name      string // of the helper Deployment
+	Image     string // the agent's own image; it has the `kube-cert-agent` command
+	// Manage is true on the leader, which creates and updates the Deployment.
+	Manage func() bool
+	Now    func() time.Time
+}
+
+// ErrNoControllerManager means this cluster keeps its control plane out of
+// reach, as managed clusters do; the CSR API or the impersonation proxy
+// must be used instead.
+var ErrNoControllerManager = errors.New("no running kube-controller-manager pod in kube-system (expected on EKS, GKE, AKS and other managed clusters)")
+
+// Fetch returns a CA loaded from the cluster's signing certificate and key.
+func (a *Agent) Fetch(ctx context.Context) (*certauthority.CA, error) {
+	kcm, err := a.findControllerManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	certPath, keyPath := signingFiles(kcm)
+	if a.Manage == nil || a.Manage() {
+		if err := a.ensureDeployment(ctx, kcm); err != nil {
+			return nil, err
+		}
+	}
+	pod, err := a.readyPod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	if err := a.exec(ctx, pod, []string{"/pinniped-agent", "kube-cert-agent", "print", certPath, keyPath}, &stdout, &stderr); err != nil {
+		return nil, fmt.Errorf("read the signing key through pod %s/%s: %w: %s", a.Namespace, pod, err, strings.TrimSpace(stderr.String()))
+	}
+	var files struct {
+		Cert string `json:"tls.crt"`
+		Key  string `json:"tls.key"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &files); err != nil {
+		return nil, fmt.Errorf("unreadable answer from the kube-cert-agent pod: %w", err)
+	}
+	ca, err := certauthority.Load([]byte(files.Cert), []byte(files.Key), a.Now)
+	if err != nil {
+		return nil, fmt.Errorf("the signing files %s and %s: %w", certPath, keyPath, err)
+	}
+	return ca, nil
+}
+
+// findControllerManager prefers the newest running pod.
+func (a *Agent) findControllerManager(ctx context.Context) (*corev1.Pod, error) {
+	pods, err := a.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=kube-controller-manager"})
+	if err != nil {
+		return nil, fmt.Errorf("list kube-controller-manager pods: %w", err)
+	}
+	var running []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+			running = append(running, p)
+		}
+	}
+	if len(running) == 0 {
+		return nil, ErrNoControllerManager
+	}
+	sort.Slice(running, func(i, j int) bool { return running[j].CreationTimestamp.Before(&running[i].CreationTimestamp) })
+	return &running[0], nil
+}
+
+// signingFiles reads the controller manager's flags for the client signer's
+// files, preferring the kube-apiserver-client specific ones.
+func signingFiles(p *corev1.Pod) (cert, key string) {
+	flags := map[string]string{}
+	for _, c := range p.Spec.Containers {
+		for _, arg := range append(append([]string{}, c.Command...), c.Args...) {
+			if k, v, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "="); ok {
+				flags[k] = v
+			}
+		}
+	}
+	cert, key = flags["cluster-signing-kube-apiserver-client-cert-file"], flags["cluster-signing-kube-apiserver-client-key-file"]
+	if cert == "" || key == "" {
+		cert, key = flags["cluster-signing-cert-file"], flags["cluster-signing-key-file"]
+	}
+	if cert == "" || key == "" {
+		return defaultCertPath, defaultKeyPath
+	}
+	return cert, key
+}
+
+// ensureDeployment runs one helper pod on the controller manager's node with
+// its volumes, as root (the key is root-only), without a ServiceAccount token.
+func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
+	var mounts []corev1.VolumeMount
+	for _, c := range kcm.Spec.Containers {
+		mounts = append(mounts, c.VolumeMounts...)
+	}
+	for i := range mounts {
+		mounts[i].ReadOnly = true
+	}
+	var volumes []corev1.Volume
+	for _, v := range kcm.Spec.Volumes {
+		if v.HostPath != nil { // projected SA tokens and the like are not ours to copy
+			volumes = append(volumes, v)
+		}
+	}
+	kept := mounts[:0]
+	for _, m := range mounts {
+		for _, v := range volumes {
+			if v.Name == m.Name {
+				kept = append(kept, m)
+			}
+		}
+	}
+	one, no, root := int32(1), false, int64(0)
+	want := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: podLabels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kube-cert-agent.pinniped.dev": "v1"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					NodeName:                     kcm.Spec.NodeName,
+					NodeSelector:                 kcm.Spec.NodeSelector,
+					Tolerations:                  append(kcm.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}),
+					HostNetwork:                  kcm.Spec.HostNetwork,
+					AutomountServiceAccountToken: &no,
+					Volumes:                      volumes,
+					Containers: []corev1.Container{{
+						Name:            "sleeper",
+						Image:           a.Image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{"/pinniped-agent", "kube-cert-agent", "sleep"},
+						VolumeMounts:    kept,
+						SecurityContext: &corev1.SecurityContext{
+							RunAsUser:                &root,
+							AllowPrivilegeEscalation: &no,
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"DAC_READ_SEARCH"}},
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")},
+						},
+					}},
+				},
+			},
+		},
+	}
+	deployments := a.Kube.AppsV1().Deployments(a.Namespace)
+	got, err := deployments.Get(ctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = deployments.Create(ctx, want, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	got.Spec.Template = want.Spec.Template
+	got.Labels = want.Labels
+	_, err = deployments.Update(ctx, got, metav1.UpdateOptions{})
+	return err
+}
+
+func (a *Agent) readyPod(ctx context.Context) (string, error) {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pods, err := a.Kube.CoreV1().Pods(a.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kube-cert-agent.pinniped.dev=v1"})
+		if err != nil {
+			return "", err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.Containers[0].Image == a.Image {
+				return p.Name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no running kube-cert-agent pod in %s after 90s (kubectl -n %s describe pods -l kube-cert-agent.pinniped.dev=v1)", a.Namespace, a.Namespace)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *Agent) exec(ctx context.Context, pod string, command []string, stdout, stderr *bytes.Buffer) error {
+	req := a.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(a.Namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "sleeper", Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(a.Rest, "GET", req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(a.Rest, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return err
+	}
+	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
+}

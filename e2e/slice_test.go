@@ -1,0 +1,207 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// The vertical slice, on the real cluster: `pinniped install` deploys the
+// agent from the locally built image; a Dex ID token traded through the
+// aggregated TokenCredentialRequest API gives a certificate the real
+// kube-apiserver accepts as the Dex user; bad tokens are refused; `pinniped
+// get kubeconfig` makes a kubeconfig with which kubectl logs in through the
+// exec plugin; deleting the authenticator stops its tokens; `pinniped
+// uninstall` leaves nothing behind.
+func TestInstallExchangeLoginUninstall(t *testing.T) {
+	ctx := context.Background()
+	cfg := Bed.Config()
+	pinniped := BuildStatic(t, "./cmd/pinniped")
+	image := AgentImage(t)
+	alice := testbed.DexUsers[0]
+
+	install := []string{"install", "--image=" + image, "--image-pull-policy=Never",
+		"--oidc-issuer=" + cfg.DexIssuer(), "--oidc-audience=" + testbed.DexClientID,
+		"--oidc-ca-bundle=" + cfg.TestbedCAFile(), "--oidc-username-claim=email",
+		"--authenticator-name=dex", "--timeout=4m"}
+	Run(t, nil, pinniped, install...)
+	t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
+
+	t.Run("install is idempotent", func(t *testing.T) {
+		before := Kubectl(t, "-n", "pinniped", "get", "deploy", "pinniped-agent", "-o", "jsonpath={.metadata.generation}")
+		Run(t, nil, pinniped, install...)
+		after := Kubectl(t, "-n", "pinniped", "get", "deploy", "pinniped-agent", "-o", "jsonpath={.metadata.generation}")
+		if before != after {
+			t.Fatalf("re-running install changed the Deployment (generation %s -> %s)", before, after)
+		}
+	})
+
+	t.Run("exchange gives a certificate the API server accepts", func(t *testing.T) {
+		idToken := PasswordLogin(t, ctx, alice).Extra("id_token").(string)
+		cred := exchange(t, idToken, "JWTAuthenticator", "dex")
+		if cred.Message != "" || cred.Cert == "" {
+			t.Fatalf("exchange failed: %+v", cred)
+		}
+		who := whoamiWithCert(t, cred)
+		if who.Username != alice.Email || !slices.Contains(who.Groups, "developers") || !slices.Contains(who.Groups, "admins") {
+			t.Fatalf("the API server sees %+v, want %s in developers and admins", who, alice.Email)
+		}
+	})
+
+	t.Run("bad tokens get authentication failed", func(t *testing.T) {
+		good := PasswordLogin(t, ctx, alice).Extra("id_token").(string)
+		parts := strings.Split(good, ".")
+		cases := map[string][2]string{
+			"garbage":               {"not-a-jwt", "dex"},
+			"tampered signature":    {parts[0] + "." + parts[1] + ".AAAA", "dex"},
+			"oversized":             {strings.Repeat("a", 100<<10), "dex"},
+			"unknown authenticator": {good, "nope"},
+		}
+		for name, c := range cases {
+			if cred := exchange(t, c[0], "JWTAuthenticator", c[1]); cred.Message != "authentication failed" || cred.Cert != "" {
+				t.Errorf("%s: got %+v, want only \"authentication failed\"", name, cred)
+			}
+		}
+	})
+
+	t.Run("kubectl logs in through the generated kubeconfig", func(t *testing.T) {
+		Kubectl(t, "create", "clusterrolebinding", "e2e-developers-view", "--clusterrole=view", "--group=developers")
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "e2e-developers-view") })
+		kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
+		if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password, "PATH=" + filepath.Dir(pinniped) + ":" + os.Getenv("PATH")}
+		if out := Run(t, env, "kubectl", "get", "namespaces"); !strings.Contains(out, "pinniped") {
+			t.Fatalf("kubectl get namespaces as alice: %s", out)
+		}
+		out := Run(t, env, "kubectl", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if out != alice.Email {
+			t.Fatalf("kubectl auth whoami through the kubeconfig: %q", out)
+		}
+		if out := Run(t, env, pinniped, "whoami", "-o", "json"); !strings.Contains(out, `"username": "`+alice.Email+`"`) || !strings.Contains(out, "WhoAmIRequest") {
+			t.Fatalf("pinniped whoami: %s", out)
+		}
+	})
+
+	t.Run("deleting the authenticator stops its tokens at once", func(t *testing.T) {
+		idToken := PasswordLogin(t, ctx, alice).Extra("id_token").(string)
+		Kubectl(t, "delete", "jwtauthenticator", "dex")
+		// Both replicas must drop it; each exchange may hit either one.
+		Eventually(t, 20*time.Second, "both agent replicas refuse tokens of the deleted authenticator", func(context.Context) error {
+			for range 6 {
+				if cred := exchange(t, idToken, "JWTAuthenticator", "dex"); cred.Message == "" {
+					return errors.New("an exchange still succeeded")
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("uninstall leaves nothing behind", func(t *testing.T) {
+		Run(t, nil, pinniped, "uninstall")
+		Eventually(t, 2*time.Minute, "no pinniped objects left", func(context.Context) error {
+			left, err := RunE(nil, "kubectl", "get",
+				"namespaces,clusterroles,clusterrolebindings,apiservices,customresourcedefinitions,certificatesigningrequests",
+				"-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
+			if err != nil {
+				return err
+			}
+			for _, ns := range []string{"kube-system", "kube-public"} {
+				more, err := RunE(nil, "kubectl", "-n", ns, "get", "roles,rolebindings,secrets", "-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
+				if err != nil {
+					return err
+				}
+				left += more
+			}
+			if strings.TrimSpace(left) != "" {
+				return fmt.Errorf("still there:\n%s", left)
+			}
+			if _, err := RunE(nil, "kubectl", "get", "namespace", "pinniped"); err == nil {
+				return errors.New("namespace pinniped still exists")
+			}
+			return nil
+		})
+		if out, err := RunE(nil, pinniped, "uninstall"); err != nil {
+			t.Fatalf("a second uninstall must succeed quietly: %v %s", err, out)
+		}
+	})
+}
+
+type exchangedCredential struct {
+	Cert, Key, Message string
+}
+
+// exchange creates a TokenCredentialRequest with kubectl, as any client would.
+func exchange(t *testing.T, token, kind, name string) exchangedCredential {
+	t.Helper()
+	req := map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": kind, "name": name}},
+	}
+	b, _ := json.Marshal(req)
+	f := filepath.Join(t.TempDir(), "tcr.json")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := Kubectl(t, "create", "-f", f, "-o", "json")
+	var resp struct {
+		Status struct {
+			Credential *struct {
+				ClientCertificateData string `json:"clientCertificateData"`
+				ClientKeyData         string `json:"clientKeyData"`
+			} `json:"credential"`
+			Message *string `json:"message"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("TokenCredentialRequest answer: %v\n%s", err, out)
+	}
+	var c exchangedCredential
+	if resp.Status.Credential != nil {
+		c.Cert, c.Key = resp.Status.Credential.ClientCertificateData, resp.Status.Credential.ClientKeyData
+	}
+	if resp.Status.Message != nil {
+		c.Message = *resp.Status.Message
+	}
+	return c
+}
+
+type userInfo struct {
+	Username string   `json:"username"`
+	Groups   []string `json:"groups"`
+}
+
+// whoamiWithCert asks the real API server who a client certificate is.
+func whoamiWithCert(t *testing.T, c exchangedCredential) userInfo {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	_ = os.WriteFile(cert, []byte(c.Cert), 0o600)
+	_ = os.WriteFile(key, []byte(c.Key), 0o600)
+	out := Run(t, []string{"KUBECONFIG=/dev/null"}, "kubectl", "--server="+Bed.Config().APIServerURL(),
+		"--certificate-authority="+Bed.Config().ClusterCAFile(), "--client-certificate="+cert, "--client-key="+key,
+		"auth", "whoami", "-o", "json")
+	var review struct {
+		Status struct {
+			UserInfo userInfo `json:"userInfo"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &review); err != nil {
+		t.Fatalf("kubectl auth whoami: %v\n%s", err, out)
+	}
+	return review.Status.UserInfo
+}
