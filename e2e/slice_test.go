@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -47,11 +49,42 @@ func TestInstallExchangeLoginUninstall(t *testing.T) {
 		}
 	})
 
+	t.Run("the strategy matches the cluster profile", func(t *testing.T) {
+		// kubeadm: the signing key is read from the controller manager's
+		// node; managed: no control plane in reach, the CSR API signs.
+		want := map[string]string{"kubeadm": "KubeClusterSigningCertificate", "managed": "CertificateSigningRequest"}[cfg.Profile]
+		Eventually(t, 2*time.Minute, want+" strategy succeeds", func(context.Context) error {
+			out, err := RunE(nil, "kubectl", "get", "credentialissuer", "pinniped-config", "-o",
+				`jsonpath={range .status.strategies[*]}{.type}={.status}:{.reason}:{.message}{"\n"}{end}`)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, want+"=Success") {
+				return fmt.Errorf("strategies:\n%s", out)
+			}
+			if cfg.Profile == "managed" && !strings.Contains(out, "KubeClusterSigningCertificate=Error:CouldNotFetchKey") {
+				return fmt.Errorf("on a managed cluster the signing-key strategy must say why it cannot work:\n%s", out)
+			}
+			return nil
+		})
+	})
+
 	t.Run("exchange gives a certificate the API server accepts", func(t *testing.T) {
 		idToken := PasswordLogin(t, ctx, alice).Extra("id_token").(string)
 		cred := exchange(t, idToken, "JWTAuthenticator", "dex")
 		if cred.Message != "" || cred.Cert == "" {
 			t.Fatalf("exchange failed: %+v", cred)
+		}
+		// The signing-key strategy issues 5-minute certificates; the CSR API
+		// cannot go below 10 minutes.
+		block, _ := pem.Decode([]byte(cred.Cert))
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTTL := map[string]time.Duration{"kubeadm": 5 * time.Minute, "managed": 10 * time.Minute}[cfg.Profile]
+		if ttl := time.Until(leaf.NotAfter); ttl > wantTTL || ttl < wantTTL-time.Minute {
+			t.Errorf("certificate lives %v more, want about %v on the %s profile", ttl.Round(time.Second), wantTTL, cfg.Profile)
 		}
 		who := whoamiWithCert(t, cred)
 		if who.Username != alice.Email || !slices.Contains(who.Groups, "developers") || !slices.Contains(who.Groups, "admins") {

@@ -65,7 +65,7 @@ You do not normally run it by hand.`,
 		},
 	}
 	versionCmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	root.AddCommand(versionCmd, newServeCommand())
+	root.AddCommand(versionCmd, newServeCommand(), newKubeCertAgentCommand())
 	return root
 }
 

@@ -58,6 +58,7 @@ the CredentialIssuer's status.`,
 	f.StringSliceVar(&o.APIServiceNames, "apiservices", []string{"v1alpha1.login.concierge.pinniped.dev", "v1alpha1.identity.concierge.pinniped.dev"}, "APIServices whose caBundle the agent keeps current")
 	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
 	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, "lifetime of issued client certificates (the CSR strategy raises it to 10m, the API's minimum)")
+	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
 	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")
 	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -66,17 +66,22 @@ func (a *Agent) Fetch(ctx context.Context) (*certauthority.CA, error) {
 		return nil, err
 	}
 	certPath, keyPath := signingFiles(kcm)
+	// Only the leader manages the helper; the others wait briefly for it.
+	wait := 5 * time.Second
 	if a.Manage == nil || a.Manage() {
 		if err := a.ensureDeployment(ctx, kcm); err != nil {
 			return nil, err
 		}
+		wait = 90 * time.Second
 	}
-	pod, err := a.readyPod(ctx)
+	pod, err := a.readyPod(ctx, wait)
 	if err != nil {
 		return nil, err
 	}
 	var stdout, stderr bytes.Buffer
-	if err := a.exec(ctx, pod, []string{"/pinniped-agent", "kube-cert-agent", "print", certPath, keyPath}, &stdout, &stderr); err != nil {
+	// Found through the image's PATH, so any image layout works (ko puts
+	// the binary under /ko-app).
+	if err := a.exec(ctx, pod, []string{"pinniped-agent", "kube-cert-agent", "print", certPath, keyPath}, &stdout, &stderr); err != nil {
 		return nil, fmt.Errorf("read the signing key through pod %s/%s: %w: %s", a.Namespace, pod, err, strings.TrimSpace(stderr.String()))
 	}
 	var files struct {
@@ -176,12 +181,13 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
 						Name:            "sleeper",
 						Image:           a.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{"/pinniped-agent", "kube-cert-agent", "sleep"},
+						Args:            []string{"kube-cert-agent", "sleep"},
 						VolumeMounts:    kept,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsUser:                &root,
 							AllowPrivilegeEscalation: &no,
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"DAC_READ_SEARCH"}},
+							// Root reads the root-owned key as its owner; no capability is needed.
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -207,8 +213,8 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
 	return err
 }
 
-func (a *Agent) readyPod(ctx context.Context) (string, error) {
-	deadline := time.Now().Add(90 * time.Second)
+func (a *Agent) readyPod(ctx context.Context, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		pods, err := a.Kube.CoreV1().Pods(a.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kube-cert-agent.pinniped.dev=v1"})
 		if err != nil {
@@ -220,7 +226,7 @@ func (a *Agent) readyPod(ctx context.Context) (string, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no running kube-cert-agent pod in %s after 90s (kubectl -n %s describe pods -l kube-cert-agent.pinniped.dev=v1)", a.Namespace, a.Namespace)
+			return "", fmt.Errorf("no running kube-cert-agent pod in %s after %v (kubectl -n %s describe pods -l kube-cert-agent.pinniped.dev=v1)", a.Namespace, wait, a.Namespace)
 		}
 		select {
 		case <-ctx.Done():

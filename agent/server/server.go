@@ -30,6 +30,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
@@ -49,6 +50,7 @@ type Options struct {
 	LogIdentities        bool
 	LeaseName            string
 	PodName              string
+	KubeCertAgentImage   string
 }
 
 // Validate reports settings that cannot work.
@@ -90,6 +92,15 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	issuers := &issuer.Switch{}
 	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
 	issuers.Set(csr)
+	signingKey := &signingKeyStrategy{
+		agent: &kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: "pinniped-kube-cert-agent",
+			Image: o.KubeCertAgentImage, Manage: leading.Load},
+		issuers: issuers, fallback: csr, ttl: o.CertTTL, log: log.With("strategy", "KubeClusterSigningCertificate"),
+		changed: make(chan struct{}, 1),
+	}
+	if o.KubeCertAgentImage != "" {
+		go signingKey.run(ctx)
+	}
 	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
 
 	// Health and metrics come up first so the kubelet sees progress.
@@ -140,9 +151,14 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		errCh <- srv.ServeTLS(ln, "", "")
 	}()
 
-	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName,
+	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: signingKey.changed,
 		Log: log.With("controller", "credentialissuer"),
 		Probers: []credentialissuer.Prober{{
+			Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
+			Success: configv1alpha1.FetchedKeyStrategyReason,
+			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
+			Probe:   signingKey.status,
+		}, {
 			Type:    configv1alpha1.CertificateSigningRequestStrategyType,
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,

@@ -80,6 +80,9 @@ func Render(c Config) ([]Object, error) {
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName+"-cluster-info", "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
 		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", "Role", AppName+"-cluster-info")},
+		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: meta(AppName+"-find-controller-manager", "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}, rules: kubeSystemRules()},
+		{obj: roleBinding(&c, AppName+"-find-controller-manager", "kube-system", "Role", AppName+"-find-controller-manager")},
 		// The built-in Role every extension API server needs: it reads the
 		// front-proxy CA and header names from kube-system.
 		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "Role", "extension-apiserver-authentication-reader")},
@@ -256,7 +259,7 @@ func deployment(c *Config) *appsv1.Deployment {
 						Name:            "agent",
 						Image:           c.Image,
 						ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
-						Args:            []string{"serve", "--namespace=" + c.Namespace},
+						Args:            []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + c.Image},
 						Env: []corev1.EnvVar{
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},

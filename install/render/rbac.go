@@ -54,6 +54,21 @@ func namespaceRules() []rule {
 			core, []string{"configmaps"}, []string{"get"}),
 		r("elect one replica to write statuses, so replicas do not fight",
 			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "create", "update"}),
+		r("run the kube-cert-agent helper pod beside kube-controller-manager",
+			[]string{"apps"}, []string{"deployments"}, []string{"get", "create", "update"}),
+		r("find the kube-cert-agent helper pod",
+			core, []string{"pods"}, []string{"get", "list"}),
+		r("read the cluster signing key through the helper pod, into memory only",
+			core, []string{"pods/exec"}, []string{"create", "get"}),
+	}
+}
+
+// kubeSystemRules let the agent find kube-controller-manager, to learn where
+// the signing key is and which node holds it.
+func kubeSystemRules() []rule {
+	return []rule{
+		r("find the kube-controller-manager pod: its node and flags say where the signing key is",
+			core, []string{"pods"}, []string{"get", "list"}),
 	}
 }
 

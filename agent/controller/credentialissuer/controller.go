@@ -44,6 +44,8 @@ type Controller struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	Interval time.Duration // between probes once everything works
+	// Trigger, when it fires, makes the controller probe again at once.
+	Trigger <-chan struct{}
 }
 
 // Run probes and writes status until ctx ends.
@@ -60,6 +62,7 @@ func (c *Controller) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.Trigger:
 		case <-time.After(wait):
 		}
 	}
