@@ -7,16 +7,21 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
 )
 
 // Issuer serves discovery and keys over TLS and signs tokens.
@@ -32,8 +37,13 @@ type Issuer struct {
 	kid  string
 }
 
-// New starts an issuer that is shut down when the test ends.
-func New(t testing.TB) *Issuer {
+// New starts an issuer on 127.0.0.1 that is shut down when the test ends.
+func New(t testing.TB) *Issuer { return NewOn(t, "") }
+
+// NewOn starts an issuer listening on ip (e.g. a test bed's node address,
+// so pods can reach it), with a certificate for that address. An empty ip
+// means 127.0.0.1 with httptest's own certificate.
+func NewOn(t testing.TB, ip string) *Issuer {
 	t.Helper()
 	iss := &Issuer{}
 	iss.Rotate(t)
@@ -55,10 +65,36 @@ func New(t testing.TB) *Issuer {
 		iss.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(set)
 	})
+	if ip == "" {
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		iss.URL = srv.URL
+		iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		return iss
+	}
+	ca, err := certauthority.New("jwttest CA", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.IssueServingCert(ip, nil, []net.IP{net.ParseIP(ip)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	iss.URL = srv.URL
-	iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	iss.URL = "https://" + ln.Addr().String()
+	iss.CABundle = ca.CertPEM()
 	return iss
 }
 
