@@ -8,7 +8,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 TOOLS   := .ci/tools.sh
 
-.PHONY: all build test check fmt vet lint generate verify-generated unit e2e demo release-check release-snapshot clean
+.PHONY: all build test check fmt vet lint generate verify-generated unit e2e demo bench-exchange release-check release-snapshot clean
 
 all: build
 
@@ -50,6 +50,10 @@ unit:
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:
 	@if [ -x e2e/run.sh ]; then e2e/run.sh; else echo "e2e: no test bed yet (e2e/run.sh missing)"; fi
+
+## bench-exchange: TokenCredentialRequest load through the real API server (prints a table)
+bench-exchange:
+	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## demo: local demo (cluster + Dex + agent + login + kubectl through it)
 demo:

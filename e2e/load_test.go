@@ -1,0 +1,130 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// TestExchangeLoad measures TokenCredentialRequests through the real
+// kube-apiserver aggregation layer to the agent's two replicas, at
+// concurrency 1 and 8, and the agents' resident memory. It prints a table
+// and asserts only that every exchange succeeded: speed is reported, not
+// asserted (make bench-exchange runs it). Set PINNIPED_E2E_LOAD=1.
+func TestExchangeLoad(t *testing.T) {
+	if os.Getenv("PINNIPED_E2E_LOAD") == "" {
+		t.Skip("a benchmark: run with PINNIPED_E2E_LOAD=1 (make bench-exchange)")
+	}
+	installAgent(t)
+	cfg := Bed.Config()
+	token := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+	body, _ := json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+	})
+	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	// Anonymous, as a login is: no client certificate, no token.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 16, ForceAttemptHTTP2: true,
+	}}
+	url := cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
+	one := func() (time.Duration, error) {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var out struct {
+			Status struct {
+				Credential *json.RawMessage `json:"credential"`
+			} `json:"status"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 || out.Status.Credential == nil {
+			return 0, fmt.Errorf("HTTP %d, credential %v, %v", resp.StatusCode, out.Status.Credential != nil, err)
+		}
+		return time.Since(start), nil
+	}
+	for range 50 { // warm up connections and the JWKS cache
+		if _, err := one(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := []string{"| concurrency | exchanges | req/s | p50 | p99 |", "|---|---|---|---|---|"}
+	for _, conc := range []int{1, 8} {
+		const perWorker = 250
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perWorker {
+					d, err := one()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))].Round(10 * time.Microsecond) }
+		rows = append(rows, fmt.Sprintf("| %d | %d | %.0f | %v | %v |", conc, len(lat), float64(len(lat))/elapsed.Seconds(), p(0.5), p(0.99)))
+	}
+	rss := agentRSS(t)
+	t.Logf("TokenCredentialRequest through kube-apiserver to the agent (%s profile, 2 replicas):\n%s\nagent RSS after the run: %s",
+		cfg.Profile, strings.Join(rows, "\n"), rss)
+}
+
+var rssLine = regexp.MustCompile(`(?m)^process_resident_memory_bytes ([0-9.e+]+)$`)
+
+// agentRSS reads each agent pod's process_resident_memory_bytes through the
+// API server's pod proxy.
+func agentRSS(t *testing.T) string {
+	pods := strings.Fields(Kubectl(t, "-n", "pinniped", "get", "pods", "-l", "app.kubernetes.io/name=pinniped-agent", "-o", "jsonpath={.items[*].metadata.name}"))
+	var out []string
+	for _, p := range pods {
+		metrics, err := RunE(nil, "kubectl", "get", "--raw", "/api/v1/namespaces/pinniped/pods/"+p+":8080/proxy/metrics")
+		if err != nil {
+			out = append(out, p+": "+err.Error())
+			continue
+		}
+		if m := rssLine.FindStringSubmatch(metrics); m != nil {
+			var b float64
+			_, _ = fmt.Sscanf(m[1], "%g", &b)
+			out = append(out, fmt.Sprintf("%s %.1f MiB", p, b/(1<<20)))
+		}
+	}
+	return strings.Join(out, ", ")
+}
