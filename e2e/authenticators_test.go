@@ -27,6 +27,9 @@ import (
 // it when the test ends. It returns the pinniped binary.
 func installAgent(t *testing.T) string {
 	t.Helper()
+	// The CLI stores credentials in the keyring; the tests' own keyring must
+	// own the Secret Service name before anything D-Bus-activates another.
+	KeyringSession(t)
 	cfg := Bed.Config()
 	pinniped := BuildStatic(t, "./cmd/pinniped")
 	Run(t, nil, pinniped, "install", "--image="+AgentImage(t), "--image-pull-policy=Never",

@@ -29,6 +29,7 @@ import (
 func TestInstallExchangeLoginUninstall(t *testing.T) {
 	ctx := context.Background()
 	cfg := Bed.Config()
+	KeyringSession(t)
 	pinniped := BuildStatic(t, "./cmd/pinniped")
 	image := AgentImage(t)
 	alice := testbed.DexUsers[0]

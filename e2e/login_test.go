@@ -1,0 +1,161 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// userKubeconfig grants Dex group "developers" view rights and writes the
+// kubeconfig `pinniped get kubeconfig` makes.
+func userKubeconfig(t *testing.T, pinniped string, extra ...string) string {
+	t.Helper()
+	if _, err := RunE(nil, "kubectl", "get", "clusterrolebinding", "e2e-login-view"); err != nil {
+		Kubectl(t, "create", "clusterrolebinding", "e2e-login-view", "--clusterrole=view", "--group=developers")
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "e2e-login-view") })
+	}
+	f := filepath.Join(t.TempDir(), "user.kubeconfig")
+	if err := os.WriteFile(f, []byte(Run(t, nil, pinniped, append([]string{"get", "kubeconfig"}, extra...)...)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestLogin drives the real CLI through kubectl's exec plugin: a browser
+// login in headless Chromium from a terminal, then the keyring cache; twenty
+// racing kubectl calls on an empty cache; and the file fallback without D-Bus.
+func TestLogin(t *testing.T) {
+	pinniped := installAgent(t)
+	alice := testbed.DexUsers[0]
+
+	t.Run("browser login once, then the keyring cache", func(t *testing.T) {
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		kubeconfig := userKubeconfig(t, pinniped)
+		dir := t.TempDir()
+		urlFile := filepath.Join(dir, "url")
+		// $BROWSER records the link; Chromium below plays the person.
+		opener := filepath.Join(dir, "open-browser")
+		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		config := filepath.Join(dir, "config")
+		env := []string{"KUBECONFIG=" + kubeconfig, "BROWSER=" + opener, "XDG_CONFIG_HOME=" + config}
+		// kubectl sees a terminal, so it tells the plugin a person is there.
+		term := NewTmux(t, 160, 40, append(append([]string{"env"}, env...), "sh", "-c", "kubectl get namespaces; echo EXIT=$?; sleep 600")...)
+		var authURL string
+		Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
+			b, err := os.ReadFile(urlFile)
+			if err != nil {
+				return err
+			}
+			authURL = strings.TrimSpace(string(b))
+			return nil
+		})
+		term.WaitFor(10*time.Second, "the login link on the terminal", func(s string) bool { return strings.Contains(s, "Log in by visiting this link") })
+		bctx, cancel := Browser(t, context.Background())
+		defer cancel()
+		browserSteps(t, bctx, "log in at Dex through the CLI's link",
+			chromedp.Navigate(authURL),
+			chromedp.WaitVisible(chromedp.ID("login")),
+			chromedp.SendKeys(chromedp.ID("login"), alice.Email),
+			chromedp.SendKeys(chromedp.ID("password"), alice.Password),
+			chromedp.Click(chromedp.ID("submit-login")),
+			chromedp.WaitVisible(`//h1[contains(., "Logged in")]`),
+		)
+		screen := term.WaitFor(30*time.Second, "kubectl's answer", func(s string) bool { return strings.Contains(s, "EXIT=") })
+		if !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "kube-system") || !strings.Contains(screen, "Logged in as "+alice.Email) {
+			t.Fatalf("kubectl after the browser login:\n%s", screen)
+		}
+
+		// Again, without a terminal: the cache answers, no browser opens.
+		_ = os.Remove(urlFile)
+		out, err := RunE(env, "kubectl", "get", "namespaces")
+		if err != nil || !strings.Contains(out, "kube-system") {
+			t.Fatalf("cached kubectl: %v %s", err, out)
+		}
+		if _, err := os.Stat(urlFile); err == nil {
+			t.Fatal("a cached login opened the browser again")
+		}
+		// The credential went to the keyring, not to files.
+		if files, _ := filepath.Glob(filepath.Join(config, "pinniped", "credentials", "*")); len(files) != 0 {
+			t.Fatalf("with a working keyring nothing belongs in files, found %v", files)
+		}
+		status := Run(t, env, pinniped, "status")
+		if !strings.Contains(status, "OS keyring") {
+			t.Fatalf("pinniped status should say the keyring holds the credential:\n%s", status)
+		}
+	})
+
+	t.Run("twenty concurrent kubectl calls cause one login", func(t *testing.T) {
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		kubeconfig := userKubeconfig(t, pinniped)
+		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var logins int
+		var failures []string
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces", "-o", "name")
+				cmd.Env = append(BedEnv(), env...)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				mu.Lock()
+				defer mu.Unlock()
+				logins += strings.Count(stderr.String(), "Logged in as")
+				if err != nil || !strings.Contains(string(out), "namespace/kube-system") {
+					failures = append(failures, fmt.Sprintf("call %d: %v\n%s", i, err, stderr.String()))
+				}
+			}()
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("%d calls failed:\n%s", len(failures), strings.Join(failures, "\n"))
+		}
+		if logins != 1 {
+			t.Fatalf("%d logins for 20 concurrent calls, want exactly 1", logins)
+		}
+	})
+
+	t.Run("no D-Bus: file fallback with a warning", func(t *testing.T) {
+		kubeconfig := userKubeconfig(t, pinniped)
+		config := t.TempDir()
+		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces")
+		cmd.Env = append(BedEnv(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "OS keyring unavailable") {
+			t.Fatalf("no warning about the file fallback:\n%s", stderr.String())
+		}
+		files, _ := filepath.Glob(filepath.Join(config, "pinniped", "credentials", "*.cred"))
+		if len(files) == 0 {
+			t.Fatal("no credential file written")
+		}
+		for _, f := range files {
+			if info, _ := os.Stat(f); info.Mode().Perm() != 0o600 {
+				t.Errorf("%s has mode %v", f, info.Mode().Perm())
+			}
+		}
+	})
+}
