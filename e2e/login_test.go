@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,25 @@ func userKubeconfig(t *testing.T, pinniped string, extra ...string) string {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// reencodeCABundle appends a newline to the concierge CA bundle in a
+// kubeconfig's login arguments: the same CA, but a different cluster
+// credential cache key (the OIDC session key does not include it).
+func reencodeCABundle(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	const flag = "--concierge-ca-bundle-data="
+	i := strings.Index(kubeconfig, flag)
+	if i < 0 {
+		t.Fatal("no concierge CA bundle in the kubeconfig")
+	}
+	start := i + len(flag)
+	end := start + strings.IndexAny(kubeconfig[start:], "\n\"' ")
+	pemData, err := base64.StdEncoding.DecodeString(kubeconfig[start:end])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig[:start] + base64.StdEncoding.EncodeToString(append(pemData, '\n')) + kubeconfig[end:]
 }
 
 // TestLogin drives the real CLI through kubectl's exec plugin: a browser
@@ -95,6 +115,28 @@ func TestLogin(t *testing.T) {
 		status := Run(t, env, pinniped, "status")
 		if !strings.Contains(status, "OS keyring") {
 			t.Fatalf("pinniped status should say the keyring holds the credential:\n%s", status)
+		}
+
+		// A second cluster entry shares the OIDC session but not the cluster
+		// credential: with Dex's 10-minute ID tokens the session must be
+		// refreshed, silently, with nobody at a terminal.
+		raw, _ := os.ReadFile(kubeconfig)
+		other := reencodeCABundle(t, string(raw))
+		kubeconfig2 := filepath.Join(dir, "other.kubeconfig")
+		_ = os.WriteFile(kubeconfig2, []byte(other), 0o600)
+		env2 := []string{"KUBECONFIG=" + kubeconfig2, "BROWSER=" + opener, "XDG_CONFIG_HOME=" + config}
+		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces")
+		cmd.Env = append(BedEnv(), env2...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubectl with the shared session: %v\n%s", err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "Session refreshed") {
+			t.Fatalf("want a silent refresh, got:\n%s", stderr.String())
+		}
+		if _, err := os.Stat(urlFile); err == nil {
+			t.Fatal("the refresh opened a browser")
 		}
 	})
 

@@ -43,6 +43,8 @@ build kube-controller-manager "$tools" k8s.io/kubernetes/cmd/kube-controller-man
 build kube-scheduler "$tools" k8s.io/kubernetes/cmd/kube-scheduler
 build kubelet "$tools" k8s.io/kubernetes/cmd/kubelet
 build kube-proxy "$tools" k8s.io/kubernetes/cmd/kube-proxy
+# kubectl at the cluster's version, so tests never depend on (or skew against) a host kubectl.
+build kubectl "$tools" k8s.io/kubernetes/cmd/kubectl
 build pause "$tools" ./cmd/pause "$tools/cmd/pause"
 # Dex has its own module: its dependencies are newer than Kubernetes' and must not
 # change the versions Kubernetes is built with.
