@@ -64,7 +64,7 @@ func TestExchangeLoad(t *testing.T) {
 			} `json:"status"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 || out.Status.Credential == nil {
-			return 0, fmt.Errorf("HTTP %d, credential %v, %v", resp.StatusCode, out.Status.Credential != nil, err)
+			return 0, fmt.Errorf("HTTP %d, credential %v: %w", resp.StatusCode, out.Status.Credential != nil, err)
 		}
 		return time.Since(start), nil
 	}

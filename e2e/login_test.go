@@ -175,6 +175,44 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("device flow, the browser on another device", func(t *testing.T) {
+		cfg := Bed.Config()
+		_, _ = RunE(nil, pinniped, "logout", "--all") // so the device flow really runs
+		kubeconfig := userKubeconfig(t, pinniped, "--oidc-flow=device")
+		if !strings.Contains(string(mustRead(t, kubeconfig)), "--flow=device") {
+			t.Fatal("get kubeconfig --oidc-flow=device did not carry the flow into the kubeconfig")
+		}
+		// An SSH session: a terminal, no browser.
+		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(), "BROWSER=false"}
+		term := NewTmux(t, 200, 40, append(append([]string{"env"}, env...), "sh", "-c", "kubectl get namespaces; echo EXIT=$?; sleep 600")...)
+		screen := term.WaitFor(30*time.Second, "the device code", func(s string) bool { return strings.Contains(s, "fills in the code") })
+		var complete string
+		for _, line := range strings.Fields(screen) {
+			if strings.HasPrefix(line, cfg.DexIssuer()) && strings.Contains(line, "user_code=") {
+				complete = line
+			}
+		}
+		if complete == "" {
+			t.Fatalf("no verification link with the code on screen:\n%s", screen)
+		}
+		bctx, cancel := Browser(t, context.Background())
+		defer cancel()
+		browserSteps(t, bctx, "approve the device at Dex",
+			chromedp.Navigate(complete),
+			chromedp.WaitVisible(chromedp.ID("user_code")),
+			chromedp.Click(chromedp.ID("submit-login")),
+			chromedp.WaitVisible(chromedp.ID("login")),
+			chromedp.SendKeys(chromedp.ID("login"), alice.Email),
+			chromedp.SendKeys(chromedp.ID("password"), alice.Password),
+			chromedp.Click(chromedp.ID("submit-login")),
+			chromedp.WaitVisible(chromedp.Search("//h2[contains(., 'Login Successful')]")),
+		)
+		screen = term.WaitFor(30*time.Second, "kubectl's answer", func(s string) bool { return strings.Contains(s, "EXIT=") })
+		if !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "kube-system") {
+			t.Fatalf("kubectl after the device login:\n%s", screen)
+		}
+	})
+
 	t.Run("no D-Bus: file fallback with a warning", func(t *testing.T) {
 		kubeconfig := userKubeconfig(t, pinniped)
 		config := t.TempDir()
@@ -200,4 +238,13 @@ func TestLogin(t *testing.T) {
 			}
 		}
 	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

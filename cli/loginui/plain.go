@@ -48,7 +48,9 @@ func (p *Plain) ShowLoginURL(url string) {
 func (p *Plain) ShowDeviceCode(uri, code, complete string) {
 	fmt.Fprintf(p.Err, "To log in, open %s on any device and enter the code:\n\n    %s\n\n", uri, code)
 	if complete != "" {
-		fmt.Fprintf(p.Err, "(or open %s, which fills in the code)\n", complete)
+		// On a line of its own, so a double-click or a terminal's link
+		// detection takes the whole URL and nothing else.
+		fmt.Fprintf(p.Err, "Or open this link, which fills in the code:\n\n    %s\n\n", complete)
 	}
 }
 

@@ -3,10 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/pinniped-kit/pinniped/install/render"
@@ -73,7 +75,21 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 	}
 	if deleted == 0 {
 		in.Progress.Done("nothing to remove: pinniped is not installed in this cluster")
+		return nil
 	}
+	// Namespace deletion finishes in the background; wait for it so that
+	// "uninstalled" means gone, and an install right after does not meet a
+	// terminating namespace.
+	in.Progress.Step("waiting for namespace " + namespace + " to be deleted")
+	nsRes := resources[schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}]
+	err := wait.PollUntilContextTimeout(ctx, in.poll(), 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := in.Dynamic.Resource(nsRes.gvr).Get(ctx, namespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s is still terminating after 3m (kubectl get namespace %s -o yaml shows what holds it): %w", namespace, namespace, err)
+	}
+	in.Progress.Done("namespace " + namespace + " deleted")
 	return nil
 }
 

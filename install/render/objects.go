@@ -76,16 +76,16 @@ func Render(c Config) ([]Object, error) {
 		{obj: clusterRoleBinding(&c, AppName, AppName, rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules())}, rules: namespaceRules()},
-		{obj: roleBinding(&c, AppName, ns, "Role", AppName)},
+		{obj: roleBinding(&c, AppName, ns, AppName)},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName+"-cluster-info", "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
-		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", "Role", AppName+"-cluster-info")},
+		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", AppName+"-cluster-info")},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName+"-find-controller-manager", "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}, rules: kubeSystemRules()},
-		{obj: roleBinding(&c, AppName+"-find-controller-manager", "kube-system", "Role", AppName+"-find-controller-manager")},
+		{obj: roleBinding(&c, AppName+"-find-controller-manager", "kube-system", AppName+"-find-controller-manager")},
 		// The built-in Role every extension API server needs: it reads the
 		// front-proxy CA and header names from kube-system.
-		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "Role", "extension-apiserver-authentication-reader")},
+		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "extension-apiserver-authentication-reader")},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 			ObjectMeta: meta("pinniped-pre-authn-apis", "", "api"), Rules: policyRules(preAuthnRules())}, rules: preAuthnRules()},
 		{obj: clusterRoleBinding(&c, "pinniped-pre-authn-apis", "pinniped-pre-authn-apis",
@@ -184,11 +184,11 @@ func clusterRoleBinding(c *Config, name, role string, subjects ...rbacv1.Subject
 	}
 }
 
-func roleBinding(c *Config, name, namespace, roleKind, role string) *rbacv1.RoleBinding {
+func roleBinding(c *Config, name, namespace, role string) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(c, "agent")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: roleKind, Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: AppName, Namespace: c.Namespace}},
 	}
 }

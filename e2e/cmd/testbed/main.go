@@ -1,0 +1,254 @@
+// Command testbed brings the pinniped e2e test bed up and down by hand.
+//
+//	testbed up      [flags]          bring a bed up (a real single-node cluster + Dex)
+//	testbed down    [flags]          tear it down (by PID; restores host state)
+//	testbed status  [flags]          say whether every daemon still runs
+//	testbed env     [flags]          print how to use the bed from a shell
+//	testbed shell   [flags]          open a shell inside the bed with the admin kubeconfig
+//	testbed exec    [flags] -- CMD   run CMD inside the bed with the admin kubeconfig
+//	testbed image   [flags] --binary PATH --tag REF   build an image from a static binary and import it
+//	testbed token   [flags] [--user EMAIL] [--claims]  log in to the bed's Dex (password grant), print the ID token
+//
+// Flags (or PINNIPED_E2E_* variables): --name, --profile kubeadm|managed, --state-dir, --bin-dir.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+func main() {
+	testbed.RunRoleIfRequested()
+	os.Exit(run())
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: testbed up|down|status|env|shell|exec|image [flags]
+  --name NAME          bed name (default $PINNIPED_E2E_NAME or "e2e")
+  --profile PROFILE    kubeadm (kcm as static pod) or managed (kcm as host process)
+  --state-dir DIR      state directory (default /var/lib/pinniped-e2e/NAME)
+  --bin-dir DIR        toolchain (default $PINNIPED_E2E_CACHE/bin/current, from e2e/scripts/build-tools.sh)
+exec: testbed exec [flags] -- COMMAND [ARGS...]
+image: testbed image [flags] --binary PATH --tag REF
+token: testbed token [flags] [--user EMAIL] [--claims]   (a verified Dex ID token, or its claims)`)
+}
+
+func run() int {
+	if len(os.Args) < 2 {
+		usage()
+		return 2
+	}
+	verb := os.Args[1]
+	cfg := testbed.ConfigFromEnv()
+	fs := flag.NewFlagSet("testbed "+verb, flag.ContinueOnError)
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "bed name")
+	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "kubeadm or managed")
+	stateDir := fs.String("state-dir", "", "state directory")
+	fs.StringVar(&cfg.BinDir, "bin-dir", cfg.BinDir, "toolchain directory")
+	binary := fs.String("binary", "", "image: static binary")
+	tag := fs.String("tag", "", "image: image reference")
+	user := fs.String("user", testbed.DexUsers[0].Email, "token: Dex user")
+	claims := fs.Bool("claims", false, "token: print the verified claims instead of the token")
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		usage()
+		return 2
+	}
+	// A state dir given neither by flag nor env follows the (possibly flag-given) name.
+	if *stateDir != "" {
+		cfg.StateDir = *stateDir
+	} else if os.Getenv(testbed.EnvStateDir) == "" {
+		cfg.StateDir = filepath.Join("/var/lib/pinniped-e2e", cfg.Name)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch verb {
+	case "up":
+		return up(ctx, cfg)
+	case "down":
+		return down(ctx, cfg)
+	case "status":
+		b, err := testbed.Load(cfg.StateDir)
+		if err != nil {
+			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+		}
+		if err := b.Healthy(); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("bed %q is up (profile %s); state in %s\n", b.Config().Name, b.Config().Profile, b.Config().StateDir)
+		return 0
+	case "env":
+		b, err := testbed.Load(cfg.StateDir)
+		if err != nil {
+			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+		}
+		printEnv(b.Config())
+		return 0
+	case "shell":
+		return inBed(cfg, []string{shell()}, true)
+	case "exec":
+		if fs.NArg() == 0 {
+			usage()
+			return 2
+		}
+		return inBed(cfg, fs.Args(), false)
+	case "image":
+		if *binary == "" || *tag == "" {
+			usage()
+			return 2
+		}
+		tar, err := testbed.CachedImage(*binary, *tag)
+		if err != nil {
+			return fail(err)
+		}
+		if err := testbed.ImportImage(cfg.ContainerdSocket(), tar); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("imported %s into bed %q\n", *tag, cfg.Name)
+		return 0
+	case "token":
+		// Dex listens only inside the bed's network namespace.
+		if !testbed.InNetNS(cfg) {
+			if _, err := os.Stat(cfg.NetNSPath()); err != nil {
+				return fail(fmt.Errorf("no bed %q is up", cfg.Name))
+			}
+			code, err := testbed.Reexec(cfg, nil)
+			if err != nil {
+				return fail(err)
+			}
+			return code
+		}
+		b, err := testbed.Load(cfg.StateDir)
+		if err != nil {
+			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+		}
+		raw, claimsJSON, err := b.DexPasswordToken(ctx, *user)
+		if err != nil {
+			return fail(err)
+		}
+		if *claims {
+			fmt.Println(claimsJSON)
+		} else {
+			fmt.Println(raw)
+		}
+		return 0
+	default:
+		usage()
+		return 2
+	}
+}
+
+func up(ctx context.Context, cfg testbed.Config) int {
+	if err := testbed.CheckHost(); err != nil {
+		return fail(err)
+	}
+	if !testbed.InNetNS(cfg) {
+		unlock, err := testbed.LockBed(cfg, os.Stderr)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+		if err := testbed.EnsureNetNS(cfg); err != nil {
+			return fail(err)
+		}
+		code, err := testbed.Reexec(cfg, nil)
+		if err != nil {
+			return fail(err)
+		}
+		return code
+	}
+	b, err := testbed.Up(ctx, cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testbed up failed: %v\n\nLogs: %s\nThe partial bed is left for inspection; remove it with: testbed down --name %s\n", err, cfg.LogDir(), cfg.Name)
+		return 1
+	}
+	printEnv(b.Config())
+	return 0
+}
+
+func down(ctx context.Context, cfg testbed.Config) int {
+	if !testbed.InNetNS(cfg) {
+		unlock, err := testbed.LockBed(cfg, os.Stderr)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+	}
+	if _, err := os.Stat(cfg.NetNSPath()); err == nil && !testbed.InNetNS(cfg) {
+		code, err := testbed.Reexec(cfg, nil)
+		if err != nil {
+			return fail(err)
+		}
+		return code
+	}
+	if err := testbed.Down(ctx, cfg, os.Stderr); err != nil {
+		return fail(fmt.Errorf("teardown incomplete: %w", err))
+	}
+	return 0
+}
+
+// inBed runs argv inside the bed's network namespace with the admin kubeconfig.
+func inBed(cfg testbed.Config, argv []string, interactive bool) int {
+	b, err := testbed.Load(cfg.StateDir)
+	if err != nil {
+		return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+	}
+	c := b.Config()
+	cmd := testbed.NetNSCommand(c, argv...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The bed's toolchain comes first on PATH: kubectl at the cluster's version.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig(), "PINNIPED_E2E_STATE_DIR="+c.StateDir, "PINNIPED_E2E_NAME="+c.Name,
+		"PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if interactive {
+		cmd.Env = append(cmd.Env, "PS1=[testbed "+c.Name+"] \\w\\$ ")
+		fmt.Fprintf(os.Stderr, "Entering bed %q (KUBECONFIG=%s). Exit the shell to leave; the bed keeps running.\n", c.Name, c.AdminKubeconfig())
+	}
+	signal.Ignore(os.Interrupt) // the child gets the terminal's Ctrl-C
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+func shell() string {
+	if s := os.Getenv("SHELL"); s != "" {
+		return s
+	}
+	return "/bin/bash"
+}
+
+func printEnv(c testbed.Config) {
+	fmt.Printf(`Test bed %[1]q is up (profile %[2]s).
+  API server:   %[3]s   (reachable only inside network namespace %[4]s)
+  Dex issuer:   %[5]s   client %[6]q, CA %[7]s
+  State, logs:  %[8]s
+Get a shell with the admin kubeconfig:
+  go run ./e2e/cmd/testbed shell --name %[1]s
+or by hand:
+  nsenter --net=%[9]s bash        then: source %[10]s
+Tear it down:
+  go run ./e2e/cmd/testbed down --name %[1]s
+`, c.Name, c.Profile, c.APIServerURL(), c.NetNS(), c.DexIssuer(), testbed.DexClientID, c.TestbedCAFile(), c.StateDir, c.NetNSPath(), filepath.Join(c.StateDir, "env.sh"))
+}
+
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
+	return 1
+}

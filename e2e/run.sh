@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CI entry point for the end-to-end tests (what `make e2e` runs):
+#   1. installs the system packages the test bed needs (apt, idempotent),
+#   2. builds the pinned toolchain (Kubernetes, etcd, Dex; cached by version outside the repo),
+#   3. runs `go test -tags e2e ./e2e/` once per profile (kubeadm, managed); each run brings
+#      a test bed up in TestMain and tears it down at the end,
+#   4. tears the beds down again on any exit (a test binary killed by -timeout cannot).
+#
+# Environment: PINNIPED_E2E_PROFILES (default "kubeadm managed"), PINNIPED_E2E_TIMEOUT
+# (go test -timeout per profile, default 20m), PINNIPED_E2E_CACHE (toolchain cache),
+# GO_TEST_FLAGS (extra flags, e.g. "-run TestDex").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ $(id -u) != 0 ]]; then
+	echo "e2e/run.sh: FAIL: the e2e test bed needs root (network namespace, bridges, cgroups, kubelet)" >&2
+	exit 1
+fi
+
+start=$SECONDS
+e2e/scripts/install-deps.sh
+bindir="$(e2e/scripts/build-tools.sh | tail -n1)"
+export PINNIPED_E2E_BIN_DIR="$bindir"
+echo "e2e/run.sh: dependencies and toolchain ready in $((SECONDS - start))s ($bindir)" >&2
+
+tmp="$(mktemp -d)"
+go build -o "$tmp/testbed" ./e2e/cmd/testbed
+beds=()
+cleanup() {
+	for name in "${beds[@]}"; do
+		"$tmp/testbed" down --name "$name" >/dev/null 2>&1 || echo "e2e/run.sh: teardown of bed $name failed; run: go run ./e2e/cmd/testbed down --name $name" >&2
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+status=0
+for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
+	name="ci-$profile"
+	beds+=("$name")
+	echo "e2e/run.sh: === profile $profile (bed $name) ===" >&2
+	# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
+	if ! PINNIPED_E2E_NAME="$name" PINNIPED_E2E_PROFILE="$profile" PINNIPED_E2E_STATE_DIR="/var/lib/pinniped-e2e/$name" \
+		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-20m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
+		status=1
+		echo "e2e/run.sh: profile $profile FAILED (the bed's logs were saved under ${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs}; rerun with PINNIPED_E2E_KEEP=1 to keep the bed)" >&2
+	fi
+done
+echo "e2e/run.sh: done in $((SECONDS - start))s, status $status" >&2
+exit $status

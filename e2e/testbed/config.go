@@ -1,0 +1,150 @@
+// Package testbed brings up and tears down the pinniped end-to-end test bed: a real
+// single-node Kubernetes cluster (etcd, kube-apiserver with the aggregation layer,
+// kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy, bridge
+// CNI), Dex over HTTPS and a minimal LoadBalancer provider, all inside a private network
+// namespace so that nothing on the host (links, routes, iptables) is touched.
+//
+// Everything a bed owns lives in its state directory; processes are recorded there by PID
+// so that Down can stop exactly them, even from another process.
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+)
+
+// Profiles select where kube-controller-manager runs.
+const (
+	// ProfileKubeadm runs kube-controller-manager as a static pod in kube-system
+	// (label component=kube-controller-manager, signing key by hostPath) on a node with the
+	// control-plane role label, like kubeadm and kind clusters.
+	ProfileKubeadm = "kubeadm"
+	// ProfileManaged runs kube-controller-manager as a host process and labels nothing as
+	// control plane, like EKS/GKE/AKS where the control plane is out of reach.
+	ProfileManaged = "managed"
+)
+
+// Config describes one test bed. Beds with different names can run side by side: each has
+// its own network namespace, state directory, cgroup root and containerd.
+type Config struct {
+	Name     string // short name; netns is "pinniped-<name>", node is "<name>-node"
+	Profile  string // ProfileKubeadm or ProfileManaged
+	StateDir string // everything the bed owns; removed by Down
+	BinDir   string // etcd, kube-*, dex, pause (see e2e/scripts/build-tools.sh)
+
+	NodeIP      string // on a port-less bridge inside the netns; not loopback (kubelet rejects it)
+	ServiceCIDR string
+	PodCIDR     string
+	LBRange     string // CIDR that LoadBalancer ingress IPs are taken from
+
+	APIServerPort int
+	EtcdPort      int
+	DexPort       int
+}
+
+// Env variable names read by ConfigFromEnv.
+const (
+	EnvName     = "PINNIPED_E2E_NAME"
+	EnvProfile  = "PINNIPED_E2E_PROFILE"
+	EnvStateDir = "PINNIPED_E2E_STATE_DIR"
+	EnvBinDir   = "PINNIPED_E2E_BIN_DIR"
+	EnvCache    = "PINNIPED_E2E_CACHE"
+)
+
+// DefaultCacheDir is where build-tools.sh puts binaries and where image tarballs are cached.
+func DefaultCacheDir() string {
+	if c := os.Getenv(EnvCache); c != "" {
+		return c
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "/root"
+	}
+	return filepath.Join(home, ".cache", "pinniped-e2e")
+}
+
+// ConfigFromEnv returns the default configuration, overridden by PINNIPED_E2E_* variables.
+func ConfigFromEnv() Config {
+	c := Config{
+		Name:          getenv(EnvName, "e2e"),
+		Profile:       getenv(EnvProfile, ProfileKubeadm),
+		BinDir:        getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
+		NodeIP:        "10.99.0.1",
+		ServiceCIDR:   "10.96.0.0/16",
+		PodCIDR:       "10.244.0.0/24",
+		LBRange:       "10.99.1.0/28",
+		APIServerPort: 6443,
+		EtcdPort:      2379,
+		DexPort:       5556,
+	}
+	c.StateDir = getenv(EnvStateDir, filepath.Join("/var/lib/pinniped-e2e", c.Name))
+	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort} {
+		if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
+			*p = v
+		}
+	}
+	if v := os.Getenv("PINNIPED_E2E_NODE_IP"); v != "" {
+		c.NodeIP = v
+	}
+	return c
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,14}$`)
+
+// Validate reports configuration mistakes before anything is started.
+func (c Config) Validate() error {
+	if !nameRE.MatchString(c.Name) {
+		return fmt.Errorf("test bed name %q must match %s (it names a netns, a node and a cgroup)", c.Name, nameRE)
+	}
+	if c.Profile != ProfileKubeadm && c.Profile != ProfileManaged {
+		return fmt.Errorf("profile %q: want %q or %q", c.Profile, ProfileKubeadm, ProfileManaged)
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("state dir %q must be absolute", c.StateDir)
+	}
+	return nil
+}
+
+// NetNS is the name of the bed's network namespace (/run/netns/<NetNS>).
+func (c Config) NetNS() string { return "pinniped-" + c.Name }
+
+// NetNSPath is the bind-mounted namespace file that nsenter --net= takes.
+func (c Config) NetNSPath() string { return filepath.Join("/run/netns", c.NetNS()) }
+
+// NodeName is the Kubernetes node name.
+func (c Config) NodeName() string { return c.Name + "-node" }
+
+// CgroupRoot is the kubelet's cgroup root, so two beds' kubelets never see each other's pods.
+func (c Config) CgroupRoot() string { return "/pinniped-e2e-" + c.Name }
+
+// Paths inside the state directory.
+func (c Config) path(p ...string) string { return filepath.Join(append([]string{c.StateDir}, p...)...) }
+
+func (c Config) PKIDir() string             { return c.path("pki") }
+func (c Config) LogDir() string             { return c.path("logs") }
+func (c Config) PIDDir() string             { return c.path("pids") }
+func (c Config) AdminKubeconfig() string    { return c.path("kubeconfig", "admin.kubeconfig") }
+func (c Config) ContainerdSocket() string   { return c.path("containerd", "containerd.sock") }
+func (c Config) StaticPodDir() string       { return c.path("manifests") }
+func (c Config) KubeletRootDir() string     { return c.path("kubelet") }
+func (c Config) TestbedCAFile() string      { return c.path("pki", "testbed-ca.crt") }
+func (c Config) ClusterCAFile() string      { return c.path("pki", "ca.crt") }
+func (c Config) LogFile(name string) string { return c.path("logs", name+".log") }
+
+// APIServerURL is the URL of kube-apiserver as seen from inside the netns and from pods.
+func (c Config) APIServerURL() string {
+	return fmt.Sprintf("https://%s:%d", c.NodeIP, c.APIServerPort)
+}
+
+// DexIssuer is Dex's issuer URL (no path: device flow needs that in this Dex version).
+func (c Config) DexIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeIP, c.DexPort) }

@@ -1,0 +1,193 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A pidRecord identifies a process we started: the PID plus the process's start time (field 22
+// of /proc/<pid>/stat), so that a reused PID is never mistaken for ours.
+type pidRecord struct {
+	PID   int
+	Start string
+}
+
+func procStartTime(pid int) (string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	// The command name (field 2) may contain spaces; fields after it are fixed.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return "", fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	// f[0] is field 3 (state); start time is field 22.
+	if f[0] == "Z" {
+		return "", errors.New("zombie")
+	}
+	return f[19], nil
+}
+
+// alive reports whether the recorded process still runs (zombies count as dead).
+func (r pidRecord) alive() bool {
+	st, err := procStartTime(r.PID)
+	return err == nil && st == r.Start
+}
+
+func (b *Bed) pidFile(name string) string { return filepath.Join(b.cfg.PIDDir(), name+".pid") }
+
+func (b *Bed) readPID(name string) (pidRecord, bool) {
+	raw, err := os.ReadFile(b.pidFile(name))
+	if err != nil {
+		return pidRecord{}, false
+	}
+	f := strings.Fields(string(raw))
+	if len(f) != 2 {
+		return pidRecord{}, false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 1 {
+		return pidRecord{}, false
+	}
+	return pidRecord{PID: pid, Start: f[1]}, true
+}
+
+// start runs a daemon in its own session (so a Ctrl-C in the terminal that ran "up" does not
+// reach it), with output appended to logs/<name>.log, and records its PID.
+func (b *Bed) start(name string, env []string, bin string, args ...string) error {
+	logf, err := os.OpenFile(b.cfg.LogFile(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "==> %s %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
+	// Not tied to a context: the daemon must outlive this call (and this process).
+	cmd := exec.CommandContext(context.Background(), bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(cleanEnv(), env...)
+	cmd.Dir = b.cfg.StateDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it exits while we still run; after we exit, init does.
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	st, err := procStartTime(pid)
+	if err != nil {
+		return fmt.Errorf("%s exited immediately; see %s", name, b.cfg.LogFile(name))
+	}
+	b.exited[name] = exited
+	return os.WriteFile(b.pidFile(name), []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
+}
+
+// cleanEnv is our environment minus variables that would change how daemons behave:
+// etcd reads every ETCD_* variable as a flag, and KUBECONFIG would be picked up by some.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "ETCD_") || strings.HasPrefix(kv, "KUBECONFIG=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// running reports whether the named daemon is alive.
+func (b *Bed) running(name string) bool {
+	r, ok := b.readPID(name)
+	return ok && r.alive()
+}
+
+// stop sends SIGTERM to the named daemon, then SIGKILL after grace, and waits for it to go.
+func (b *Bed) stop(name string, grace time.Duration) {
+	r, ok := b.readPID(name)
+	if !ok {
+		return
+	}
+	defer os.Remove(b.pidFile(name))
+	if !r.alive() {
+		return
+	}
+	stopPID(r, grace)
+}
+
+func stopPID(r pidRecord, grace time.Duration) {
+	_ = syscall.Kill(r.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for r.alive() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.alive() {
+		_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		for i := 0; i < 100 && r.alive(); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// waitFor polls check until it returns nil, the daemon dies, or the timeout passes. Errors
+// say what was awaited and which log to read.
+func (b *Bed) waitFor(ctx context.Context, what, daemon string, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return nil
+		}
+		if daemon != "" && !b.running(daemon) {
+			return fmt.Errorf("%s: %s exited; see %s:\n%s", what, daemon, b.cfg.LogFile(daemon), tail(b.cfg.LogFile(daemon), 15))
+		}
+		select {
+		case <-ctx.Done():
+			hint := ""
+			if daemon != "" {
+				hint = fmt.Sprintf("; see %s", b.cfg.LogFile(daemon))
+			}
+			return fmt.Errorf("%s: not ready after %s (last error: %w)%s", what, timeout, last, hint)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// tail returns the last n lines of a file, indented, for error messages.
+func tail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "    (no log: " + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + string(bytes.Join(lines, []byte("\n    ")))
+}
+
+// ip runs the ip(8) command and returns a useful error with its output.
+func ip(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
