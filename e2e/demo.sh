@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The local demo (`make demo`): brings a test bed up (a real cluster + Dex), builds the agent
 # image from the working tree, installs pinniped, points it at Dex, makes a kubeconfig, logs
-# in and runs kubectl through it, printing each step. Steps whose CLI command does not exist
-# yet are reported as PENDING (and name the issue that adds them) instead of being faked.
+# in and runs kubectl through it, printing each step.
 #
 # The bed stays up afterwards so you can look around; the last lines say how to get a shell
 # in it and how to tear it down.
@@ -15,7 +14,6 @@ name="${PINNIPED_E2E_NAME:-demo}"
 profile="${PINNIPED_E2E_PROFILE:-kubeadm}"
 step=0
 say() { step=$((step + 1)); printf '\n\033[1m==> %d. %s\033[0m\n' "$step" "$*"; }
-pending() { printf '    PENDING: %s\n' "$*"; }
 
 if [[ $(id -u) != 0 ]]; then
 	echo "demo: must run as root (the test bed creates a network namespace, bridges and cgroups)" >&2
@@ -49,55 +47,30 @@ CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/
 tag="localhost/pinniped-e2e/pinniped-agent:$(sha256sum "$work/pinniped-agent" | cut -c1-16)"
 tb image --binary "$work/pinniped-agent" --tag "$tag"
 
-has() { "$work/pinniped" "$@" --help >/dev/null 2>&1; }
 state="/var/lib/pinniped-e2e/$name"
 issuer="$(grep PINNIPED_E2E_DEX_ISSUER "$state/env.sh" | cut -d'"' -f2)"
-ca_b64="$(base64 -w0 "$state/pki/testbed-ca.crt")"
 
-say "pinniped install"
-if has install; then
-	in_bed "$work/pinniped" install --image "$tag"
-else
-	pending "'pinniped install' is not implemented yet (issue 6). Applying the CRDs only:"
-	for f in install/crds/*.yaml; do in_bed kubectl apply --server-side -f "$f"; done
-fi
+say "pinniped install, trusting Dex ($issuer) for this cluster"
+# Dex puts the address in "email"; its ID tokens carry the client ID as audience.
+in_bed "$work/pinniped" install --image "$tag" --image-pull-policy Never \
+	--oidc-issuer "$issuer" --oidc-audience pinniped-cli --oidc-ca-bundle "$state/pki/testbed-ca.crt" \
+	--oidc-username-claim email --authenticator-name dex
+in_bed kubectl get credentialissuer pinniped-config \
+	-o jsonpath='{range .status.strategies[*]}    {.type}: {.status} ({.reason}){"\n"}{end}'
 
-say "A JWTAuthenticator that trusts Dex ($issuer)"
-cat >"$work/jwtauthenticator.yaml" <<YAML
-apiVersion: authentication.concierge.pinniped.dev/v1alpha1
-kind: JWTAuthenticator
-metadata:
-  name: dex
-spec:
-  issuer: $issuer
-  audience: pinniped-cli
-  tls:
-    certificateAuthorityData: $ca_b64
-YAML
-in_bed kubectl apply -f "$work/jwtauthenticator.yaml"
+say "RBAC: Dex group \"developers\" may view the cluster"
+in_bed sh -c 'kubectl create clusterrolebinding demo-developers-view --clusterrole=view --group=developers --dry-run=client -o yaml | kubectl apply -f -'
 
-say "pinniped get kubeconfig"
-if has get kubeconfig; then
-	in_bed "$work/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" >"$work/user.kubeconfig"
-	echo "    wrote a kubeconfig with no secrets in it ($(wc -l <"$work/user.kubeconfig") lines)"
-else
-	pending "'pinniped get kubeconfig' is not implemented yet (issue 6)"
-fi
+say "pinniped get kubeconfig (as the admin; the result holds no secrets)"
+in_bed "$work/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" >"$work/user.kubeconfig"
+grep -E 'command:|--issuer|--concierge-endpoint' "$work/user.kubeconfig" | sed 's/^ */    /'
 
-say "Log in as alice@example.com (password grant against Dex)"
-if has login oidc; then
-	pending "the login runs inside kubectl via the kubeconfig's exec plugin (next step)"
-else
-	pending "'pinniped login oidc' is not implemented yet (issue 5). Showing that Dex issues alice a verified ID token:"
-	tb token --user alice@example.com --claims | sed 's/^/    /'
-fi
+say "kubectl get namespaces as alice@example.com (kubectl runs pinniped login: password grant against Dex, token exchange at the agent)"
+in_bed env KUBECONFIG="$work/user.kubeconfig" XDG_CONFIG_HOME="$work/config" \
+	PINNIPED_USERNAME=alice@example.com PINNIPED_PASSWORD=alice-password kubectl get namespaces
 
-say "kubectl get namespaces through the generated kubeconfig"
-if [[ -s "$work/user.kubeconfig" ]] && has login oidc; then
-	in_bed env KUBECONFIG="$work/user.kubeconfig" PINNIPED_USERNAME=alice@example.com PINNIPED_PASSWORD=alice-password kubectl get namespaces
-else
-	pending "needs 'pinniped get kubeconfig' and 'pinniped login' (issues 5, 6)"
-fi
+say "Again: now from the credential cache, no login"
+in_bed env KUBECONFIG="$work/user.kubeconfig" XDG_CONFIG_HOME="$work/config" kubectl auth whoami
 
 cat <<EOT
 

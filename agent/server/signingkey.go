@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 )
@@ -71,7 +73,7 @@ func (s *signingKeyStrategy) status(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fetched {
-		return errors.New("still fetching the key")
+		return fmt.Errorf("still fetching the key: %w", credentialissuer.ErrPending)
 	}
 	return s.lastErr
 }

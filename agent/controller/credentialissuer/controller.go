@@ -5,6 +5,7 @@ package credentialissuer
 
 import (
 	"context"
+	"errors"
 	"encoding/base64"
 	"log/slog"
 	"time"
@@ -33,6 +34,10 @@ type Prober struct {
 	// Hint is appended to failure messages: what an admin can do.
 	Hint string
 }
+
+// ErrPending is what a probe returns while its strategy is still being set
+// up; the status then says Pending, and `get kubeconfig` waits for it.
+var ErrPending = errors.New("pending")
 
 // Controller probes strategies and writes the status. Only the leader runs it.
 type Controller struct {
@@ -80,13 +85,16 @@ func (c *Controller) SyncOnce(ctx context.Context) bool {
 		err := p.Probe(probeCtx)
 		cancel()
 		s := configv1alpha1.CredentialIssuerStrategy{Type: p.Type, LastUpdateTime: now}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrPending):
+			s.Status, s.Reason, s.Message = configv1alpha1.ErrorStrategyStatus, configv1alpha1.PendingStrategyReason, err.Error()
+		case err != nil:
 			s.Status, s.Reason = configv1alpha1.ErrorStrategyStatus, p.Failure
 			s.Message = err.Error()
 			if p.Hint != "" {
 				s.Message += ". " + p.Hint
 			}
-		} else {
+		default:
 			anyOK = true
 			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success
 			s.Message = "certificates are being issued"
