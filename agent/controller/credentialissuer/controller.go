@@ -5,8 +5,8 @@ package credentialissuer
 
 import (
 	"context"
-	"errors"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"time"
 
