@@ -48,6 +48,17 @@ func TestInstallExchangeLoginUninstall(t *testing.T) {
 		if before != after {
 			t.Fatalf("re-running install changed the Deployment (generation %s -> %s)", before, after)
 		}
+		// GitOps: the printed manifests, applied by kubectl, describe the
+		// same installation.
+		manifests := filepath.Join(t.TempDir(), "pinniped.yaml")
+		if err := os.WriteFile(manifests, []byte(Run(t, nil, pinniped, append(install, "-o", "yaml")...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", manifests)
+		if again := Kubectl(t, "-n", "pinniped", "get", "deploy", "pinniped-agent", "-o", "jsonpath={.metadata.generation}"); again != before {
+			t.Fatalf("kubectl apply of install -o yaml changed the Deployment (generation %s -> %s)", before, again)
+		}
+		Run(t, nil, pinniped, install...) // still healthy, by install's own checks
 	})
 
 	t.Run("the strategy matches the cluster profile", func(t *testing.T) {
