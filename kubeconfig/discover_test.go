@@ -44,7 +44,7 @@ func discoverer(objs ...runtime.Object) *kubeconfig.Discoverer {
 
 var tcr = map[string]any{"type": "KubeClusterSigningCertificate", "status": "Success", "reason": "FetchedKey", "message": "ok",
 	"lastUpdateTime": "2026-11-22T10:00:00Z",
-	"frontend": map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://x", "certificateAuthorityData": "eA=="}}}
+	"frontend":       map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://x", "certificateAuthorityData": "eA=="}}}
 
 func TestFrontendErrorsSayWhatToDo(t *testing.T) {
 	ctx := context.Background()
