@@ -34,6 +34,11 @@ func TestInstallExchangeLoginUninstall(t *testing.T) {
 	image := AgentImage(t)
 	alice := testbed.DexUsers[0]
 
+	// Before anything is installed, get kubeconfig says what to do.
+	if out, err := RunE(nil, pinniped, "get", "kubeconfig"); err == nil || !strings.Contains(out+err.Error(), "pinniped install") {
+		t.Fatalf("get kubeconfig without an agent: %v %s", err, out)
+	}
+
 	install := []string{"install", "--image=" + image, "--image-pull-policy=Never",
 		"--oidc-issuer=" + cfg.DexIssuer(), "--oidc-audience=" + testbed.DexClientID,
 		"--oidc-ca-bundle=" + cfg.TestbedCAFile(), "--oidc-username-claim=email",
@@ -120,6 +125,31 @@ func TestInstallExchangeLoginUninstall(t *testing.T) {
 		}
 	})
 
+	t.Run("get kubeconfig explains bad situations", func(t *testing.T) {
+		applyYAML(t, `apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: second}
+spec: {issuer: "https://second.example.com", audience: x}
+`)
+		out, err := RunE(nil, pinniped, "get", "kubeconfig")
+		if err == nil || !strings.Contains(err.Error(), "jwt/dex, jwt/second") || !strings.Contains(err.Error(), "--concierge-authenticator-name") {
+			t.Errorf("two authenticators without a terminal: %v %s", err, out)
+		}
+		Kubectl(t, "delete", "jwtauthenticator", "second")
+
+		_, err = RunE(nil, pinniped, "get", "kubeconfig", "--oidc-issuer=https://"+cfg.NodeIP+":1", "--timeout=20s")
+		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("unreachable issuer: %v", err)
+		}
+
+		dead := filepath.Join(t.TempDir(), "dead.kubeconfig")
+		_ = os.WriteFile(dead, []byte(strings.ReplaceAll(string(mustRead(t, cfg.AdminKubeconfig())), cfg.APIServerURL(), "https://"+cfg.NodeIP+":1")), 0o600)
+		_, err = RunE(nil, pinniped, "get", "kubeconfig", "--kubeconfig="+dead, "--timeout=20s")
+		if err == nil || !strings.Contains(err.Error(), "connect") {
+			t.Errorf("no cluster access: %v", err)
+		}
+	})
+
 	t.Run("kubectl logs in through the generated kubeconfig", func(t *testing.T) {
 		Kubectl(t, "create", "clusterrolebinding", "e2e-developers-view", "--clusterrole=view", "--group=developers")
 		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "e2e-developers-view") })
@@ -179,6 +209,22 @@ func TestInstallExchangeLoginUninstall(t *testing.T) {
 			}
 			return nil
 		})
+		// And by name, for what the label query might miss.
+		for _, obj := range []string{
+			"crd/jwtauthenticators.authentication.concierge.pinniped.dev", "crd/webhookauthenticators.authentication.concierge.pinniped.dev",
+			"crd/credentialissuers.config.concierge.pinniped.dev", "apiservice/v1alpha1.login.concierge.pinniped.dev",
+			"apiservice/v1alpha1.identity.concierge.pinniped.dev", "clusterrole/pinniped-agent", "clusterrole/pinniped-pre-authn-apis",
+			"clusterrolebinding/pinniped-agent", "clusterrolebinding/pinniped-pre-authn-apis",
+		} {
+			if _, err := RunE(nil, "kubectl", "get", obj); err == nil {
+				t.Errorf("%s survived uninstall", obj)
+			}
+		}
+		for _, obj := range []string{"rolebinding/pinniped-agent-extension-apiserver-authentication-reader", "rolebinding/pinniped-agent-find-controller-manager", "role/pinniped-agent-find-controller-manager"} {
+			if _, err := RunE(nil, "kubectl", "-n", "kube-system", "get", obj); err == nil {
+				t.Errorf("kube-system %s survived uninstall", obj)
+			}
+		}
 		if out, err := RunE(nil, pinniped, "uninstall"); err != nil {
 			t.Fatalf("a second uninstall must succeed quietly: %v %s", err, out)
 		}

@@ -32,6 +32,10 @@ type LoginParams struct {
 	Flow            string
 
 	CredentialCache string
+	SessionCache    string
+	SkipListen      bool
+	// Upstream identity provider at a Pinniped Supervisor.
+	UpstreamName, UpstreamType, UpstreamFlow string
 	// NoConcierge makes the ID token itself the credential.
 	NoConcierge bool
 }
@@ -80,6 +84,21 @@ func (p *LoginParams) Args() []string {
 	}
 	if p.Flow != "" {
 		args = append(args, "--flow="+p.Flow)
+	}
+	if p.SkipListen {
+		args = append(args, "--skip-listen")
+	}
+	if p.SessionCache != "" {
+		args = append(args, "--session-cache="+p.SessionCache)
+	}
+	if p.UpstreamName != "" {
+		args = append(args, "--upstream-identity-provider-name="+p.UpstreamName)
+	}
+	if p.UpstreamType != "" {
+		args = append(args, "--upstream-identity-provider-type="+p.UpstreamType)
+	}
+	if p.UpstreamFlow != "" {
+		args = append(args, "--upstream-identity-provider-flow="+p.UpstreamFlow)
 	}
 	return args
 }

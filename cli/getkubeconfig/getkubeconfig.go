@@ -49,6 +49,12 @@ type Options struct {
 	OIDCRequestAudience      string
 	OIDCFlow                 string
 
+	OIDCSessionCache string
+	OIDCSkipListen   bool
+	UpstreamName     string
+	UpstreamType     string
+	UpstreamFlow     string
+
 	SkipValidation  bool
 	Timeout         time.Duration
 	Output          string
@@ -113,6 +119,16 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	f.StringVar(&o.OIDCCABundlePath, "oidc-ca-bundle", "", "PEM file overriding the issuer's discovered CA")
 	f.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
 	f.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
+	f.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
+	f.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
+	f.StringVar(&o.UpstreamType, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
+	f.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
+	f.BoolVar(&o.OIDCSkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
+	f.Bool("oidc-debug-session-cache", false, "accepted for upstream compatibility; ignored")
+	f.String("concierge-namespace", "", "deprecated upstream flag; ignored (the namespace is discovered)")
+	for _, h := range []string{"oidc-skip-listen", "oidc-debug-session-cache", "concierge-namespace"} {
+		_ = f.MarkHidden(h)
+	}
 	f.BoolVar(&o.SkipValidation, "skip-validation", false, "do not check that the generated kubeconfig's endpoint answers")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&o.Output, "output", "o", "", "write to this file instead of stdout")
@@ -206,6 +222,8 @@ func (o *Options) Run(ctx context.Context) error {
 		StaticToken: o.StaticToken, StaticTokenEnv: o.StaticTokenEnv, ClientID: o.OIDCClientID,
 		ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, Flow: o.OIDCFlow,
 		CredentialCache: o.CredentialCache, NoConcierge: o.NoConcierge,
+		SessionCache: o.OIDCSessionCache, UpstreamName: o.UpstreamName, UpstreamType: o.UpstreamType, UpstreamFlow: o.UpstreamFlow,
+		SkipListen: o.OIDCSkipListen,
 	}
 	if params.PinnipedPath == "" {
 		if exe, err := os.Executable(); err == nil {
