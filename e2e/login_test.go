@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,6 +214,38 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("a hung keyring is abandoned within the timeout", func(t *testing.T) {
+		kubeconfig := userKubeconfig(t, pinniped)
+		// Freeze the Secret Service, as an unanswered unlock prompt would.
+		pid := keyringPID(t)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+		config := t.TempDir()
+		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces")
+		cmd.Env = append(BedEnv(), "KUBECONFIG="+kubeconfig, "XDG_CONFIG_HOME="+config,
+			"PINNIPED_USERNAME="+alice.Email, "PINNIPED_PASSWORD="+alice.Password)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		took := time.Since(start)
+		if !strings.Contains(stderr.String(), "did not answer in time") {
+			t.Fatalf("no word about the hung keyring:\n%s", stderr.String())
+		}
+		// One 3 s timeout, then files for the rest of the process.
+		if took > 12*time.Second {
+			t.Fatalf("kubectl took %v with a hung keyring", took)
+		}
+		if files, _ := filepath.Glob(filepath.Join(config, "pinniped", "credentials", "*.cred")); len(files) == 0 {
+			t.Fatal("the credential was not kept in files instead")
+		}
+		t.Logf("kubectl with a frozen keyring answered in %v", took.Round(10*time.Millisecond))
+	})
+
 	t.Run("no D-Bus: file fallback with a warning", func(t *testing.T) {
 		kubeconfig := userKubeconfig(t, pinniped)
 		config := t.TempDir()
@@ -238,6 +271,18 @@ func TestLogin(t *testing.T) {
 			}
 		}
 	})
+}
+
+// keyringPID is the tests' gnome-keyring-daemon.
+func keyringPID(t *testing.T) int {
+	t.Helper()
+	KeyringSession(t)
+	keyringDaemon.Lock()
+	defer keyringDaemon.Unlock()
+	if keyringDaemon.cmd == nil || keyringDaemon.cmd.Process == nil {
+		t.Fatal("no keyring daemon")
+	}
+	return keyringDaemon.cmd.Process.Pid
 }
 
 func mustRead(t *testing.T, path string) []byte {
