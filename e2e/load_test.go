@@ -35,6 +35,8 @@ func TestExchangeLoad(t *testing.T) {
 	}
 	installAgent(t)
 	cfg := Bed.Config()
+	time.Sleep(20 * time.Second) // let start-up garbage be collected
+	idle := agentRSS(t)
 	token := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
 	body, _ := json.Marshal(map[string]any{
 		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
@@ -141,8 +143,8 @@ func TestExchangeLoad(t *testing.T) {
 		}
 	}
 	rss := agentRSS(t)
-	t.Logf("TokenCredentialRequest through kube-apiserver to the agent (%s profile, 2 replicas):\n%s\nagent RSS after the run: %s",
-		cfg.Profile, strings.Join(rows, "\n"), rss)
+	t.Logf("TokenCredentialRequest through kube-apiserver to the agent (%s profile, 2 replicas):\n%s\nagent RSS idle: %s; after the run: %s",
+		cfg.Profile, strings.Join(rows, "\n"), idle, rss)
 }
 
 var rssLine = regexp.MustCompile(`(?m)^process_resident_memory_bytes ([0-9.e+]+)$`)
