@@ -1,0 +1,246 @@
+// Package impersonator is the core of the impersonation proxy: it
+// authenticates a client, decides whom to impersonate, removes every header
+// a client could use to smuggle an identity, and forwards the request to the
+// real API server with the agent's own credentials and Impersonate-*
+// headers. Serving, certificates and the Service around it live elsewhere.
+package impersonator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+)
+
+// OriginalUserExtra records who asked for a nested impersonation, in the
+// same extra key upstream Pinniped uses, so audit logs show the real person.
+const OriginalUserExtra = "original-user-info.impersonation-proxy.concierge.pinniped.dev"
+
+// Request is what a client asked to be seen as (kubectl --as/--as-group/...).
+type Request struct {
+	User   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+}
+
+// Authorizer decides nested impersonation as the real user, e.g. with a
+// SubjectAccessReview per impersonated attribute.
+type Authorizer interface {
+	CanImpersonate(ctx context.Context, real user.Info, want *Request) (allowed bool, reason string, err error)
+}
+
+// Proxy forwards authenticated requests.
+type Proxy struct {
+	Upstream *url.URL
+	// Transport talks HTTP/2 to the API server with the agent's credentials.
+	Transport http.RoundTripper
+	// UpgradeTransport is HTTP/1.1 for exec, attach and port-forward
+	// (SPDY and WebSocket upgrades do not exist in HTTP/2).
+	UpgradeTransport http.RoundTripper
+	Authn            authenticator.Request
+	Authz            Authorizer
+	Log              *slog.Logger
+
+	proxy, upgradeProxy *httputil.ReverseProxy
+}
+
+// Init builds the reverse proxies; call once before serving.
+func (p *Proxy) Init() {
+	mk := func(rt http.RoundTripper) *httputil.ReverseProxy {
+		return &httputil.ReverseProxy{
+			Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(p.Upstream)
+				r.Out.Host = p.Upstream.Host
+			},
+			Transport: rt,
+			// Watches and logs -f stream; send every byte at once.
+			FlushInterval: -1,
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				p.log().Info("upstream API server unreachable", "path", r.URL.Path, "error", err)
+				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the impersonation proxy could not reach the API server")
+			},
+		}
+	}
+	p.proxy, p.upgradeProxy = mk(p.Transport), mk(p.UpgradeTransport)
+}
+
+func (p *Proxy) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.Default()
+}
+
+// ServeHTTP implements the proxy.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp, ok, err := p.Authn.AuthenticateRequest(r)
+	if err != nil || !ok || resp == nil || resp.User == nil || resp.User.GetName() == "" {
+		if err != nil {
+			p.log().Info("refused an unauthenticated request", "remote", r.RemoteAddr, "error", err)
+		}
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return
+	}
+	real := resp.User
+	target, err := p.target(r, real)
+	if err != nil {
+		var denied *deniedError
+		if errors.As(err, &denied) {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
+			return
+		}
+		p.log().Error("impersonation check failed", "error", err)
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "could not check the requested impersonation")
+		return
+	}
+
+	out := r.Clone(r.Context())
+	StripIdentityHeaders(out.Header)
+	setImpersonation(out.Header, target)
+	if httpstream.IsUpgradeRequest(r) {
+		p.upgradeProxy.ServeHTTP(w, out)
+		return
+	}
+	p.proxy.ServeHTTP(w, out)
+}
+
+type deniedError struct{ msg string }
+
+func (e *deniedError) Error() string { return e.msg }
+
+// target is whom the API server should see: the authenticated user, or,
+// for a permitted nested impersonation, the requested identity with the
+// real user recorded in an extra.
+func (p *Proxy) target(r *http.Request, real user.Info) (user.Info, error) {
+	want, err := requested(r.Header)
+	if err != nil {
+		return nil, &deniedError{msg: err.Error()}
+	}
+	if want == nil {
+		return real, nil
+	}
+	if _, reserved := want.Extra[OriginalUserExtra]; reserved {
+		return nil, &deniedError{msg: "the extra " + OriginalUserExtra + " is reserved for the impersonation proxy"}
+	}
+	if p.Authz == nil {
+		return nil, &deniedError{msg: "nested impersonation is not enabled on this proxy"}
+	}
+	allowed, reason, err := p.Authz.CanImpersonate(r.Context(), real, want)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		msg := fmt.Sprintf("%s may not impersonate %s", real.GetName(), want.User)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		return nil, &deniedError{msg: msg}
+	}
+	original, err := json.Marshal(map[string]any{
+		"username": real.GetName(), "uid": real.GetUID(), "groups": real.GetGroups(), "extra": real.GetExtra(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	extra := map[string][]string{OriginalUserExtra: {string(original)}}
+	for k, v := range want.Extra {
+		extra[k] = v
+	}
+	return &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: extra}, nil
+}
+
+// requested parses the client's Impersonate-* headers; nil means none.
+func requested(h http.Header) (*Request, error) {
+	var want Request
+	seen := false
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		switch {
+		case lk == "impersonate-user":
+			want.User, seen = vs[0], true
+		case lk == "impersonate-uid":
+			want.UID, seen = vs[0], true
+		case lk == "impersonate-group":
+			want.Groups, seen = append(want.Groups, vs...), true
+		case strings.HasPrefix(lk, "impersonate-extra-"):
+			key, err := url.PathUnescape(strings.TrimPrefix(lk, "impersonate-extra-"))
+			if err != nil {
+				return nil, fmt.Errorf("malformed impersonation extra header %q", k)
+			}
+			if want.Extra == nil {
+				want.Extra = map[string][]string{}
+			}
+			want.Extra[key], seen = append(want.Extra[key], vs...), true
+		}
+	}
+	if !seen {
+		return nil, nil
+	}
+	if want.User == "" {
+		return nil, errors.New("impersonating groups, a UID or extras requires Impersonate-User too")
+	}
+	sort.Strings(want.Groups)
+	return &want, nil
+}
+
+// identityPrefixes are headers a client could use to claim an identity or
+// to mislead the API server about where a request came from.
+var identityPrefixes = []string{"impersonate-", "x-remote-", "x-forwarded-"}
+
+// StripIdentityHeaders removes every client-sent header that carries an
+// identity, whatever its case: the proxy is the only one that speaks for the
+// user upstream.
+func StripIdentityHeaders(h http.Header) {
+	for k := range h {
+		lk := strings.ToLower(k)
+		if lk == "authorization" || lk == "proxy-authorization" || lk == "forwarded" || lk == "x-real-ip" {
+			delete(h, k)
+			continue
+		}
+		for _, p := range identityPrefixes {
+			if strings.HasPrefix(lk, p) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+func setImpersonation(h http.Header, u user.Info) {
+	h.Set("Impersonate-User", u.GetName())
+	if uid := u.GetUID(); uid != "" {
+		h.Set("Impersonate-Uid", uid)
+	}
+	for _, g := range u.GetGroups() {
+		// The API server adds system:authenticated itself.
+		if g != user.AllAuthenticated {
+			h.Add("Impersonate-Group", g)
+		}
+	}
+	for k, vs := range u.GetExtra() {
+		for _, v := range vs {
+			h.Add("Impersonate-Extra-"+url.PathEscape(k), v)
+		}
+	}
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg, //nolint:gosec // HTTP codes fit
+	})
+}
