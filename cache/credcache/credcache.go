@@ -135,14 +135,18 @@ func (c *Cache) Put(ctx context.Context, key, label string, cred Credential) err
 		return err
 	}
 	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry {
-		out := idx[:0]
-		for _, e := range idx {
-			if e.Key != key {
-				out = append(out, e)
-			}
-		}
-		return append(out, indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now})
+		return append(without(idx, key), indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now})
 	})
+}
+
+func without(idx []indexEntry, key string) []indexEntry {
+	out := idx[:0]
+	for _, e := range idx {
+		if e.Key != key {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Delete removes one credential.
@@ -150,15 +154,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := c.Store.Delete(ctx, key); err != nil {
 		return err
 	}
-	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry {
-		out := idx[:0]
-		for _, e := range idx {
-			if e.Key != key {
-				out = append(out, e)
-			}
-		}
-		return out
-	})
+	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry { return without(idx, key) })
 }
 
 // Entry describes a cached credential without its secrets.
