@@ -244,6 +244,17 @@ func TestLogin(t *testing.T) {
 			t.Fatal("the credential was not kept in files instead")
 		}
 		t.Logf("kubectl with a frozen keyring answered in %v", took.Round(10*time.Millisecond))
+
+		// The next kubectl call remembers the hang and does not wait again.
+		again := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces")
+		again.Env = cmd.Env
+		start = time.Now()
+		if out, err := again.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("the second call waited on the frozen keyring again: %v", took)
+		}
 	})
 
 	t.Run("no D-Bus: file fallback with a warning", func(t *testing.T) {

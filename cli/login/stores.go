@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
@@ -42,6 +43,7 @@ func OpenStore(mode string, warn io.Writer) (cache.Store, error) {
 			primary:  &keyringstore.Store{Service: "pinniped"},
 			fallback: &filestore.Store{Dir: dir},
 			warn:     warn,
+			marker:   filepath.Join(ConfigDir(), "keyring-unresponsive"),
 		}, nil
 	case strings.ContainsAny(mode, `/\`):
 		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil
@@ -58,12 +60,19 @@ type fallbackStore struct {
 	fallback cache.Store
 	warn     io.Writer
 
+	// marker remembers, across processes, that the keyring hung recently,
+	// so each kubectl call does not wait out the timeout again.
+	marker string
+
 	once     sync.Once
 	checked  bool
 	useFiles bool
 	why      error
 	mu       sync.Mutex
 }
+
+// hungFor is how long a hung keyring is skipped before being tried again.
+const hungFor = 2 * time.Minute
 
 func (s *fallbackStore) pick() cache.Store {
 	s.mu.Lock()
@@ -73,6 +82,9 @@ func (s *fallbackStore) pick() cache.Store {
 		// Without a session bus, do not touch D-Bus at all.
 		if err := s.primary.UnavailableWithoutCalling(); err != nil {
 			s.switchToFiles(err)
+		} else if info, err := os.Stat(s.marker); s.marker != "" && err == nil && time.Since(info.ModTime()) < hungFor {
+			s.switchToFiles(fmt.Errorf("it did not answer in time at %s; trying it again after %s",
+				info.ModTime().Format(time.Kitchen), info.ModTime().Add(hungFor).Format(time.Kitchen)))
 		}
 	}
 	if s.useFiles {
@@ -92,6 +104,14 @@ func (s *fallbackStore) run(fn func(cache.Store) error) error {
 	if err == nil || errors.Is(err, cache.ErrNotFound) || st == s.fallback {
 		return err
 	}
+	if errors.Is(err, keyringstore.ErrTimeout) && s.marker != "" {
+		_ = os.MkdirAll(filepath.Dir(s.marker), 0o700)
+		if f, ferr := os.OpenFile(s.marker, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); ferr == nil {
+			_ = f.Close()
+			now := time.Now()
+			_ = os.Chtimes(s.marker, now, now)
+		}
+	}
 	s.mu.Lock()
 	s.switchToFiles(err)
 	s.mu.Unlock()
@@ -100,6 +120,10 @@ func (s *fallbackStore) run(fn func(cache.Store) error) error {
 
 func (s *fallbackStore) Get(ctx context.Context, key string) (v []byte, err error) {
 	err = s.run(func(st cache.Store) error { v, err = st.Get(ctx, key); return err })
+	if errors.Is(err, cache.ErrNotFound) && s.pick() != s.fallback {
+		// Written to files while the keyring was unavailable.
+		return s.fallback.Get(ctx, key)
+	}
 	return v, err
 }
 
