@@ -29,7 +29,7 @@ touched. Users' cached credentials stop working when they expire.`,
 			}
 			ns := kube.NamespaceOr("pinniped")
 			fmt.Fprintf(errOut, "Removing pinniped from %s (namespace %s)\n", cfg.Host, ns)
-			in := &apply.Installer{Dynamic: dyn, Progress: &progress.Plain{W: errOut}}
+			in := &apply.Installer{Dynamic: dyn, Progress: progress.For(errOut)}
 			return in.Uninstall(cmd.Context(), ns)
 		},
 	}
