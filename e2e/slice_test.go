@@ -296,3 +296,21 @@ func whoamiWithCert(t *testing.T, c exchangedCredential) userInfo {
 	}
 	return review.Status.UserInfo
 }
+
+// TestInstallSaysWhyItIsNotReady: when the agent cannot start, install's
+// wait ends with what is wrong (pod state, events), not just "timed out".
+func TestInstallSaysWhyItIsNotReady(t *testing.T) {
+	pinniped := BuildStatic(t, "./cmd/pinniped")
+	out, err := RunE(nil, pinniped, "install", "--image=localhost/pinniped-e2e/does-not-exist:1",
+		"--image-pull-policy=Never", "--timeout=40s")
+	t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
+	if err == nil {
+		t.Fatalf("install with a missing image succeeded:\n%s", out)
+	}
+	msg := err.Error()
+	for _, want := range []string{"not ready after 40s", "agent Deployment available", "ErrImageNeverPull", "kubectl -n pinniped describe pods"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure does not mention %q:\n%s", want, msg)
+		}
+	}
+}
