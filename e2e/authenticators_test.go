@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
@@ -173,19 +172,8 @@ spec:
 // given tokens as {username, group}.
 func startTokenReviewer(t *testing.T, ip string, users map[string][2]string) (endpoint string, caPEM []byte) {
 	t.Helper()
-	ca, err := certauthority.New("e2e webhook CA", time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.IssueServingCert(ip, nil, []net.IP{net.ParseIP(ip)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort(ip, "0"), &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	tlsConfig, caPEM := jwttest.ServingTLS(t, ip)
+	ln, err := tls.Listen("tcp", net.JoinHostPort(ip, "0"), tlsConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +201,5 @@ func startTokenReviewer(t *testing.T, ip string, users map[string][2]string) (en
 		}
 	}()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "https://" + ln.Addr().String() + "/authenticate", ca.CertPEM()
+	return "https://" + ln.Addr().String() + "/authenticate", caPEM
 }

@@ -73,7 +73,26 @@ func NewOn(t testing.TB, ip string) *Issuer {
 		iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 		return iss
 	}
-	ca, err := certauthority.New("jwttest CA", time.Hour, nil)
+	tlsConfig, caPEM := ServingTLS(t, ip)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = tlsConfig
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	iss.URL = "https://" + ln.Addr().String()
+	iss.CABundle = caPEM
+	return iss
+}
+
+// ServingTLS returns a server TLS configuration with a certificate for ip,
+// from a fresh CA whose PEM is returned for clients to trust.
+func ServingTLS(t testing.TB, ip string) (*tls.Config, []byte) {
+	t.Helper()
+	ca, err := certauthority.New("test CA", time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +104,7 @@ func NewOn(t testing.TB, ip string) *Issuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = srv.Listener.Close()
-	srv.Listener = ln
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	iss.URL = "https://" + ln.Addr().String()
-	iss.CABundle = ca.CertPEM()
-	return iss
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, ca.CertPEM()
 }
 
 // Rotate adds a new signing key; later tokens carry its new key id.
