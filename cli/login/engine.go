@@ -311,9 +311,18 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 		opts := r.Browser
 		opts.AllowPaste = r.Flow == FlowAuto
 		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
+		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
+			e.UI.Progress("switching to the device flow")
+			tokens, err = p.DeviceLogin(ctx, e.UI)
+		}
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	// A person who cancelled while the last token request was in flight
+	// must not find a session cached anyway.
+	if ctx.Err() != nil {
+		return nil, false, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 	}
 	e.saveSession(ctx, sk, tokens)
 	return tokens, false, nil

@@ -40,19 +40,32 @@ type browserUI struct {
 	ca        []byte
 	opened    atomic.Int64
 	successes atomic.Int64
+	requests  chan oidclogin.Request
+	// idle: the browser never logs in; the person uses the requests instead.
+	idle         bool
+	onDeviceCode func()
 }
 
 func (u *browserUI) Progress(string)                       {}
 func (u *browserUI) ShowLoginURL(string)                   {}
-func (u *browserUI) ShowDeviceCode(string, string, string) {}
+func (u *browserUI) ShowDeviceCode(string, string, string) {
+	if u.onDeviceCode != nil {
+		u.onDeviceCode()
+	}
+}
 func (u *browserUI) Success(login.Summary)                 { u.successes.Add(1) }
 func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()
 }
 
+func (u *browserUI) Requests() <-chan oidclogin.Request { return u.requests }
+
 func (u *browserUI) OpenBrowser(url string) error {
 	u.opened.Add(1)
+	if u.idle {
+		return nil
+	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(u.ca)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -286,5 +299,47 @@ func TestStatic(t *testing.T) {
 	}
 	if h.exchanges.Load() != 1 {
 		t.Fatalf("static exchanges %d, want 1 (cached)", h.exchanges.Load())
+	}
+}
+
+// TestSwitchToDeviceFlow: the person asks the waiting browser flow for the
+// device flow; the engine runs it, and the login completes and is cached.
+func TestSwitchToDeviceFlow(t *testing.T) {
+	h := newHarness(t)
+	h.ui.idle = true
+	h.ui.requests = make(chan oidclogin.Request, 1)
+	h.ui.requests <- oidclogin.RequestDeviceFlow
+	h.ui.onDeviceCode = h.idp.ApproveDevice
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.engine(&out).LoginOIDC(ctx, h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.idp.DeviceGrants.Load() != 1 || h.idp.AuthCodeGrants.Load() != 0 || h.ui.successes.Load() != 1 {
+		t.Fatalf("device grants %d, code grants %d, successes %d", h.idp.DeviceGrants.Load(), h.idp.AuthCodeGrants.Load(), h.ui.successes.Load())
+	}
+	decode(t, out.Bytes())
+}
+
+// TestCanceledLoginCachesNothing: cancelling (the TUI's q) ends the login
+// with the cancel cause, prints no credential and leaves no session behind.
+func TestCanceledLoginCachesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.ui.idle = true
+	errCanceled := errors.New("canceled by you")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel(errCanceled) }()
+	var out bytes.Buffer
+	err := h.engine(&out).LoginOIDC(ctx, h.request(true), interactive)
+	if !errors.Is(err, errCanceled) {
+		t.Fatalf("want the cancel cause, got %v", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a cancelled login printed %q", out.String())
+	}
+	entries, _ := os.ReadDir(h.store.Dir)
+	if len(entries) != 0 {
+		t.Fatalf("a cancelled login cached %d entries", len(entries))
 	}
 }

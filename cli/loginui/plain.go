@@ -17,6 +17,7 @@ import (
 	"github.com/pkg/browser"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 )
 
 // Plain is the line-by-line UI.
@@ -54,10 +55,17 @@ func (p *Plain) ShowDeviceCode(uri, code, complete string) {
 	}
 }
 
-// OpenBrowser implements login.UI: $BROWSER first (as many tools honour
-// it), else the platform's opener.
-func (p *Plain) OpenBrowser(url string) error {
-	getenv := p.Getenv
+// OpenBrowser implements login.UI.
+func (p *Plain) OpenBrowser(url string) error { return OpenURL(p.Getenv, url) }
+
+// Requests implements login.UI. Lines typed at the plain prompt are codes,
+// so there is no way to ask for anything else: the channel is nil.
+func (p *Plain) Requests() <-chan oidclogin.Request { return nil }
+
+// OpenURL opens url in a browser: $BROWSER first (as many tools honour it),
+// else the platform's opener. getenv nil means os.Getenv. The TUI shares
+// it, so both renderers open browsers the same way.
+func OpenURL(getenv func(string) string, url string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}

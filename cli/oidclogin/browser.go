@@ -123,12 +123,27 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	for code == "" {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("login not completed: %w", ctx.Err())
+			return nil, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 		case r := <-results:
 			if r.err != nil {
 				return nil, r.err
 			}
 			code = r.code
+		case req := <-ui.Requests():
+			switch req {
+			case RequestOpenBrowser:
+				if err := ui.OpenBrowser(authURL); err != nil {
+					ui.Progress("could not open a browser (" + err.Error() + "); open the link by hand")
+				}
+			case RequestDeviceFlow:
+				// Checked here, not by the UI: only the provider's discovery
+				// document says whether the device flow exists.
+				if p.DeviceAuthURL == "" {
+					ui.Progress(ErrNoDeviceFlow.Error())
+					continue
+				}
+				return nil, ErrSwitchToDevice
+			}
 		}
 	}
 	stopPaste()

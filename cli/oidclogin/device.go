@@ -27,8 +27,35 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*Tokens, error) {
 		ctx, cancel = context.WithDeadline(ctx, da.Expiry)
 		defer cancel()
 	}
-	tok, err := p.oauth.DeviceAccessToken(p.ctx(ctx), da)
+	// The token poll blocks, so the person's requests are served beside it.
+	// "Open the browser" opens the page here; it is the right thing when
+	// the person switched from the browser flow on a machine that has one.
+	pollCtx, stopRequests := context.WithCancel(ctx)
+	defer stopRequests()
+	go func() {
+		for {
+			select {
+			case <-pollCtx.Done():
+				return
+			case req := <-ui.Requests():
+				if req != RequestOpenBrowser {
+					continue // already in the device flow
+				}
+				page := da.VerificationURIComplete
+				if page == "" {
+					page = da.VerificationURI
+				}
+				if err := ui.OpenBrowser(page); err != nil {
+					ui.Progress("could not open a browser (" + err.Error() + "); open the link on any device")
+				}
+			}
+		}
+	}()
+	tok, err := p.oauth.DeviceAccessToken(p.ctx(pollCtx), da)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("device login not completed: %w", context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("device login: %w", err)
 	}
 	return p.tokens(ctx, tok, "")

@@ -27,6 +27,7 @@ type fakeUI struct {
 	paste    chan string
 	noOpen   bool
 	beforeGo func(authURL string) // runs before the browser follows the URL
+	requests chan oidclogin.Request
 }
 
 func (u *fakeUI) Progress(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
@@ -34,6 +35,8 @@ func (u *fakeUI) ShowLoginURL(string) {}
 func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
 	u.Progress("code " + code + " at " + uri)
 }
+
+func (u *fakeUI) Requests() <-chan oidclogin.Request { return u.requests }
 
 func (u *fakeUI) OpenBrowser(authURL string) error {
 	if u.noOpen {
@@ -230,5 +233,73 @@ func TestRefusesHTTPIssuer(t *testing.T) {
 	_, err := oidclogin.Discover(context.Background(), oidclogin.Config{Issuer: "http://dex.example.com", ClientID: "x"})
 	if err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("want an https error, got %v", err)
+	}
+}
+
+// TestBrowserRequests: "open the browser again" opens the same login link;
+// "device flow" ends the browser flow with ErrSwitchToDevice, or is refused
+// with a message when the provider has no device endpoint.
+func TestBrowserRequests(t *testing.T) {
+	t.Run("open again", func(t *testing.T) {
+		p := oidctest.New(t)
+		ui := &fakeUI{t: t, ca: p.CABundle, requests: make(chan oidclogin.Request, 1)}
+		ui.requests <- oidclogin.RequestOpenBrowser
+		// SkipBrowser: only the request opens the browser.
+		if _, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{SkipBrowser: true}); err != nil {
+			t.Fatal(err)
+		}
+		if p.AuthCodeGrants.Load() != 1 {
+			t.Fatal("no code grant after opening the browser again")
+		}
+	})
+	t.Run("switch to device", func(t *testing.T) {
+		p := oidctest.New(t)
+		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan oidclogin.Request, 1)}
+		ui.requests <- oidclogin.RequestDeviceFlow
+		_, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{})
+		if !errors.Is(err, oidclogin.ErrSwitchToDevice) {
+			t.Fatalf("want ErrSwitchToDevice, got %v", err)
+		}
+	})
+	t.Run("no device endpoint", func(t *testing.T) {
+		p := oidctest.New(t)
+		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan oidclogin.Request, 2)}
+		prov := discover(t, p)
+		prov.DeviceAuthURL = ""
+		ui.requests <- oidclogin.RequestDeviceFlow
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := prov.BrowserLogin(ctx, ui, oidclogin.BrowserOptions{})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the browser flow should keep waiting, got %v", err)
+		}
+		ui.mu.Lock()
+		defer ui.mu.Unlock()
+		if !strings.Contains(strings.Join(ui.shown, "\n"), "does not support the device flow") {
+			t.Fatalf("no explanation shown: %q", ui.shown)
+		}
+	})
+}
+
+// recordingUI records the pages the device flow opens.
+type recordingUI struct {
+	*fakeUI
+	opened chan string
+}
+
+func (r *recordingUI) OpenBrowser(u string) error { r.opened <- u; return nil }
+
+// TestDeviceFlowOpensVerificationPage: during the device flow, "open the
+// browser" opens the verification page with the code filled in.
+func TestDeviceFlowOpensVerificationPage(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &recordingUI{fakeUI: &fakeUI{t: t, ca: p.CABundle, requests: make(chan oidclogin.Request, 1)}, opened: make(chan string, 1)}
+	ui.requests <- oidclogin.RequestOpenBrowser
+	go func() {
+		<-ui.opened
+		p.ApproveDevice()
+	}()
+	if _, err := discover(t, p).DeviceLogin(ctxT(t), ui); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,9 @@
 package oidclogin
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // UI is how a login talks to the person. The plain renderer and the TUI are
 // two implementations; a non-interactive caller passes one whose Prompt
@@ -17,4 +20,27 @@ type UI interface {
 	// PromptCode asks for a pasted authorization code or redirect URL. It
 	// returns when the person answers or ctx ends.
 	PromptCode(ctx context.Context, prompt string) (string, error)
+	// Requests carries what the person asks of a running flow (open the
+	// browser again, switch to the device flow). The flows select on it
+	// while they wait; a UI that cannot be steered returns nil, a channel
+	// that never delivers.
+	Requests() <-chan Request
 }
+
+// Request is something the person asks a running login to do.
+type Request int
+
+// Requests a UI may send.
+const (
+	// RequestOpenBrowser opens the login (or verification) page again,
+	// e.g. after the person closed the tab.
+	RequestOpenBrowser Request = iota + 1
+	// RequestDeviceFlow abandons the browser flow for the device flow,
+	// e.g. when the browser is on another machine.
+	RequestDeviceFlow
+)
+
+// ErrSwitchToDevice is returned by BrowserLogin when the person asked for
+// the device flow; the caller runs DeviceLogin next. The browser flow's
+// listener is closed by then, so a late callback cannot complete it.
+var ErrSwitchToDevice = errors.New("switching to the device flow at the person's request")
