@@ -77,6 +77,11 @@ func Execute(ctx context.Context, streams genericiooptions.IOStreams, info versi
 	if err == nil {
 		return 0
 	}
+	// The login screen has shown this error with its next step already.
+	var shown interface{ AlreadyShown() bool }
+	if errors.As(err, &shown) && shown.AlreadyShown() {
+		return 1
+	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(streams.ErrOut, "Error: interrupted")
 		return 130

@@ -46,14 +46,14 @@ type browserUI struct {
 	onDeviceCode func()
 }
 
-func (u *browserUI) Progress(string)                       {}
-func (u *browserUI) ShowLoginURL(string)                   {}
+func (u *browserUI) Progress(string)     {}
+func (u *browserUI) ShowLoginURL(string) {}
 func (u *browserUI) ShowDeviceCode(string, string, string) {
 	if u.onDeviceCode != nil {
 		u.onDeviceCode()
 	}
 }
-func (u *browserUI) Success(login.Summary)                 { u.successes.Add(1) }
+func (u *browserUI) Success(login.Summary) { u.successes.Add(1) }
 func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()

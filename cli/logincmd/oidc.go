@@ -21,6 +21,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/tui"
 )
 
 // Streams are the process's standard streams.
@@ -228,6 +229,9 @@ func (o *OIDCOptions) complete(exec *execcred.Request) error {
 func (o *OIDCOptions) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	// The screen's cancel key ends the login with tui.ErrCanceled as cause.
+	ctx, cancelLogin := context.WithCancelCause(ctx)
+	defer cancelLogin(nil)
 	engine, err := newEngine(o.streams, o.CredentialCache, o.exec.Interactive)
 	if err != nil {
 		return err
@@ -235,6 +239,17 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	r := o.request
 	engine.Discover = func(ctx context.Context) (login.Provider, error) {
 		return oidclogin.Discover(ctx, oidclogin.Config{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, CABundle: r.CABundle})
+	}
+	// The interactive screen only when a person can use it: kubectl says
+	// the session is interactive and both stdin and stderr are terminals.
+	// It draws nothing until the login needs the person, so the cached path
+	// is unchanged.
+	if o.exec.Interactive && tui.Usable(o.streams.In, o.streams.ErrOut, nil) {
+		screen := tui.NewLogin(tui.LoginOptions{
+			In: o.streams.In, Out: o.streams.ErrOut, Issuer: r.Issuer, Cancel: cancelLogin, Plain: engine.UI,
+		})
+		engine.UI = screen
+		return screen.Finish(engine.LoginOIDC(ctx, r, o.exec))
 	}
 	return engine.LoginOIDC(ctx, r, o.exec)
 }

@@ -1,0 +1,250 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"golang.org/x/term"
+
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/loginui"
+	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+)
+
+// LoginOptions configure Login.
+type LoginOptions struct {
+	// In is the terminal keys come from (stdin); Out is the terminal to draw
+	// on (stderr). Never stdout: it carries the credential for kubectl.
+	In  io.Reader
+	Out io.Writer
+	// Issuer is shown in the header.
+	Issuer string
+	// Cancel ends the login's context; the person's q or Ctrl-C calls it
+	// with ErrCanceled.
+	Cancel context.CancelCauseFunc
+	// Plain shows what happens before the login needs the person (a silent
+	// refresh, a password login), and everything if the screen cannot start.
+	Plain login.UI
+	// Getenv reads $BROWSER; nil means os.Getenv.
+	Getenv func(string) string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	// programOptions are for tests (fixed size, no real terminal).
+	programOptions []tea.ProgramOption
+}
+
+// Login implements login.UI with a bubbletea screen. The screen starts only
+// when the login needs the person (a link to open, a code to enter or
+// paste): the cached and refreshed paths never draw, never switch the
+// terminal to raw mode, and print exactly what the plain renderer prints.
+type Login struct {
+	o        LoginOptions
+	requests chan oidclogin.Request
+
+	mu     sync.Mutex
+	prog   *tea.Program
+	failed bool
+	done   chan struct{}
+	runErr error
+}
+
+var _ login.UI = (*Login)(nil)
+
+// NewLogin returns the screen; nothing is drawn yet.
+func NewLogin(o LoginOptions) *Login {
+	return &Login{o: o, requests: make(chan oidclogin.Request, 1)}
+}
+
+// Usable says whether the screen can be used: stdin and stderr are
+// terminals, TERM is not dumb, NO_COLOR is unset (people who set it want
+// plain output) and PINNIPED_TUI is not 0/false (an escape hatch).
+func Usable(in io.Reader, out io.Writer, getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if getenv("TERM") == "dumb" || getenv("NO_COLOR") != "" {
+		return false
+	}
+	switch getenv("PINNIPED_TUI") {
+	case "0", "false", "no", "off":
+		return false
+	}
+	return isTerminal(in) && isTerminal(out)
+}
+
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) //nolint:gosec // fd fits in int
+}
+
+// running reports whether the screen is up.
+func (l *Login) running() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.prog != nil && !l.failed
+}
+
+// start brings the screen up, once. It returns false if the screen could
+// not start (e.g. raw mode refused); the plain renderer is used from then on.
+func (l *Login) start() bool {
+	l.mu.Lock()
+	if l.failed {
+		l.mu.Unlock()
+		return false
+	}
+	if l.prog != nil {
+		l.mu.Unlock()
+		return true
+	}
+	ready := make(chan struct{})
+	var once sync.Once
+	m := newLoginModel(l.o.Issuer, l.o.Now, l.requests, l.o.Cancel)
+	m.ready = func() { once.Do(func() { close(ready) }) }
+	opts := append([]tea.ProgramOption{
+		tea.WithInput(l.o.In), tea.WithOutput(l.o.Out),
+		// Signals stay with main: SIGINT/SIGTERM cancel the command's
+		// context, the login ends, and Finish closes the screen properly.
+		tea.WithoutSignalHandler(),
+	}, l.o.programOptions...)
+	prog := tea.NewProgram(m, opts...)
+	done := make(chan struct{})
+	l.prog, l.done = prog, done
+	l.mu.Unlock()
+
+	go func() {
+		_, err := prog.Run()
+		l.mu.Lock()
+		l.runErr = err
+		l.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-ready:
+		return true
+	case <-done:
+		l.mu.Lock()
+		l.failed = true
+		err := l.runErr
+		l.mu.Unlock()
+		l.o.Plain.Progress("the interactive screen could not start (" + errString(err) + "); plain output instead")
+		return false
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "it ended at once"
+	}
+	return err.Error()
+}
+
+func (l *Login) send(msg tea.Msg) {
+	l.mu.Lock()
+	prog := l.prog
+	l.mu.Unlock()
+	prog.Send(msg) // a no-op once the program has ended
+}
+
+// Progress implements login.UI.
+func (l *Login) Progress(msg string) {
+	if !l.running() {
+		l.o.Plain.Progress(msg)
+		return
+	}
+	l.send(progressMsg{msg})
+}
+
+// ShowLoginURL implements login.UI; the screen starts here.
+func (l *Login) ShowLoginURL(url string) {
+	if !l.start() {
+		l.o.Plain.ShowLoginURL(url)
+		return
+	}
+	l.send(loginURLMsg{url})
+}
+
+// ShowDeviceCode implements login.UI; the screen starts here.
+func (l *Login) ShowDeviceCode(uri, code, complete string) {
+	if !l.start() {
+		l.o.Plain.ShowDeviceCode(uri, code, complete)
+		return
+	}
+	l.send(deviceCodeMsg{uri: uri, code: code, complete: complete})
+}
+
+// OpenBrowser implements login.UI.
+func (l *Login) OpenBrowser(url string) error {
+	err := loginui.OpenURL(l.o.Getenv, url)
+	if l.running() {
+		l.send(browserMsg{err})
+	}
+	return err
+}
+
+// PromptCode implements login.UI: the person presses p (or just pastes)
+// to answer.
+func (l *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
+	if !l.start() {
+		return l.o.Plain.PromptCode(ctx, prompt)
+	}
+	reply := make(chan string, 1)
+	l.send(promptMsg{text: prompt, reply: reply})
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-ctx.Done():
+		l.send(promptEndMsg{reply})
+		return "", ctx.Err()
+	case <-done:
+		return "", errors.New("the login screen was closed")
+	}
+}
+
+// Requests implements login.UI.
+func (l *Login) Requests() <-chan oidclogin.Request { return l.requests }
+
+// Success implements login.UI.
+func (l *Login) Success(s login.Summary) {
+	if !l.running() {
+		l.o.Plain.Success(s)
+		return
+	}
+	l.send(successMsg{s})
+}
+
+// Finish closes the screen with the login's outcome and waits until the
+// terminal is restored, so kubectl (or the shell) gets it back as it was.
+// It returns err, marked as already shown when the screen displayed it.
+func (l *Login) Finish(err error) error {
+	if !l.running() {
+		return err
+	}
+	l.send(finishMsg{err})
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	<-done
+	if err != nil {
+		return &ShownError{Err: err}
+	}
+	return nil
+}
+
+// ShownError is an error the screen has already explained; the command
+// line exits non-zero without printing it again.
+type ShownError struct{ Err error }
+
+func (e *ShownError) Error() string { return e.Err.Error() }
+func (e *ShownError) Unwrap() error { return e.Err }
+
+// AlreadyShown marks the error for cli/commands.
+func (e *ShownError) AlreadyShown() bool { return true }
