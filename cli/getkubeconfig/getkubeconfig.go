@@ -3,7 +3,6 @@
 package getkubeconfig
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,16 +12,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cli/progress"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
@@ -300,26 +298,15 @@ func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticato
 	for i, a := range all {
 		list[i] = fmt.Sprintf("%s/%s", a.Type, a.Name)
 	}
-	f, ok := o.In.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) { //nolint:gosec // fd fits in int
+	n, err := progress.Choose(o.In, o.ErrOut, "The cluster has several authenticators. Which one should users log in with?", list)
+	if errors.Is(err, progress.ErrNotATerminal) {
 		return nil, fmt.Errorf("the cluster has %d authenticators (%s); choose one with --concierge-authenticator-type and --concierge-authenticator-name",
 			len(all), strings.Join(list, ", "))
 	}
-	fmt.Fprintln(o.ErrOut, "The cluster has several authenticators:")
-	for i, s := range list {
-		fmt.Fprintf(o.ErrOut, "  %d) %s\n", i+1, s)
+	if err != nil {
+		return nil, fmt.Errorf("choose an authenticator: %w", err)
 	}
-	sc := bufio.NewScanner(f)
-	for {
-		fmt.Fprintf(o.ErrOut, "Which one should users log in with? [1-%d]: ", len(all))
-		if !sc.Scan() {
-			return nil, errors.New("no authenticator chosen")
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
-		if err == nil && n >= 1 && n <= len(all) {
-			return &all[n-1], nil
-		}
-	}
+	return &all[n], nil
 }
 
 func (o *Options) completeOIDC(ctx context.Context, p *kubeconfig.LoginParams) error {

@@ -168,6 +168,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	p := progress.For(o.ErrOut)
+	defer progress.Close(p)
 	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server"}
 	fmt.Fprintf(o.ErrOut, "Installing pinniped agent %s into %s (namespace %s)\n", o.Render.Image, cfg.Host, o.Render.Namespace)
 	if err := in.Apply(ctx, objs); err != nil {

@@ -29,7 +29,9 @@ touched. Users' cached credentials stop working when they expire.`,
 			}
 			ns := kube.NamespaceOr("pinniped")
 			fmt.Fprintf(errOut, "Removing pinniped from %s (namespace %s)\n", cfg.Host, ns)
-			in := &apply.Installer{Dynamic: dyn, Progress: progress.For(errOut)}
+			p := progress.For(errOut)
+			defer progress.Close(p)
+			in := &apply.Installer{Dynamic: dyn, Progress: p}
 			return in.Uninstall(cmd.Context(), ns)
 		},
 	}

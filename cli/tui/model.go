@@ -119,7 +119,7 @@ func (m loginModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.browserOpened, m.browserFailed = msg.err == nil, msg.err != nil
 		return m, nil
 	case deviceCodeMsg:
-		m.device, m.loginURL, m.switching = &msg, "", false
+		m.device, m.loginURL, m.switching, m.info = &msg, "", false, ""
 		m.prompt, m.pasting = nil, false
 		m.notes = nil
 		if msg.complete != "" {
@@ -344,7 +344,7 @@ func (m loginModel) inputLine(w int) string {
 func (m loginModel) keys() []string {
 	var k []string
 	if m.loginURL != "" || m.device != nil {
-		k = append(k, "o", "open browser", "u", "show link", "c", "copy link")
+		k = append(k, "o", "open browser", "u", "print link", "c", "copy link")
 	}
 	if m.prompt != nil && m.device == nil {
 		k = append(k, "p", "paste code")

@@ -100,7 +100,7 @@ func TestLoginModelStates(t *testing.T) {
 			name:  "waiting for the browser",
 			setup: browserWaiting,
 			want: []string{"waiting for you to log in (12s)", "browser window that just opened",
-				"o open browser", "u show link", "c copy link", "p paste code", "d device code", "q cancel"},
+				"o open browser", "u print link", "c copy link", "p paste code", "d device code", "q cancel"},
 		},
 		{
 			name: "no browser could be opened",
@@ -212,11 +212,11 @@ func TestLoginModelStates(t *testing.T) {
 			name: "device code",
 			setup: func(f *fixture) {
 				browserWaiting(f)
-				f.run(deviceCodeMsg{uri: "https://dex.example.com:5556/device", code: "WDJB-MJHT", complete: "https://dex.example.com:5556/device?user_code=WDJB-MJHT"},
+				f.run(key("d"), deviceCodeMsg{uri: "https://dex.example.com:5556/device", code: "WDJB-MJHT", complete: "https://dex.example.com:5556/device?user_code=WDJB-MJHT"},
 					progressMsg{"waiting for you to approve the login on the other device"})
 			},
 			want:    []string{"Open https://dex.example.com:5556/device on any device and enter the code:", "│  WDJB-MJHT  │", "approve the login", "o open browser"},
-			notWant: []string{"paste code", "d device code"},
+			notWant: []string{"paste code", "d device code", "switching"},
 			check: func(t *testing.T, f *fixture) {
 				if f.m.link() != "https://dex.example.com:5556/device?user_code=WDJB-MJHT" {
 					t.Fatal(f.m.link())
