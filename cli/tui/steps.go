@@ -87,7 +87,9 @@ func (m stepModel) View() tea.View {
 		w = defaultWidth
 	}
 	if m.final != "" {
-		return tea.NewView(wrap(m.final, w))
+		// The trailing newline leaves the cursor below the line when the
+		// program ends; without it the next output overwrites the line.
+		return tea.NewView(wrap(m.final, w) + "\n")
 	}
 	return tea.NewView(wrap(m.spinner.View()+" "+m.step+dimStyle.Render(" ("+elapsed(time.Since(m.started))+")"), w))
 }
