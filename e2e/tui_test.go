@@ -383,6 +383,41 @@ func TestTUI(t *testing.T) {
 		l.checkCredential(t)
 	})
 
+	t.Run("kubectl says non-interactive: no screen, no browser", func(t *testing.T) {
+		l := newTUILogin(t, pinniped)
+		term := l.inTmux(t, 100, `KUBERNETES_EXEC_INFO={"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}`)
+		screen := term.WaitFor(20*time.Second, "the exit", exited)
+		if !strings.Contains(screen, "EXIT=1") || !strings.Contains(screen, "logging in needs you at a terminal") || strings.Contains(screen, "q cancel") {
+			t.Fatalf("non-interactive exec info:\n%s", screen)
+		}
+		if _, err := os.Stat(l.urlFile); err == nil {
+			t.Fatal("a non-interactive login opened the browser")
+		}
+	})
+
+	t.Run("install --wait in a terminal: spinner, then lines", func(t *testing.T) {
+		// An image that cannot be pulled: the wait runs out, and the step
+		// cut short must leave a line and a usable terminal behind.
+		cfg := Bed.Config()
+		t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
+		argv := append([]string{"env"}, BedEnv()...)
+		argv = append(argv, "TERM=xterm-256color", "LANG=C.UTF-8", "sh", "-c", `"$@"; echo EXIT=$?; sleep 600`, "sh",
+			pinniped, "install", "--image=example.invalid/agent:none", "--oidc-issuer="+cfg.DexIssuer(),
+			"--oidc-audience="+testbed.DexClientID, "--oidc-ca-bundle="+cfg.TestbedCAFile(), "--timeout=6s")
+		term := NewTmux(t, 100, 40, argv...)
+		term.WaitFor(30*time.Second, "the spinner", contains("waiting: agent Deployment available (", "✓ applied"))
+		screen := term.WaitFor(60*time.Second, "the exit", exited)
+		for _, want := range []string{"✓ 3 CustomResourceDefinitions established (", "• waiting: agent Deployment available (stopped after", "Error: not ready after 6s", "EXIT=1"} {
+			if !strings.Contains(screen, want) {
+				t.Fatalf("screen lacks %q:\n%s", want, screen)
+			}
+		}
+		shot(t, "install-wait", screen)
+		if strings.Contains(screen, "[?") {
+			t.Fatalf("terminal replies leaked onto the screen:\n%s", screen)
+		}
+	})
+
 	// Without a terminal (an IDE's kubectl, a pipe): plain lines on stderr,
 	// no escape sequences, the same outcomes.
 	plainRun := func(t *testing.T, l *tuiLogin) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
