@@ -84,7 +84,8 @@ func TestLogin(t *testing.T) {
 			authURL = strings.TrimSpace(string(b))
 			return nil
 		})
-		term.WaitFor(10*time.Second, "the login link on the terminal", func(s string) bool { return strings.Contains(s, "Log in by visiting this link") })
+		// kubectl passes its terminal on, so the login screen (cli/tui) shows the link.
+		term.WaitFor(10*time.Second, "the login link on the terminal", func(s string) bool { return strings.Contains(s, "Login link:") })
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
 		browserSteps(t, bctx, "log in at Dex through the CLI's link",
@@ -186,7 +187,7 @@ func TestLogin(t *testing.T) {
 		// An SSH session: a terminal, no browser.
 		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(), "BROWSER=false"}
 		term := NewTmux(t, 200, 40, append(append([]string{"env"}, env...), "sh", "-c", "kubectl get namespaces; echo EXIT=$?; sleep 600")...)
-		screen := term.WaitFor(30*time.Second, "the device code", func(s string) bool { return strings.Contains(s, "fills in the code") })
+		screen := term.WaitFor(30*time.Second, "the device code", func(s string) bool { return strings.Contains(s, "user_code=") })
 		var complete string
 		for _, line := range strings.Fields(screen) {
 			if strings.HasPrefix(line, cfg.DexIssuer()) && strings.Contains(line, "user_code=") {
