@@ -121,6 +121,11 @@ func (l *Login) start() bool {
 		_, err := prog.Run()
 		l.mu.Lock()
 		l.runErr = err
+		if err != nil {
+			// Killed or crashed: what is left goes to the plain renderer,
+			// and Finish lets the command print the error itself.
+			l.failed = true
+		}
 		l.mu.Unlock()
 		close(done)
 	}()
