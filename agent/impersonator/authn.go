@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
-	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -52,13 +51,16 @@ func (c *ClientCAs) VerifyOptions() (x509.VerifyOptions, bool) {
 // busy client does not cost the API server one TokenReview per request.
 const TokenReviewCacheTTL = 10 * time.Second
 
-// NewAuthenticator accepts client certificates (CN is the user, O the
-// groups) from cas, and bearer tokens (e.g. ServiceAccount tokens) that the
-// API server's TokenReview accepts. Everything is k8s.io/apiserver's code.
-func NewAuthenticator(cas *ClientCAs, reviews authenticationv1client.AuthenticationV1Interface) authenticator.Request {
-	certs := x509request.NewDynamic(cas.VerifyOptions, x509request.CommonNameUserConversion)
-	tokens := bearertoken.New(cache.New(&tokenReviewer{reviews: reviews.TokenReviews()}, false, TokenReviewCacheTTL, 0))
-	return union.New(certs, tokens)
+// NewCertAuthenticator accepts client certificates (CN is the user, O the
+// groups) signed by one of cas; k8s.io/apiserver's own x509 authenticator.
+func NewCertAuthenticator(cas *ClientCAs) authenticator.Request {
+	return x509request.NewDynamic(cas.VerifyOptions, x509request.CommonNameUserConversion)
+}
+
+// NewTokenAuthenticator accepts bearer tokens (e.g. ServiceAccount tokens)
+// that the API server's TokenReview accepts, with a short cache.
+func NewTokenAuthenticator(reviews authenticationv1client.AuthenticationV1Interface) authenticator.Request {
+	return bearertoken.New(cache.New(&tokenReviewer{reviews: reviews.TokenReviews()}, false, TokenReviewCacheTTL, TokenReviewCacheTTL))
 }
 
 // tokenReviewer asks the API server about a bearer token.

@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -66,7 +67,7 @@ func TestAuthenticatorCertsAndTokens(t *testing.T) {
 		}
 		return true, tr, nil
 	})
-	authn := impersonator.NewAuthenticator(cas, client.AuthenticationV1())
+	authn := union.New(impersonator.NewCertAuthenticator(cas), impersonator.NewTokenAuthenticator(client.AuthenticationV1()))
 	who := make(chan string, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, ok, _ := authn.AuthenticateRequest(r)

@@ -6,16 +6,19 @@
 package impersonator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -49,11 +52,50 @@ type Proxy struct {
 	// UpgradeTransport is HTTP/1.1 for exec, attach and port-forward
 	// (SPDY and WebSocket upgrades do not exist in HTTP/2).
 	UpgradeTransport http.RoundTripper
-	Authn            authenticator.Request
-	Authz            Authorizer
-	Log              *slog.Logger
+	// Authn authenticates client certificates; those users are impersonated.
+	Authn authenticator.Request
+	// Tokens authenticates bearer tokens (e.g. ServiceAccount tokens). Those
+	// requests go upstream with the client's own token and no impersonation:
+	// the TokenReview that accepted the token is the API server's own view of
+	// the same user, and impersonating it would lose what only the token
+	// carries (its UID, bound-pod extras). nil refuses bearer tokens.
+	Tokens authenticator.Request
+	// DirectTransport and DirectUpgradeTransport carry no agent credentials:
+	// they forward token users and anonymous requests, so the API server
+	// decides about them exactly as if they came directly. nil refuses
+	// token and anonymous requests.
+	DirectTransport, DirectUpgradeTransport http.RoundTripper
+	Authz                                   Authorizer
+	Log                                     *slog.Logger
+	// Observe, when set, is told about every request (metrics, audit).
+	Observe func(Observation)
 
-	proxy, upgradeProxy *httputil.ReverseProxy
+	proxy, upgradeProxy, direct, directUpgrade *httputil.ReverseProxy
+}
+
+// Method is how a client proved who it is.
+type Method string
+
+// Authentication methods, as reported to Observe.
+const (
+	MethodCertificate Method = "certificate"
+	MethodToken       Method = "token"
+	MethodAnonymous   Method = "anonymous"
+	MethodRefused     Method = "refused"
+)
+
+// Observation describes one proxied request, for metrics and audit lines.
+type Observation struct {
+	Method   Method
+	Verb     string
+	Path     string
+	Code     int
+	Username string
+	// ImpersonatedUser is set when the client asked to act as someone else
+	// and was allowed to.
+	ImpersonatedUser string
+	Upgrade          bool
+	Duration         time.Duration
 }
 
 // Init builds the reverse proxies; call once before serving.
@@ -74,6 +116,9 @@ func (p *Proxy) Init() {
 		}
 	}
 	p.proxy, p.upgradeProxy = mk(p.Transport), mk(p.UpgradeTransport)
+	if p.DirectTransport != nil && p.DirectUpgradeTransport != nil {
+		p.direct, p.directUpgrade = mk(p.DirectTransport), mk(p.DirectUpgradeTransport)
+	}
 }
 
 func (p *Proxy) log() *slog.Logger {
@@ -85,15 +130,62 @@ func (p *Proxy) log() *slog.Logger {
 
 // ServeHTTP implements the proxy.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	resp, ok, err := p.Authn.AuthenticateRequest(r)
-	if err != nil || !ok || resp == nil || resp.User == nil || resp.User.GetName() == "" {
-		if err != nil {
-			p.log().Info("refused an unauthenticated request", "remote", r.RemoteAddr, "error", err)
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	obs := Observation{Verb: r.Method, Path: r.URL.Path, Upgrade: httpstream.IsUpgradeRequest(r), Method: MethodRefused}
+	defer func() {
+		if p.Observe != nil {
+			obs.Code, obs.Duration = rec.code, time.Since(start)
+			p.Observe(obs)
 		}
+	}()
+	w = rec
+
+	// A certificate wins over any Authorization header sent with it: the
+	// header is then stripped, never forwarded.
+	resp, ok, err := p.Authn.AuthenticateRequest(r)
+	if err == nil && ok && resp != nil && resp.User != nil && resp.User.GetName() != "" {
+		obs.Method, obs.Username = MethodCertificate, resp.User.GetName()
+		p.impersonate(w, r, resp.User, &obs)
+		return
+	}
+	if err != nil || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0) {
+		p.log().Info("refused a client certificate", "remote", r.RemoteAddr, "error", err)
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
 	}
-	real := resp.User
+	if _, hasToken := bearerToken(r.Header); hasToken {
+		if p.Tokens == nil || p.direct == nil {
+			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+			return
+		}
+		// bearertoken.Authenticator deletes the header it consumed, so ask
+		// with a copy and forward the original.
+		probe := r.Clone(r.Context())
+		tr, ok, err := p.Tokens.AuthenticateRequest(probe)
+		if err != nil || !ok || tr == nil || tr.User == nil {
+			if err != nil {
+				p.log().Info("refused a bearer token", "remote", r.RemoteAddr, "error", err)
+			}
+			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+			return
+		}
+		obs.Method, obs.Username = MethodToken, tr.User.GetName()
+		p.forwardDirect(w, r, true)
+		return
+	}
+	if p.direct == nil {
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return
+	}
+	// Anonymous: the API server applies its own anonymous-auth setting.
+	obs.Method = MethodAnonymous
+	p.forwardDirect(w, r, false)
+}
+
+// impersonate forwards a certificate user's request with the agent's
+// credentials and Impersonate-* headers.
+func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.Info, obs *Observation) {
 	target, err := p.target(r, real)
 	if err != nil {
 		var denied *deniedError
@@ -105,7 +197,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "could not check the requested impersonation")
 		return
 	}
-
+	if target.GetName() != real.GetName() {
+		obs.ImpersonatedUser = target.GetName()
+	}
 	out := r.Clone(r.Context())
 	StripIdentityHeaders(out.Header)
 	setImpersonation(out.Header, target)
@@ -114,6 +208,76 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.proxy.ServeHTTP(w, out)
+}
+
+// forwardDirect forwards with no agent credentials: the client's own bearer
+// token (when withToken) and its own nested-impersonation request, which the
+// API server authorizes itself. Everything else identity-like is stripped.
+func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken bool) {
+	want, err := requested(r.Header)
+	if err != nil {
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
+		return
+	}
+	if want != nil {
+		if _, reserved := want.Extra[OriginalUserExtra]; reserved {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "the extra "+OriginalUserExtra+" is reserved for the impersonation proxy")
+			return
+		}
+	}
+	auth, _ := bearerToken(r.Header)
+	out := r.Clone(r.Context())
+	StripIdentityHeaders(out.Header)
+	if withToken {
+		out.Header.Set("Authorization", auth)
+	}
+	if want != nil {
+		setImpersonation(out.Header, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra})
+	}
+	if httpstream.IsUpgradeRequest(r) {
+		p.directUpgrade.ServeHTTP(w, out)
+		return
+	}
+	p.direct.ServeHTTP(w, out)
+}
+
+// bearerToken returns the whole Authorization header when it carries a
+// bearer token.
+func bearerToken(h http.Header) (string, bool) {
+	v := h.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != "" {
+		return v, true
+	}
+	return "", false
+}
+
+// statusRecorder remembers the response code for Observe, and keeps the
+// Flusher and Hijacker the reverse proxy needs for watches and upgrades.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be hijacked")
+	}
+	s.code = http.StatusSwitchingProtocols
+	return h.Hijack()
 }
 
 type deniedError struct{ msg string }

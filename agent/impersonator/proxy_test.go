@@ -223,3 +223,87 @@ func TestUpgradePassesThrough(t *testing.T) {
 		t.Fatalf("upgrade request reached the API server with %v", h)
 	}
 }
+
+// tokenAuthn accepts one token, as a TokenReview would.
+type tokenAuthn struct{}
+
+func (tokenAuthn) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	if r.Header.Get("Authorization") != "Bearer sa-token" {
+		return nil, false, nil
+	}
+	r.Header.Del("Authorization") // as bearertoken.Authenticator does
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "system:serviceaccount:ci:builder", UID: "u-1"}}, true, nil
+}
+
+type noCert struct{}
+
+func (noCert) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+	return nil, false, nil
+}
+
+// recordingTransport marks which transport carried a request.
+type recordingTransport struct {
+	name string
+	used *atomic.Pointer[string]
+}
+
+func (t recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.used.Store(&t.name)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestTokensAndAnonymousGoDirect: a ServiceAccount token is forwarded as it
+// came, without the agent's credentials or impersonation; anonymous requests
+// go without credentials, so the API server's own anonymous setting decides.
+func TestTokensAndAnonymousGoDirect(t *testing.T) {
+	up := &upstream{}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	u, _ := url.Parse(upSrv.URL)
+	var used atomic.Pointer[string]
+	var seen []impersonator.Observation
+	p := &impersonator.Proxy{
+		Upstream: u, Transport: recordingTransport{"agent", &used}, UpgradeTransport: &http.Transport{},
+		DirectTransport: recordingTransport{"direct", &used}, DirectUpgradeTransport: &http.Transport{},
+		Authn: noCert{}, Tokens: tokenAuthn{}, Authz: policy{allow: false},
+		Observe: func(o impersonator.Observation) { seen = append(seen, o) },
+	}
+	p.Init()
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	smuggle := map[string][]string{"Authorization": {"Bearer sa-token"}, "X-Remote-User": {"admin"}, "X-Forwarded-For": {"1.2.3.4"},
+		"Impersonate-User": {"bob"}, "Impersonate-Group": {"ops"}}
+	if code := status(t, srv.URL+"/api", smuggle); code != 200 {
+		t.Fatalf("token request: status %d", code)
+	}
+	h := *up.last.Load()
+	if *used.Load() != "direct" || h.Get("Authorization") != "Bearer sa-token" || h.Get("X-Remote-User") != "" || h.Get("X-Forwarded-For") != "" {
+		t.Fatalf("token request went via %s with %v", *used.Load(), h)
+	}
+	// Its nested impersonation is passed on for the API server to authorize
+	// as the token's user, with no extra of ours.
+	if h.Get("Impersonate-User") != "bob" || h.Get("Impersonate-Group") != "ops" || len(h.Values("Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev")) != 0 {
+		t.Fatalf("nested impersonation for a token user: %v", h)
+	}
+
+	if code := status(t, srv.URL+"/api", map[string][]string{"Authorization": {"Bearer forged"}}); code != http.StatusUnauthorized {
+		t.Fatalf("forged token: status %d", code)
+	}
+	calls := up.calls.Load()
+	if code := status(t, srv.URL+"/version", map[string][]string{"X-Remote-User": {"admin"}}); code != 200 || up.calls.Load() != calls+1 {
+		t.Fatalf("anonymous: status %d", code)
+	}
+	h = *up.last.Load()
+	if *used.Load() != "direct" || h.Get("Authorization") != "" || h.Get("X-Remote-User") != "" || h.Get("Impersonate-User") != "" {
+		t.Fatalf("anonymous request went via %s with %v", *used.Load(), h)
+	}
+	methods := []impersonator.Method{}
+	for _, o := range seen {
+		methods = append(methods, o.Method)
+	}
+	if len(seen) != 3 || seen[0].Method != impersonator.MethodToken || seen[0].Username != "system:serviceaccount:ci:builder" ||
+		seen[1].Code != http.StatusUnauthorized || seen[2].Method != impersonator.MethodAnonymous {
+		t.Fatalf("observations: %v %+v", methods, seen)
+	}
+}

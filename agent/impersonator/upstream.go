@@ -1,0 +1,101 @@
+package impersonator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+	"golang.org/x/oauth2"
+)
+
+// Transports are the four ways the proxy talks to the API server.
+type Transports struct {
+	// Impersonating and ImpersonatingUpgrade carry the impersonation
+	// ServiceAccount's token; the second speaks HTTP/1.1 for upgrades.
+	Impersonating, ImpersonatingUpgrade http.RoundTripper
+	// Direct and DirectUpgrade carry no credentials of the agent's.
+	Direct, DirectUpgrade http.RoundTripper
+}
+
+// NewTransports builds the transports from the agent's client config (only
+// its server and CA are used) and a token source for the ServiceAccount
+// that may do nothing but impersonate. The agent's own, broader credentials
+// never reach a proxied request: impersonation fails open (a request whose
+// Impersonate-* headers went missing runs as the caller), so the identity
+// behind it must be powerless on its own.
+func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transports, error) {
+	agent := rest.AnonymousClientConfig(base)
+	agent.WrapTransport = transport.TokenSourceWrapTransport(transport.NewCachedTokenSource(impersonator))
+	direct := rest.AnonymousClientConfig(base)
+	var t Transports
+	for _, x := range []struct {
+		cfg *rest.Config
+		h1  bool
+		out *http.RoundTripper
+	}{{agent, false, &t.Impersonating}, {agent, true, &t.ImpersonatingUpgrade}, {direct, false, &t.Direct}, {direct, true, &t.DirectUpgrade}} {
+		cfg := rest.CopyConfig(x.cfg)
+		if x.h1 {
+			// SPDY and WebSocket upgrades exist only in HTTP/1.1; offering
+			// only it in ALPN also keeps client-go from adding HTTP/2.
+			cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("transport to the API server: %w", err)
+		}
+		*x.out = rt
+	}
+	return &t, nil
+}
+
+// UpstreamURL is the API server's base URL from a client config.
+func UpstreamURL(cfg *rest.Config) (*url.URL, error) {
+	host := cfg.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("API server address %q is not a URL", cfg.Host)
+	}
+	return u, nil
+}
+
+// ServiceAccountTokens issues short-lived tokens for one ServiceAccount
+// through the TokenRequest API, so no long-lived token Secret exists.
+type ServiceAccountTokens struct {
+	ServiceAccounts corev1client.ServiceAccountInterface
+	Name            string
+	Lifetime        time.Duration
+}
+
+// Token implements oauth2.TokenSource. The token is reported to expire at
+// 80% of its life, so it is replaced well before the API server refuses it.
+func (s *ServiceAccountTokens) Token() (*oauth2.Token, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	life := s.Lifetime
+	if life == 0 {
+		life = time.Hour
+	}
+	secs := int64(life.Seconds())
+	issued := time.Now()
+	tr, err := s.ServiceAccounts.CreateToken(ctx, s.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("request a token for ServiceAccount %s (the agent needs create on serviceaccounts/token for it): %w", s.Name, err)
+	}
+	if got := tr.Status.ExpirationTimestamp.Sub(issued); got > 0 {
+		life = got
+	}
+	return &oauth2.Token{AccessToken: tr.Status.Token, TokenType: "Bearer", Expiry: issued.Add(life * 8 / 10)}, nil
+}
