@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
-	"golang.org/x/oauth2"
 )
 
 // Transports are the four ways the proxy talks to the API server.
