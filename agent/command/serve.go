@@ -25,7 +25,12 @@ func newServeCommand() *cobra.Command {
 It serves login.concierge.pinniped.dev and identity.concierge.pinniped.dev as
 an aggregated API behind kube-apiserver, reconciles JWTAuthenticator and
 WebhookAuthenticator resources, and reports working credential strategies in
-the CredentialIssuer's status.`,
+the CredentialIssuer's status.
+
+Where the cluster's signing key is out of reach (managed clusters), it also
+runs the impersonation proxy, as spec.impersonationProxy of the
+CredentialIssuer says: a TLS endpoint where kubectl presents a certificate the
+agent issued, forwarded to the API server with Impersonate-* headers.`,
 		Example: `  # in a Deployment (what "pinniped install" renders)
   pinniped-agent serve --namespace=pinniped
 
@@ -59,6 +64,8 @@ the CredentialIssuer's status.`,
 	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
 	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, "lifetime of issued client certificates (the CSR strategy raises it to 10m, the API's minimum)")
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
+	f.StringVar(&o.ProxyListenAddress, "proxy-listen", ":8444", "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
+	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", "pinniped-agent-proxy", "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
 	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")
 	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")

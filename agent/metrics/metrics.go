@@ -4,12 +4,14 @@ package metrics
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/impersonator"
 )
 
 // Exchange records exchange outcomes and latency, and writes one audit line
@@ -21,6 +23,9 @@ type Exchange struct {
 	latency       prometheus.Histogram
 	audit         *slog.Logger
 	logIdentities bool
+
+	proxyTotal   *prometheus.CounterVec
+	proxyLatency *prometheus.HistogramVec
 }
 
 // New registers the metrics in a fresh registry.
@@ -40,8 +45,17 @@ func New(audit *slog.Logger, logIdentities bool) *Exchange {
 		}),
 		audit:         audit,
 		logIdentities: logIdentities,
+		proxyTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pinniped_impersonation_proxy_requests_total",
+			Help: "Requests through the impersonation proxy, by how the client authenticated and the HTTP status code.",
+		}, []string{"authentication", "code"}),
+		proxyLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pinniped_impersonation_proxy_request_duration_seconds",
+			Help:    "Time to answer a proxied request (for watches and upgrades: how long they were open).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60, 600},
+		}, []string{"authentication"}),
 	}
-	reg.MustRegister(e.total, e.latency)
+	reg.MustRegister(e.total, e.latency, e.proxyTotal, e.proxyLatency)
 	return e
 }
 
@@ -64,4 +78,21 @@ func (e *Exchange) Observe(r exchange.Result) {
 // Handler serves /metrics.
 func (e *Exchange) Handler() http.Handler {
 	return promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{})
+}
+
+// ObserveProxy is the impersonation proxy's callback: metrics and an audit
+// line per request. Request paths are logged (they name resources, not
+// people); who made the request only when identities are opted in.
+func (e *Exchange) ObserveProxy(o impersonator.Observation) {
+	e.proxyTotal.WithLabelValues(string(o.Method), strconv.Itoa(o.Code)).Inc()
+	e.proxyLatency.WithLabelValues(string(o.Method)).Observe(o.Duration.Seconds())
+	attrs := []any{"auditEvent", true, "proxy", true, "method", o.Verb, "path", o.Path, "code", o.Code,
+		"authentication", string(o.Method), "upgrade", o.Upgrade, "durationMs", o.Duration.Milliseconds()}
+	if e.logIdentities && o.Username != "" {
+		attrs = append(attrs, "username", o.Username)
+		if o.ImpersonatedUser != "" {
+			attrs = append(attrs, "impersonatedUser", o.ImpersonatedUser)
+		}
+	}
+	e.audit.Info("impersonation proxy request", attrs...)
 }

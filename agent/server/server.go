@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,12 @@ type Options struct {
 	LeaseName            string
 	PodName              string
 	KubeCertAgentImage   string
+	// ProxyListenAddress is where the impersonation proxy listens when the
+	// CredentialIssuer enables it.
+	ProxyListenAddress string
+	// ProxyServiceAccount may only impersonate; the proxy forwards with its
+	// tokens.
+	ProxyServiceAccount string
 }
 
 // Validate reports settings that cannot work.
@@ -62,7 +69,7 @@ func (o *Options) Validate() error {
 	if o.CertTTL < time.Minute || o.CertTTL > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--credential-ttl %v must be between 1m and 24h", o.CertTTL))
 	}
-	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress} {
+	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress, "--proxy-listen": o.ProxyListenAddress} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q is not host:port: %w", name, addr, err))
 		}
@@ -88,6 +95,14 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 
 	var leading atomic.Bool
 	var ready atomic.Bool
+	// statusTrigger makes the CredentialIssuer controller probe again now.
+	statusTrigger := make(chan struct{}, 1)
+	kickStatus := func() {
+		select {
+		case statusTrigger <- struct{}{}:
+		default:
+		}
+	}
 	registry := tokenauth.NewRegistry()
 	issuers := &issuer.Switch{}
 	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
@@ -96,7 +111,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		agent: &kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: "pinniped-kube-cert-agent",
 			Image: o.KubeCertAgentImage, Manage: leading.Load},
 		issuers: issuers, fallback: csr, ttl: o.CertTTL, log: log.With("strategy", "KubeClusterSigningCertificate"),
-		changed: make(chan struct{}, 1),
+		changed: kickStatus,
 	}
 	if o.KubeCertAgentImage != "" {
 		go signingKey.run(ctx)
@@ -151,7 +166,20 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		errCh <- srv.ServeTLS(ln, "", "")
 	}()
 
-	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: signingKey.changed,
+	proxy, err := newProxyRuntime(ctx, o, kube, dyn, restConfig, registry, m, kickStatus, log.With("component", "impersonation-proxy"))
+	if err != nil {
+		return err
+	}
+	go proxy.run(ctx)
+	proxyController := proxy.controller(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
+		map[string]string{"app.kubernetes.io/name": "pinniped-agent"})
+
+	// Strategies in the order clients should prefer them: the first that
+	// works is what `get kubeconfig` picks. The proxy comes before the CSR
+	// API because it runs only where an admin enabled it, or where auto mode
+	// found no control plane: a managed cluster, where the proxy is the
+	// intended path and the CSR API is the fallback.
+	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: statusTrigger,
 		Log: log.With("controller", "credentialissuer"),
 		Probers: []credentialissuer.Prober{{
 			Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
@@ -159,14 +187,16 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
 			Probe:   signingKey.status,
 		}, {
+			Type:    configv1alpha1.ImpersonationProxyStrategyType,
+			Success: configv1alpha1.ListeningStrategyReason,
+			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
+			Probe:   proxyController.Probe,
+		}, {
 			Type:    configv1alpha1.CertificateSigningRequestStrategyType,
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
 			Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
-			Probe: func(ctx context.Context) error {
-				_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
-				return err
-			},
+			Probe:   cachedSuccess(time.Minute, csrProbe(csr)),
 		}},
 	}
 	go runLeaderElection(ctx, kube, o, &leading, log, func(ctx context.Context) { ci.Run(ctx) })
@@ -179,6 +209,35 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		return srv.Shutdown(shutdownCtx)
 	case err := <-errCh:
 		return err
+	}
+}
+
+// csrProbe issues one real certificate: the only proof the cluster signs.
+func csrProbe(csr *issuer.CSR) func(context.Context) (*credentialissuer.Working, error) {
+	return func(ctx context.Context) (*credentialissuer.Working, error) {
+		_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
+		return nil, err
+	}
+}
+
+// cachedSuccess reuses a successful probe for ttl, so that frequent
+// re-probing (while another strategy is Pending) does not create a CSR
+// every few seconds. Failures are always probed again.
+func cachedSuccess(ttl time.Duration, probe func(context.Context) (*credentialissuer.Working, error)) func(context.Context) (*credentialissuer.Working, error) {
+	var mu sync.Mutex
+	var okUntil time.Time
+	var last *credentialissuer.Working
+	return func(ctx context.Context) (*credentialissuer.Working, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Now().Before(okUntil) {
+			return last, nil
+		}
+		w, err := probe(ctx)
+		if err == nil {
+			okUntil, last = time.Now().Add(ttl), w
+		}
+		return w, err
 	}
 }
 

@@ -23,9 +23,9 @@ type signingKeyStrategy struct {
 	ttl      time.Duration
 	log      *slog.Logger
 
-	// changed is signalled after every fetch, so the CredentialIssuer
-	// status follows at once.
-	changed chan struct{}
+	// changed is called after every fetch, so the CredentialIssuer status
+	// follows at once.
+	changed func()
 
 	mu      sync.Mutex
 	lastErr error
@@ -40,10 +40,7 @@ func (s *signingKeyStrategy) run(ctx context.Context) {
 		s.mu.Lock()
 		s.lastErr, s.fetched = err, true
 		s.mu.Unlock()
-		select {
-		case s.changed <- struct{}{}:
-		default:
-		}
+		s.changed()
 		wait := 15 * time.Minute
 		if err != nil {
 			s.issuers.Set(s.fallback)
@@ -66,14 +63,14 @@ func (s *signingKeyStrategy) run(ctx context.Context) {
 }
 
 // status is the strategy's probe: the result of the last fetch.
-func (s *signingKeyStrategy) status(context.Context) error {
+func (s *signingKeyStrategy) status(context.Context) (*credentialissuer.Working, error) {
 	if s.agent.Image == "" {
-		return errors.New("disabled: the agent was started without --kube-cert-agent-image")
+		return nil, errors.New("disabled: the agent was started without --kube-cert-agent-image")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fetched {
-		return fmt.Errorf("still fetching the key: %w", credentialissuer.ErrPending)
+		return nil, fmt.Errorf("still fetching the key: %w", credentialissuer.ErrPending)
 	}
-	return s.lastErr
+	return nil, s.lastErr
 }

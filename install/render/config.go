@@ -49,6 +49,8 @@ const (
 	ServingSecretName    = "pinniped-agent-api-tls" //nolint:gosec // a Secret name, not a secret
 	CredentialIssuerName = "pinniped-config"        //nolint:gosec // a resource name
 	LeaseName            = "pinniped-agent-leader"
+	// ProxyServiceAccountName may only impersonate (see proxyRules).
+	ProxyServiceAccountName = "pinniped-agent-proxy"
 	// PartOfLabel marks every object install creates, and nothing else, so
 	// uninstall can find them.
 	PartOfLabel = "app.kubernetes.io/part-of"

@@ -71,6 +71,17 @@ func Render(c Config) ([]Object, error) {
 	}{
 		{obj: &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "", "")}},
 		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AppName, ns, "agent")}},
+		// The impersonation proxy forwards with this account's short-lived
+		// tokens (TokenRequest); no pod runs as it.
+		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(ProxyServiceAccountName, ns, "impersonation-proxy"),
+			AutomountServiceAccountToken: ptrFalse()}},
+		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
+			ObjectMeta: meta(ProxyServiceAccountName, "", "impersonation-proxy"), Rules: policyRules(proxyRules())}, rules: proxyRules()},
+		{obj: clusterRoleBinding(&c, ProxyServiceAccountName, ProxyServiceAccountName, rbacv1.Subject{Kind: "ServiceAccount", Name: ProxyServiceAccountName, Namespace: ns})},
+		// The built-in role for servers that delegate authentication and
+		// authorization: the proxy asks TokenReview about bearer tokens and
+		// SubjectAccessReview about nested impersonation.
+		{obj: clusterRoleBinding(&c, AppName+"-auth-delegator", "system:auth-delegator", rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 			ObjectMeta: meta(AppName, "", "agent"), Rules: policyRules(clusterRules())}, rules: clusterRules()},
 		{obj: clusterRoleBinding(&c, AppName, AppName, rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
@@ -103,8 +114,14 @@ func Render(c Config) ([]Object, error) {
 		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(configv1alpha1.SchemeGroupVersion.String(), "CredentialIssuer"),
 			ObjectMeta: meta(CredentialIssuerName, "", "config"),
 			Spec: configv1alpha1.CredentialIssuerSpec{ImpersonationProxy: &configv1alpha1.ImpersonationProxySpec{
-				Mode:    configv1alpha1.ImpersonationProxyModeAuto,
-				Service: configv1alpha1.ImpersonationProxyServiceSpec{Type: configv1alpha1.ImpersonationProxyServiceTypeLoadBalancer},
+				Mode: configv1alpha1.ImpersonationProxyModeAuto,
+				Service: configv1alpha1.ImpersonationProxyServiceSpec{
+					Type: configv1alpha1.ImpersonationProxyServiceTypeLoadBalancer,
+					// AWS's classic load balancers cut connections idle for
+					// 60 s by default, which ends quiet `kubectl logs -f` and
+					// exec sessions; the proxy also sends keepalives.
+					Annotations: map[string]string{"service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout": "4000"},
+				},
 			}}}},
 	}
 	if c.OIDCIssuer != "" {
@@ -137,6 +154,11 @@ func Render(c Config) ([]Object, error) {
 		}
 	}
 	return out, nil
+}
+
+func ptrFalse() *bool {
+	f := false
+	return &f
 }
 
 func tlsSpec(pem []byte) *authv1alpha1.TLSSpec {
@@ -266,6 +288,7 @@ func deployment(c *Config) *appsv1.Deployment {
 						},
 						Ports: []corev1.ContainerPort{
 							{Name: "api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP},
+							{Name: "proxy", ContainerPort: 8444, Protocol: corev1.ProtocolTCP},
 							{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{

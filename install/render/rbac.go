@@ -42,14 +42,32 @@ func clusterRules() []rule {
 			[]string{"certificates.k8s.io"}, []string{"certificatesigningrequests/approval"}, []string{"update"}),
 		r("approve for the kube-apiserver client signer only, never for kubelet or custom signers",
 			[]string{"certificates.k8s.io"}, []string{"signers"}, []string{"approve"}, "kubernetes.io/kube-apiserver-client"),
+		r("impersonation proxy, auto mode: run only where no node has a control-plane role",
+			core, []string{"nodes"}, []string{"list"}),
+	}
+}
+
+// proxyRules are all the impersonation proxy's ServiceAccount may do.
+// Impersonation fails open (a request without Impersonate-* headers runs as
+// the caller), so this identity must be useless for anything else.
+func proxyRules() []rule {
+	return []rule{
+		r("act as the authenticated user, with their groups: the impersonation proxy's only job",
+			core, []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}),
+		r("keep the user's UID and extra attributes (e.g. the original user of a nested impersonation)",
+			[]string{"authentication.k8s.io"}, []string{"uids", "userextras"}, []string{"impersonate"}),
 	}
 }
 
 // namespaceRules are the agent's permissions in its own namespace.
 func namespaceRules() []rule {
 	return []rule{
-		r("keep the aggregated API's serving certificate in a Secret shared by all replicas",
-			core, []string{"secrets"}, []string{"get", "create", "update"}),
+		r("keep the serving certificates and the proxy's signer CA in Secrets shared by all replicas, follow the admin's proxy certificate as it rotates, and delete generated ones no longer used",
+			core, []string{"secrets"}, []string{"get", "list", "watch", "create", "update", "delete"}),
+		r("run the impersonation proxy's Service (LoadBalancer or ClusterIP, as the CredentialIssuer says)",
+			core, []string{"services"}, []string{"get", "list", "watch", "create", "update", "delete"}),
+		r("get short-lived tokens for the impersonate-only ServiceAccount the proxy forwards with",
+			core, []string{"serviceaccounts/token"}, []string{"create"}, ProxyServiceAccountName),
 		r("read CA bundles that authenticators reference by ConfigMap",
 			core, []string{"configmaps"}, []string{"get"}),
 		r("elect one replica to write statuses, so replicas do not fight",

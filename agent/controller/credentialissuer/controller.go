@@ -25,15 +25,35 @@ import (
 // CredentialIssuers is the resource this controller writes.
 var CredentialIssuers = configv1alpha1.SchemeGroupVersion.WithResource("credentialissuers")
 
-// Prober checks one strategy; nil error means it can issue credentials.
+// Prober checks one strategy.
 type Prober struct {
-	Type  configv1alpha1.StrategyType
-	Probe func(ctx context.Context) error
+	Type configv1alpha1.StrategyType
+	// Probe returns nil error when the strategy can issue credentials. A
+	// non-nil Working says which frontend clients should use and how to
+	// describe it; nil means the aggregated TokenCredentialRequest API.
+	Probe func(ctx context.Context) (*Working, error)
 	// Success and Failure are the reasons reported either way.
 	Success, Failure configv1alpha1.StrategyReason
 	// Hint is appended to failure messages: what an admin can do.
 	Hint string
 }
+
+// Working is a strategy that works, in the words and with the frontend the
+// status should show.
+type Working struct {
+	Message  string
+	Frontend *configv1alpha1.CredentialIssuerFrontend
+}
+
+// ReasonError lets a probe report a specific reason (e.g. Disabled) instead
+// of the prober's generic Failure.
+type ReasonError struct {
+	Reason configv1alpha1.StrategyReason
+	Err    error
+}
+
+func (e *ReasonError) Error() string { return e.Err.Error() }
+func (e *ReasonError) Unwrap() error { return e.Err }
 
 // ErrPending is what a probe returns while its strategy is still being set
 // up; the status then says Pending, and `get kubeconfig` waits for it.
@@ -56,12 +76,17 @@ type Controller struct {
 // Run probes and writes status until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
 	for {
-		ok := c.SyncOnce(ctx)
+		r := c.SyncOnce(ctx)
 		wait := c.Interval
 		if wait == 0 {
 			wait = 10 * time.Minute
 		}
-		if !ok {
+		switch {
+		case r.Pending:
+			// Something is about to work (a load balancer address, a key
+			// being fetched): clients wait for it, so look again soon.
+			wait = 3 * time.Second
+		case !r.AnyWorking:
 			wait = 30 * time.Second
 		}
 		select {
@@ -73,29 +98,42 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// SyncOnce probes every strategy, writes the status, and reports whether at
-// least one strategy works.
-func (c *Controller) SyncOnce(ctx context.Context) bool {
+// SyncResult summarises one round of probes.
+type SyncResult struct {
+	AnyWorking bool // at least one strategy can issue credentials
+	Pending    bool // at least one strategy is still being set up
+}
+
+// SyncOnce probes every strategy and writes the status.
+func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 	now := metav1.NewTime(c.now().UTC())
 	server, ca := c.frontendInfo(ctx)
 	var strategies []configv1alpha1.CredentialIssuerStrategy
-	anyOK := false
+	var r SyncResult
 	for _, p := range c.Probers {
 		probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := p.Probe(probeCtx)
+		working, err := p.Probe(probeCtx)
 		cancel()
 		s := configv1alpha1.CredentialIssuerStrategy{Type: p.Type, LastUpdateTime: now}
 		switch {
 		case errors.Is(err, ErrPending):
+			r.Pending = true
 			s.Status, s.Reason, s.Message = configv1alpha1.ErrorStrategyStatus, configv1alpha1.PendingStrategyReason, err.Error()
 		case err != nil:
 			s.Status, s.Reason = configv1alpha1.ErrorStrategyStatus, p.Failure
 			s.Message = err.Error()
-			if p.Hint != "" {
+			var re *ReasonError
+			if errors.As(err, &re) {
+				s.Reason = re.Reason
+			} else if p.Hint != "" {
 				s.Message += ". " + p.Hint
 			}
+		case working != nil:
+			r.AnyWorking = true
+			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success
+			s.Message, s.Frontend = working.Message, working.Frontend
 		default:
-			anyOK = true
+			r.AnyWorking = true
 			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success
 			s.Message = "certificates are being issued"
 			s.Frontend = &configv1alpha1.CredentialIssuerFrontend{
@@ -109,9 +147,9 @@ func (c *Controller) SyncOnce(ctx context.Context) bool {
 	}
 	if err := c.writeStatus(ctx, strategies); err != nil {
 		c.log().Error("could not update CredentialIssuer status", "name", c.Name, "error", err)
-		return false
+		return SyncResult{}
 	}
-	return anyOK
+	return r
 }
 
 func (c *Controller) writeStatus(ctx context.Context, strategies []configv1alpha1.CredentialIssuerStrategy) error {

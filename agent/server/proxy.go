@@ -1,0 +1,311 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/controller/impersonationproxy"
+	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/frontproxy"
+	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/metrics"
+	"github.com/pinniped-kit/pinniped/agent/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxyserver"
+	"github.com/pinniped-kit/pinniped/agent/secretca"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+)
+
+// tcrPath is the one request the proxy answers itself, anonymously: trading
+// a token for a certificate that is valid only at the proxy.
+var tcrPath = "/apis/" + loginv1alpha1.SchemeGroupVersion.String() + "/tokencredentialrequests"
+
+// proxyRuntime is the impersonation proxy on one replica: it follows the
+// CredentialIssuer spec and the proxy's Secrets, serving or not, with the
+// current certificate and signer. The leader's half (Service, generated
+// certificates, strategy status) is impersonationproxy.Controller.
+type proxyRuntime struct {
+	kube      kubernetes.Interface
+	namespace string
+	ciName    string
+	log       *slog.Logger
+	ttl       time.Duration
+
+	server    *proxyserver.Server
+	signer    issuer.Switch
+	clientCAs impersonator.ClientCAs
+	clusterCA *dynamiccertificates.ConfigMapCAController
+
+	ciInformer cache.SharedIndexInformer
+	secrets    corev1listers.SecretLister
+	// wake makes the follower loop look again; kickStatus makes the
+	// leader's CredentialIssuer controller probe again.
+	wake       chan struct{}
+	kickStatus func()
+
+	cpMu      sync.Mutex
+	cpChecked time.Time
+	cpValue   bool
+
+	lastProblem string
+}
+
+func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface, dyn dynamic.Interface, restConfig *rest.Config,
+	registry *tokenauth.Registry, m *metrics.Exchange, kickStatus func(), log *slog.Logger,
+) (*proxyRuntime, error) {
+	p := &proxyRuntime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
+		wake: make(chan struct{}, 1), kickStatus: kickStatus}
+
+	upstream, err := impersonator.UpstreamURL(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	transports, err := impersonator.NewTransports(restConfig, &impersonator.ServiceAccountTokens{
+		ServiceAccounts: kube.CoreV1().ServiceAccounts(o.Namespace), Name: o.ProxyServiceAccount,
+	})
+	if err != nil {
+		return nil, err
+	}
+	proxy := &impersonator.Proxy{
+		Upstream: upstream, Transport: transports.Impersonating, UpgradeTransport: transports.ImpersonatingUpgrade,
+		DirectTransport: transports.Direct, DirectUpgradeTransport: transports.DirectUpgrade,
+		Authn:   impersonator.NewCertAuthenticator(&p.clientCAs),
+		Tokens:  impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
+		Authz:   &impersonator.SARAuthorizer{Reviews: kube.AuthorizationV1().SubjectAccessReviews()},
+		Log:     log,
+		Observe: m.ObserveProxy,
+	}
+	proxy.Init()
+	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: m.Observe}
+	p.server = &proxyserver.Server{
+		Addr: o.ProxyListenAddress, Log: log, Drain: 20 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == tcrPath {
+				tcr.ServeHTTP(w, r)
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}),
+	}
+
+	// The cluster's client CA signs certificates kube-apiserver accepts
+	// (admins', other tools'); the proxy accepts them too.
+	p.clusterCA, err = dynamiccertificates.NewDynamicCAFromConfigMapController("cluster-client-ca",
+		frontproxy.ConfigMapNamespace, frontproxy.ConfigMapName, "client-ca-file", kube)
+	if err != nil {
+		return nil, err
+	}
+	p.clusterCA.AddListener(listenerFunc(p.poke))
+	go p.clusterCA.Run(ctx, 1)
+
+	ciFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "", func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.CredentialIssuerName).String()
+	})
+	p.ciInformer = ciFactory.ForResource(credentialissuer.CredentialIssuers).Informer()
+	_, _ = p.ciInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { p.poke(); kickStatus() },
+		UpdateFunc: func(oldObj, newObj any) {
+			// Status writes do not change the generation; only spec
+			// changes are news.
+			if oldObj.(*unstructured.Unstructured).GetGeneration() != newObj.(*unstructured.Unstructured).GetGeneration() {
+				p.poke()
+				kickStatus()
+			}
+		},
+		DeleteFunc: func(any) { p.poke(); kickStatus() },
+	})
+	nsFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.Namespace))
+	secretInformer := nsFactory.Core().V1().Secrets()
+	p.secrets = secretInformer.Lister()
+	onChange := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.poke(); kickStatus() },
+		UpdateFunc: func(any, any) { p.poke(); kickStatus() },
+		DeleteFunc: func(any) { p.poke(); kickStatus() },
+	}
+	_, _ = secretInformer.Informer().AddEventHandler(onChange)
+	// The load balancer's address arrives as a Service status update.
+	serviceInformer := nsFactory.Core().V1().Services().Informer()
+	_, _ = serviceInformer.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			svc, ok := obj.(*corev1.Service)
+			return ok && svc.Name == proxyconfig.ServiceName
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { kickStatus() },
+			UpdateFunc: func(any, any) { kickStatus() },
+			DeleteFunc: func(any) { kickStatus() },
+		},
+	})
+	ciFactory.Start(ctx.Done())
+	nsFactory.Start(ctx.Done())
+	for name, ok := range nsFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("impersonation proxy: could not list %v in namespace %s", name, o.Namespace)
+		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), p.ciInformer.HasSynced) {
+		return nil, fmt.Errorf("impersonation proxy: could not watch CredentialIssuer %s", o.CredentialIssuerName)
+	}
+	return p, nil
+}
+
+type listenerFunc func()
+
+func (f listenerFunc) Enqueue() { f() }
+
+func (p *proxyRuntime) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// controller is the leader's half, sharing this replica's view of the spec.
+func (p *proxyRuntime) controller(labels, selector map[string]string) *impersonationproxy.Controller {
+	return &impersonationproxy.Controller{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
+		Labels: labels, Selector: selector, Log: p.log.With("controller", "impersonationproxy")}
+}
+
+// settings resolves the spec as it is now.
+func (p *proxyRuntime) settings(ctx context.Context) (proxyconfig.Settings, error) {
+	var spec *configv1alpha1.ImpersonationProxySpec
+	if obj, ok, err := p.ciInformer.GetStore().GetByKey(p.ciName); err == nil && ok {
+		var ci configv1alpha1.CredentialIssuer
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &ci); err != nil {
+			return proxyconfig.Settings{}, fmt.Errorf("CredentialIssuer %s is unreadable: %w", p.ciName, err)
+		}
+		spec = ci.Spec.ImpersonationProxy
+	}
+	hasCP, err := p.hasControlPlane(ctx)
+	if err != nil {
+		return proxyconfig.Settings{}, err
+	}
+	return proxyconfig.Resolve(spec, hasCP), nil
+}
+
+// hasControlPlane looks at node labels, at most every 5 minutes: nodes
+// rarely change role, and every replica asks.
+func (p *proxyRuntime) hasControlPlane(ctx context.Context) (bool, error) {
+	p.cpMu.Lock()
+	defer p.cpMu.Unlock()
+	if !p.cpChecked.IsZero() && time.Since(p.cpChecked) < 5*time.Minute {
+		return p.cpValue, nil
+	}
+	found := false
+	for _, sel := range proxyconfig.ControlPlaneLabelSelectors {
+		nodes, err := p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+		if err != nil {
+			return false, fmt.Errorf("list nodes to decide whether the impersonation proxy is needed: %w", err)
+		}
+		if len(nodes.Items) > 0 {
+			found = true
+			break
+		}
+	}
+	p.cpValue, p.cpChecked = found, time.Now()
+	return found, nil
+}
+
+// run follows the spec until ctx ends, then drains the listener.
+func (p *proxyRuntime) run(ctx context.Context) {
+	defer p.server.Stop()
+	for {
+		p.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+func (p *proxyRuntime) sync(ctx context.Context) {
+	signerTrust := p.loadSigner()
+	p.clientCAs.Set(signerTrust, p.clusterCA.CurrentCABundleContent())
+
+	s, err := p.settings(ctx)
+	if err != nil {
+		p.problem("impersonation proxy settings unavailable", err)
+		return
+	}
+	if !s.Enabled {
+		if p.server.Running() {
+			p.log.Info("stopping the impersonation proxy", "reason", s.Why)
+			p.server.Stop()
+		}
+		return
+	}
+	name := s.ServingSecretName()
+	secret, err := p.secrets.Secrets(p.namespace).Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("Secret %s/%s does not exist yet", p.namespace, name)
+		}
+		p.problem("impersonation proxy has no serving certificate", err)
+		return
+	}
+	pair, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		// Keep serving the last good certificate, if any.
+		p.problem("impersonation proxy serving Secret is unusable", fmt.Errorf("Secret %s/%s: %w", p.namespace, name, err))
+		return
+	}
+	p.server.SetCertificate(&pair)
+	if err := p.server.Start(); err != nil {
+		p.problem("impersonation proxy cannot listen", err)
+		return
+	}
+	p.lastProblem = ""
+}
+
+// loadSigner makes the proxy's client-certificate signer the issuer for
+// TokenCredentialRequests on the proxy, and returns the PEM to trust.
+func (p *proxyRuntime) loadSigner() []byte {
+	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.SignerSecret)
+	if err != nil {
+		p.signer.Set(nil)
+		return nil
+	}
+	ca, trust, err := secretca.Parse(secret, nil)
+	if err != nil {
+		p.problem("impersonation proxy signer is unusable", err)
+		p.signer.Set(nil)
+		return nil
+	}
+	p.signer.Set(&issuer.CA{CA: ca, TTL: p.ttl})
+	return trust
+}
+
+// problem logs a problem once until it changes.
+func (p *proxyRuntime) problem(msg string, err error) {
+	key := msg + ": " + err.Error()
+	if key == p.lastProblem {
+		return
+	}
+	p.lastProblem = key
+	p.log.Info(msg, "error", err)
+}
