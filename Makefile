@@ -8,7 +8,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 TOOLS   := .ci/tools.sh
 
-.PHONY: all build test check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login release-check release-snapshot clean
+.PHONY: all build test check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy release-check release-snapshot clean
 
 all: build
 
@@ -58,6 +58,10 @@ bench-exchange:
 ## bench-login: the cached `pinniped login` path beside a Go hello world (prints a table)
 bench-login:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestCachedLoginBench -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
+
+## bench-proxy: the impersonation proxy beside direct kube-apiserver access, GET and LIST (prints a table)
+bench-proxy:
+	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
 
 ## demo: local demo (cluster + Dex + agent + login + kubectl through it)
 demo:

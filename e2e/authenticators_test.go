@@ -41,7 +41,13 @@ func installAgent(t *testing.T) string {
 
 func applyYAML(t *testing.T, doc string) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "obj.yaml")
+	// Not t.TempDir(): its name comes from the test's, and kubectl -f splits at commas.
+	dir, err := os.MkdirTemp("", "pinniped-e2e-apply-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	f := filepath.Join(dir, "obj.yaml")
 	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -215,6 +215,7 @@ spec: {issuer: "https://second.example.com", audience: x}
 			"crd/credentialissuers.config.concierge.pinniped.dev", "apiservice/v1alpha1.login.concierge.pinniped.dev",
 			"apiservice/v1alpha1.identity.concierge.pinniped.dev", "clusterrole/pinniped-agent", "clusterrole/pinniped-pre-authn-apis",
 			"clusterrolebinding/pinniped-agent", "clusterrolebinding/pinniped-pre-authn-apis",
+			"clusterrole/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-auth-delegator",
 		} {
 			if _, err := RunE(nil, "kubectl", "get", obj); err == nil {
 				t.Errorf("%s survived uninstall", obj)

@@ -94,8 +94,10 @@ type Observation struct {
 	// ImpersonatedUser is set when the client asked to act as someone else
 	// and was allowed to.
 	ImpersonatedUser string
-	Upgrade          bool
-	Duration         time.Duration
+	// Upgrade is the protocol an upgrade asked for (SPDY/3.1, websocket),
+	// "" for plain requests.
+	Upgrade  string
+	Duration time.Duration
 }
 
 // Init builds the reverse proxies; call once before serving.
@@ -132,7 +134,10 @@ func (p *Proxy) log() *slog.Logger {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	obs := Observation{Verb: r.Method, Path: r.URL.Path, Upgrade: httpstream.IsUpgradeRequest(r), Method: MethodRefused}
+	obs := Observation{Verb: r.Method, Path: r.URL.Path, Method: MethodRefused}
+	if httpstream.IsUpgradeRequest(r) {
+		obs.Upgrade = r.Header.Get("Upgrade")
+	}
 	defer func() {
 		if p.Observe != nil {
 			obs.Code, obs.Duration = rec.code, time.Since(start)

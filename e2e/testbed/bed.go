@@ -206,6 +206,8 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		// There is no DNS in the bed: reach kubelet (logs, exec) by its IP.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
+		"--audit-policy-file="+cfg.path("apiserver", "audit-policy.yaml"),
+		"--audit-log-path="+cfg.AuditLog(), "--audit-log-maxsize=50",
 	); err != nil {
 		return nil, err
 	}

@@ -141,6 +141,9 @@ func (c Config) TestbedCAFile() string      { return c.path("pki", "testbed-ca.c
 func (c Config) ClusterCAFile() string      { return c.path("pki", "ca.crt") }
 func (c Config) LogFile(name string) string { return c.path("logs", name+".log") }
 
+// AuditLog is kube-apiserver's audit log (JSON lines; SelfSubjectReviews only).
+func (c Config) AuditLog() string { return c.path("logs", "kube-apiserver-audit.log") }
+
 // APIServerURL is the URL of kube-apiserver as seen from inside the netns and from pods.
 func (c Config) APIServerURL() string {
 	return fmt.Sprintf("https://%s:%d", c.NodeIP, c.APIServerPort)

@@ -54,8 +54,11 @@ func proxyRules() []rule {
 	return []rule{
 		r("act as the authenticated user, with their groups: the impersonation proxy's only job",
 			core, []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}),
-		r("keep the user's UID and extra attributes (e.g. the original user of a nested impersonation)",
-			[]string{"authentication.k8s.io"}, []string{"uids", "userextras"}, []string{"impersonate"}),
+		// Extras are checked as userextras/<key>, and keys contain slashes
+		// (authentication.kubernetes.io/credential-id), which no RBAC
+		// wildcard but "*" matches; the verb is still only impersonate.
+		r("keep the user's UID and extra attributes (credential-id, the original user of a nested impersonation)",
+			[]string{"authentication.k8s.io"}, []string{"*"}, []string{"impersonate"}),
 	}
 }
 

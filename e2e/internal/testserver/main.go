@@ -7,6 +7,10 @@
 //	                                          at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)
 //	testserver serve --cert F --key F --group G --version V [--addr :8443]
 //	                                          a minimal aggregated API server backend
+//	testserver echo WORDS...                  print WORDS (for kubectl exec)
+//	testserver cat                            copy stdin to stdout (kubectl exec -i)
+//	testserver ticker [--addr :8080]          print "tick N" every second (kubectl logs -f) and
+//	                                          answer HTTP on addr (kubectl port-forward)
 //
 // As an aggregated API backend it serves discovery for G/V (what kube-apiserver's
 // availability check asks for) and /apis/G/V/whoami, which echoes what the aggregator told it
@@ -20,10 +24,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,6 +47,18 @@ func main() {
 		<-sig
 	case "get":
 		if err := get(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "testserver:", err)
+			os.Exit(1)
+		}
+	case "echo":
+		fmt.Println(strings.Join(os.Args[2:], " "))
+	case "cat":
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, "testserver:", err)
+			os.Exit(1)
+		}
+	case "ticker":
+		if err := ticker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "testserver:", err)
 			os.Exit(1)
 		}
@@ -139,4 +157,31 @@ func serve(args []string) error {
 	}
 	fmt.Println("serving", gv, "on", *addr)
 	return srv.ListenAndServeTLS(*certFile, *keyFile)
+}
+
+func ticker(args []string) error {
+	fs := flag.NewFlagSet("ticker", flag.ContinueOnError)
+	addr := fs.String("addr", ":8080", "HTTP listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "hello through port-forward %s\n", r.URL.Path)
+	})}
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.ListenAndServe() }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-t.C:
+			fmt.Printf("tick %d\n", n)
+		case err := <-errCh:
+			return err
+		case <-sig:
+			return nil
+		}
+	}
 }

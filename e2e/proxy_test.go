@@ -1,0 +1,748 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+const proxyNS = "proxy-e2e"
+
+// proxyStrategy reads the ImpersonationProxy strategy from the CredentialIssuer.
+type proxyStrategy struct {
+	Status, Reason, Message string
+	Endpoint                string
+	CA                      []byte
+}
+
+func readProxyStrategy(t *testing.T) (proxyStrategy, error) {
+	out, err := RunE(nil, "kubectl", "get", "credentialissuer", "pinniped-config", "-o", "json")
+	if err != nil {
+		return proxyStrategy{}, err
+	}
+	var ci struct {
+		Status struct {
+			Strategies []struct {
+				Type, Status, Reason, Message string
+				Frontend                      *struct {
+					ImpersonationProxyInfo *struct {
+						Endpoint                 string `json:"endpoint"`
+						CertificateAuthorityData string `json:"certificateAuthorityData"`
+					} `json:"impersonationProxyInfo"`
+				} `json:"frontend"`
+			} `json:"strategies"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &ci); err != nil {
+		return proxyStrategy{}, err
+	}
+	for _, s := range ci.Status.Strategies {
+		if s.Type != "ImpersonationProxy" {
+			continue
+		}
+		ps := proxyStrategy{Status: s.Status, Reason: s.Reason, Message: s.Message}
+		if s.Frontend != nil && s.Frontend.ImpersonationProxyInfo != nil {
+			ps.Endpoint = s.Frontend.ImpersonationProxyInfo.Endpoint
+			ps.CA, _ = base64.StdEncoding.DecodeString(s.Frontend.ImpersonationProxyInfo.CertificateAuthorityData)
+		}
+		return ps, nil
+	}
+	return proxyStrategy{}, errors.New("no ImpersonationProxy strategy in the status yet")
+}
+
+// waitProxyStrategy waits until ok accepts the strategy and returns it.
+func waitProxyStrategy(t *testing.T, what string, ok func(proxyStrategy) error) proxyStrategy {
+	t.Helper()
+	var got proxyStrategy
+	Eventually(t, 2*time.Minute, what, func(context.Context) error {
+		s, err := readProxyStrategy(t)
+		if err != nil {
+			return err
+		}
+		if err := ok(s); err != nil {
+			return fmt.Errorf("%w (strategy: %+v)", err, s)
+		}
+		got = s
+		return nil
+	})
+	return got
+}
+
+func proxySucceeds(s proxyStrategy) error {
+	if s.Status != "Success" || s.Endpoint == "" {
+		return errors.New("not Success yet")
+	}
+	return nil
+}
+
+// TestImpersonationProxy is issue 7's end-to-end test. On the managed profile (no
+// control-plane nodes) auto mode runs the proxy behind a LoadBalancer, `get kubeconfig`
+// picks it, and kubectl does everything through it as the Dex user. On the kubeadm
+// profile auto mode leaves it off and says why.
+func TestImpersonationProxy(t *testing.T) {
+	cfg := Bed.Config()
+	pinniped := installAgent(t)
+
+	if cfg.Profile != testbed.ProfileManaged {
+		s := waitProxyStrategy(t, "the proxy reports it is off", func(s proxyStrategy) error {
+			if s.Reason != "Disabled" || !strings.Contains(s.Message, "control-plane") {
+				return errors.New("not Disabled for the control plane")
+			}
+			return nil
+		})
+		t.Logf("kubeadm profile: %s", s.Message)
+		if _, err := RunE(nil, "kubectl", "-n", "pinniped", "get", "service", "pinniped-agent-proxy"); err == nil {
+			t.Fatal("a disabled proxy must have no Service")
+		}
+		return
+	}
+
+	strategy := waitProxyStrategy(t, "the proxy is advertised", proxySucceeds)
+	t.Logf("proxy: %s", strategy.Message)
+	proxyURL, err := url.Parse(strategy.Endpoint)
+	if err != nil || !strings.HasPrefix(proxyURL.Hostname(), "10.99.1.") {
+		t.Fatalf("endpoint %q: want the load balancer address from the bed's LB range (%v)", strategy.Endpoint, err)
+	}
+	caFile := filepath.Join(t.TempDir(), "proxy-ca.crt")
+	if err := os.WriteFile(caFile, strategy.CA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	Kubectl(t, "create", "namespace", proxyNS)
+	t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "namespace", proxyNS, "--wait=false") })
+	Kubectl(t, "create", "clusterrolebinding", "proxy-e2e-developers-view", "--clusterrole=view", "--group=developers")
+	t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "proxy-e2e-developers-view") })
+	Kubectl(t, "-n", proxyNS, "create", "rolebinding", "developers-edit", "--clusterrole=edit", "--group=developers")
+
+	alice := testbed.DexUsers[0]
+	kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),
+		"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	asAlice := func(t *testing.T, args ...string) string {
+		t.Helper()
+		return Run(t, env, "kubectl", args...)
+	}
+
+	t.Run("get kubeconfig picks the proxy", func(t *testing.T) {
+		server := Run(t, []string{"KUBECONFIG=" + kubeconfig}, "kubectl", "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+		if server != strategy.Endpoint {
+			t.Fatalf("kubeconfig server %q, want the proxy %q", server, strategy.Endpoint)
+		}
+	})
+
+	t.Run("kubectl is the Dex user through the proxy", func(t *testing.T) {
+		var who struct {
+			Status struct {
+				UserInfo struct {
+					Username string              `json:"username"`
+					Groups   []string            `json:"groups"`
+					Extra    map[string][]string `json:"extra"`
+				} `json:"userInfo"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(asAlice(t, "auth", "whoami", "-o", "json")), &who); err != nil {
+			t.Fatal(err)
+		}
+		u := who.Status.UserInfo
+		if u.Username != alice.Email || !slices.Contains(u.Groups, "developers") || !slices.Contains(u.Groups, "admins") {
+			t.Fatalf("the API server sees %+v", u)
+		}
+		if out := asAlice(t, "get", "namespaces", "-o", "name"); !strings.Contains(out, "namespace/"+proxyNS) {
+			t.Fatalf("kubectl get namespaces: %s", out)
+		}
+		if out := Run(t, env, pinniped, "whoami"); !strings.Contains(out, alice.Email) {
+			t.Fatalf("pinniped whoami through the proxy: %s", out)
+		}
+	})
+
+	t.Run("apply get list delete", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "cm.yaml")
+		_ = os.WriteFile(f, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: applied, namespace: "+proxyNS+"}\ndata: {k: v1}\n"), 0o600)
+		asAlice(t, "apply", "-f", f)
+		_ = os.WriteFile(f, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: applied, namespace: "+proxyNS+"}\ndata: {k: v2}\n"), 0o600)
+		asAlice(t, "apply", "--server-side", "-f", f)
+		if v := asAlice(t, "-n", proxyNS, "get", "configmap", "applied", "-o", "jsonpath={.data.k}"); v != "v2" {
+			t.Fatalf("after apply: %q", v)
+		}
+		if out := asAlice(t, "-n", proxyNS, "get", "configmaps", "-o", "name"); !strings.Contains(out, "configmap/applied") {
+			t.Fatalf("list: %s", out)
+		}
+		if v := Kubectl(t, "-n", proxyNS, "get", "configmap", "applied", "-o", "jsonpath={.metadata.managedFields[*].manager}"); !strings.Contains(v, "kubectl") {
+			t.Fatalf("managed fields: %s", v)
+		}
+		asAlice(t, "-n", proxyNS, "delete", "configmap", "applied")
+		// alice may not write outside her namespace: the API server decides as her.
+		if _, err := RunE(env, "kubectl", "-n", "default", "create", "configmap", "nope"); err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Fatalf("create outside the allowed namespace: %v", err)
+		}
+	})
+
+	t.Run("watch streams events promptly", func(t *testing.T) {
+		w := startStream(t, env, "kubectl", "-n", proxyNS, "get", "configmaps", "--watch-only", "-o", "name")
+		time.Sleep(time.Second) // let the watch be established
+		start := time.Now()
+		asAlice(t, "-n", proxyNS, "create", "configmap", "watched")
+		w.waitLine(t, 15*time.Second, func(l string) bool { return l == "configmap/watched" })
+		t.Logf("watch event arrived %v after the create", time.Since(start).Round(time.Millisecond))
+	})
+
+	// A pod to exec into, stream logs from and port-forward to.
+	image := ImportImage(t, "./e2e/internal/testserver", testImageRepo)
+	applyYAML(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: ticker, namespace: %s}
+spec:
+  containers:
+  - {name: main, image: %s, imagePullPolicy: Never, args: [ticker, --addr, ":8080"]}
+`, proxyNS, image))
+	Kubectl(t, "-n", proxyNS, "wait", "--for=condition=Ready", "pod/ticker", "--timeout=90s")
+
+	// Port-forwards start now and are checked again at the end, after more than a minute
+	// of idleness, so the long wait overlaps the other tests.
+	type forward struct {
+		name, port string
+		started    time.Time
+		s          *stream
+	}
+	var forwards []forward
+	for _, pf := range []struct{ name, env string }{{"websocket", "KUBECTL_PORT_FORWARD_WEBSOCKETS=true"}, {"spdy", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}} {
+		s := startStream(t, append(env, pf.env), "kubectl", "-n", proxyNS, "port-forward", "--address=127.0.0.1", "pod/ticker", ":8080")
+		line := s.waitLine(t, 30*time.Second, func(l string) bool { return strings.HasPrefix(l, "Forwarding from 127.0.0.1:") })
+		_, port, _ := net.SplitHostPort(strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0])
+		if body := httpGet(t, "http://127.0.0.1:"+port+"/first"); !strings.Contains(body, "hello through port-forward /first") {
+			t.Fatalf("port-forward (%s): %q", pf.name, body)
+		}
+		forwards = append(forwards, forward{pf.name, port, time.Now(), s})
+	}
+
+	t.Run("exec over WebSocket and SPDY", func(t *testing.T) {
+		for _, mode := range []struct{ name, env string }{{"websocket", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"}, {"spdy", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}} {
+			e := append(slices.Clone(env), mode.env)
+			if out := Run(t, e, "kubectl", "-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello", mode.name); strings.TrimSpace(out) != "hello "+mode.name {
+				t.Fatalf("exec (%s): %q", mode.name, out)
+			}
+			out, err := runStdin(e, "line one\nline two\n", "kubectl", "-n", proxyNS, "exec", "-i", "ticker", "--", "testserver", "cat")
+			if err != nil || out != "line one\nline two\n" {
+				t.Fatalf("exec -i (%s): %q %v", mode.name, out, err)
+			}
+		}
+		// The agents' audit lines say which protocol each exec upgraded to.
+		for _, proto := range []string{"websocket", "SPDY/3.1"} {
+			waitAgentLog(t, fmt.Sprintf("an exec upgraded to %s through the proxy", proto), func(l map[string]any) bool {
+				return l["proxy"] == true && strings.HasSuffix(fmt.Sprint(l["path"]), "/pods/ticker/exec") && l["upgrade"] == proto
+			})
+		}
+	})
+
+	t.Run("logs -f streams", func(t *testing.T) {
+		s := startStream(t, env, "kubectl", "-n", proxyNS, "logs", "-f", "--tail=1", "ticker")
+		first := s.waitLine(t, 15*time.Second, func(l string) bool { return strings.HasPrefix(l, "tick ") })
+		next := s.waitLine(t, 5*time.Second, func(l string) bool { return strings.HasPrefix(l, "tick ") && l != first })
+		t.Logf("logs -f: %q then %q", first, next)
+	})
+
+	t.Run("nested impersonation needs RBAC as the real user", func(t *testing.T) {
+		applyYAML(t, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: proxy-e2e-impersonate-bob}
+rules:
+- {apiGroups: [""], resources: [users], verbs: [impersonate], resourceNames: [bob@example.com]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: proxy-e2e-impersonate-bob}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: proxy-e2e-impersonate-bob}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice@example.com}
+`)
+		t.Cleanup(func() {
+			_, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding,clusterrole", "proxy-e2e-impersonate-bob")
+		})
+		var who struct {
+			Status struct {
+				UserInfo struct {
+					Username string              `json:"username"`
+					Groups   []string            `json:"groups"`
+					Extra    map[string][]string `json:"extra"`
+				} `json:"userInfo"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(asAlice(t, "--as=bob@example.com", "auth", "whoami", "-o", "json")), &who); err != nil {
+			t.Fatal(err)
+		}
+		u := who.Status.UserInfo
+		original := u.Extra["original-user-info.impersonation-proxy.concierge.pinniped.dev"]
+		if u.Username != "bob@example.com" || slices.Contains(u.Groups, "developers") || len(original) != 1 || !strings.Contains(original[0], alice.Email) {
+			t.Fatalf("--as bob: the API server sees %+v", u)
+		}
+		// (get --raw: kubectl's discovery hides the message of a 403 as "unknown", for the
+		// API server's own refusals too.)
+		for _, denied := range []struct {
+			flags []string
+			want  string
+		}{
+			{[]string{"--as=carol@example.com"}, "may not impersonate carol@example.com: not allowed to impersonate users carol@example.com"},
+			{[]string{"--as=bob@example.com", "--as-group=system:masters"}, "not allowed to impersonate groups system:masters"},
+		} {
+			_, err := RunE(env, "kubectl", append(denied.flags, "get", "--raw", "/api/v1/namespaces/"+proxyNS)...)
+			if err == nil || !strings.Contains(err.Error(), denied.want) {
+				t.Errorf("%v: %v", denied.flags, err)
+			}
+		}
+	})
+
+	t.Run("ServiceAccount tokens work through the proxy", func(t *testing.T) {
+		Kubectl(t, "-n", proxyNS, "create", "serviceaccount", "robot")
+		Kubectl(t, "-n", proxyNS, "create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount="+proxyNS+":robot")
+		token := strings.TrimSpace(Kubectl(t, "-n", proxyNS, "create", "token", "robot"))
+		sa := []string{"--kubeconfig=/dev/null", "--server=" + strategy.Endpoint, "--certificate-authority=" + caFile, "--token=" + token}
+		if who := Run(t, nil, "kubectl", append(sa, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")...); who != "system:serviceaccount:"+proxyNS+":robot" {
+			t.Fatalf("whoami with a ServiceAccount token: %q", who)
+		}
+		if out := Run(t, nil, "kubectl", append(sa, "-n", proxyNS, "get", "pods", "-o", "name")...); !strings.Contains(out, "pod/ticker") {
+			t.Fatalf("get pods as the ServiceAccount: %q", out)
+		}
+		if _, err := RunE(nil, "kubectl", append(sa, "-n", "kube-system", "get", "secrets")...); err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Fatalf("the ServiceAccount's own RBAC must apply: %v", err)
+		}
+		if _, err := RunE(nil, "kubectl", append(sa[:3], "--token=forged", "auth", "whoami")...); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+			t.Fatalf("a forged token: %v", err)
+		}
+	})
+
+	t.Run("client-sent identity headers are refused or stripped", func(t *testing.T) {
+		testHeaderSmuggling(t, strategy, alice)
+	})
+
+	t.Run("port-forward survives a minute of idleness", func(t *testing.T) {
+		for _, f := range forwards {
+			if idle := 65*time.Second - time.Since(f.started); idle > 0 {
+				t.Logf("waiting %v more so the %s port-forward has been idle for over a minute", idle.Round(time.Second), f.name)
+				time.Sleep(idle)
+			}
+			if body := httpGet(t, "http://127.0.0.1:"+f.port+"/after-idle"); !strings.Contains(body, "/after-idle") {
+				t.Fatalf("port-forward (%s) after %v idle: %q", f.name, time.Since(f.started).Round(time.Second), body)
+			}
+			f.s.stop()
+		}
+		// An upgraded connection is logged when it ends: now, for both.
+		for _, proto := range []string{"websocket", "SPDY/3.1"} {
+			waitAgentLog(t, fmt.Sprintf("a port-forward upgraded to %s through the proxy", proto), func(l map[string]any) bool {
+				return strings.HasSuffix(fmt.Sprint(l["path"]), "/pods/ticker/portforward") && l["upgrade"] == proto
+			})
+		}
+	})
+
+	t.Run("an external serving certificate rotated live", func(t *testing.T) {
+		testExternalCertificate(t, pinniped, strategy, env)
+	})
+}
+
+// testHeaderSmuggling sends requests with forged identity headers through the proxy and
+// checks what the real API server saw: SelfSubjectReview answers and its audit log.
+func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.DexUser) {
+	ctx := context.Background()
+	// alice's certificate, from a TokenCredentialRequest on the proxy itself (anonymous).
+	cert, key := proxyExchange(t, strategy, PasswordLogin(t, ctx, alice).Extra("id_token").(string))
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(strategy.CA)
+	withCert := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	anonymous := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+
+	// A cluster-admin token to smuggle.
+	Kubectl(t, "-n", proxyNS, "create", "serviceaccount", "powerful")
+	Kubectl(t, "create", "clusterrolebinding", "proxy-e2e-powerful", "--clusterrole=cluster-admin", "--serviceaccount="+proxyNS+":powerful")
+	t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "proxy-e2e-powerful") })
+	adminToken := strings.TrimSpace(Kubectl(t, "-n", proxyNS, "create", "token", "powerful"))
+
+	type seen struct {
+		code     int
+		body     string
+		username string
+		groups   []string
+		agent    string // User-Agent, to find the request in the audit log
+	}
+	whoami := func(c *http.Client, headers map[string][]string) seen {
+		t.Helper()
+		marker := "smuggle-" + randomHex(6)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, strategy.Endpoint+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+			strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", marker)
+		for k, vs := range headers {
+			req.Header[k] = vs // as given: also non-canonical spellings
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("POST selfsubjectreviews through the proxy: %v", err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var r struct {
+			Status struct {
+				UserInfo struct {
+					Username string   `json:"username"`
+					Groups   []string `json:"groups"`
+				} `json:"userInfo"`
+			} `json:"status"`
+		}
+		_ = json.Unmarshal(raw, &r)
+		return seen{resp.StatusCode, string(raw), r.Status.UserInfo.Username, r.Status.UserInfo.Groups, marker}
+	}
+	isAlice := func(name string, s seen) {
+		t.Helper()
+		if s.code != http.StatusCreated || s.username != alice.Email || slices.Contains(s.groups, "system:masters") {
+			t.Errorf("%s: the API server saw %q %v (HTTP %d %s), want only %s", name, s.username, s.groups, s.code, s.body, alice.Email)
+		}
+	}
+	refused := func(name string, s seen, want string) {
+		t.Helper()
+		if s.code != http.StatusForbidden || !strings.Contains(s.body, want) {
+			t.Errorf("%s: HTTP %d %s, want 403 mentioning %q", name, s.code, s.body, want)
+		}
+	}
+
+	isAlice("plain certificate", whoami(withCert, nil))
+	refused("Impersonate-User without permission", whoami(withCert, map[string][]string{"Impersonate-User": {"admin"}}), "may not impersonate admin")
+	refused("lower-case impersonate-user", whoami(withCert, map[string][]string{"impersonate-user": {"admin"}}), "may not impersonate admin")
+	refused("Impersonate-Group alone", whoami(withCert, map[string][]string{"Impersonate-Group": {"system:masters"}}), "requires Impersonate-User")
+	refused("Impersonate-Uid alone", whoami(withCert, map[string][]string{"Impersonate-Uid": {"1234"}}), "requires Impersonate-User")
+	refused("Impersonate-Extra alone", whoami(withCert, map[string][]string{"Impersonate-Extra-Scopes": {"all"}}), "requires Impersonate-User")
+	isAlice("Authorization on top of a certificate", whoami(withCert, map[string][]string{"Authorization": {"Bearer " + adminToken}}))
+	isAlice("X-Remote-User and X-Remote-Group", whoami(withCert, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Foo": {"bar"}}))
+	forwarded := whoami(withCert, map[string][]string{"X-Forwarded-For": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"}, "Forwarded": {"for=1.2.3.4"}})
+	isAlice("forged X-Forwarded-For", forwarded)
+
+	// Without a certificate, forged identity headers make nobody anyone.
+	anon := whoami(anonymous, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}})
+	if anon.code != http.StatusForbidden || !strings.Contains(anon.body, "system:anonymous") {
+		t.Errorf("anonymous with X-Remote-*: HTTP %d %s, want the API server's 403 for system:anonymous", anon.code, anon.body)
+	}
+	if s := whoami(anonymous, map[string][]string{"Authorization": {"Bearer forged"}}); s.code != http.StatusUnauthorized {
+		t.Errorf("forged bearer token: HTTP %d %s", s.code, s.body)
+	}
+
+	// The API server's audit log: the request was made by the impersonate-only
+	// ServiceAccount, as alice, from the agent pod: the forged address is nowhere.
+	Eventually(t, 20*time.Second, "the audit event of the forged X-Forwarded-For request", func(context.Context) error {
+		ev, err := auditEvent(forwarded.agent)
+		if err != nil {
+			return err
+		}
+		if ev.User.Username != "system:serviceaccount:pinniped:pinniped-agent-proxy" || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != alice.Email {
+			return fmt.Errorf("audit event user %+v impersonating %+v", ev.User, ev.ImpersonatedUser)
+		}
+		if slices.Contains(ev.SourceIPs, "1.2.3.4") {
+			t.Fatalf("the forged X-Forwarded-For reached the API server: sourceIPs %v", ev.SourceIPs)
+		}
+		t.Logf("API server audit: %s as %s from %v", ev.User.Username, ev.ImpersonatedUser.Username, ev.SourceIPs)
+		return nil
+	})
+}
+
+type auditRecord struct {
+	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
+	SourceIPs []string `json:"sourceIPs"`
+}
+
+func auditEvent(userAgent string) (*auditRecord, error) {
+	f, err := os.Open(Bed.Config().AuditLog())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(userAgent)) {
+			continue
+		}
+		var ev auditRecord
+		if err := json.Unmarshal(sc.Bytes(), &ev); err == nil && ev.UserAgent == userAgent {
+			return &ev, nil
+		}
+	}
+	return nil, fmt.Errorf("no audit event with user agent %s", userAgent)
+}
+
+// proxyExchange trades a token for a certificate at the proxy, as the CLI does.
+func proxyExchange(t *testing.T, strategy proxyStrategy, token string) (cert, key []byte) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(strategy.CA)
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	body, _ := json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+	})
+	resp, err := c.Post(strategy.Endpoint+"/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("TokenCredentialRequest on the proxy: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Status struct {
+			Credential *struct {
+				Cert string `json:"clientCertificateData"`
+				Key  string `json:"clientKeyData"`
+			} `json:"credential"`
+			Message *string `json:"message"`
+		} `json:"status"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out); err != nil || out.Status.Credential == nil {
+		t.Fatalf("TokenCredentialRequest on the proxy: HTTP %d %s", resp.StatusCode, raw)
+	}
+	return []byte(out.Status.Credential.Cert), []byte(out.Status.Credential.Key)
+}
+
+// testExternalCertificate switches the proxy to a certificate in a Secret made here,
+// rotates it, shows that a certificate for the wrong name is reported, and switches back.
+func testExternalCertificate(t *testing.T, pinniped string, generated proxyStrategy, env []string) {
+	endpoint, _ := url.Parse(generated.Endpoint)
+	host := endpoint.Hostname()
+	ca, err := certauthority.New("e2e external proxy CA", 24*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ip string) (certPEM, keyPEM []byte, serial string) {
+		leaf, err := ca.IssueServingCert("proxy", nil, []net.IP{net.ParseIP(ip)}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+		parsed, _ := x509.ParseCertificate(c.Certificate[0])
+		return leaf.CertPEM, leaf.KeyPEM, parsed.SerialNumber.String()
+	}
+	dir := t.TempDir()
+	putSecret := func(certPEM, keyPEM []byte) {
+		crt, key, caf := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
+		_ = os.WriteFile(crt, certPEM, 0o600)
+		_ = os.WriteFile(key, keyPEM, 0o600)
+		_ = os.WriteFile(caf, ca.CertPEM(), 0o600)
+		yaml := Kubectl(t, "-n", "pinniped", "create", "secret", "generic", "proxy-external-tls", "--type=kubernetes.io/tls",
+			"--from-file=tls.crt="+crt, "--from-file=tls.key="+key, "--from-file=ca.crt="+caf, "--dry-run=client", "-o", "yaml")
+		f := filepath.Join(dir, "secret.yaml")
+		_ = os.WriteFile(f, []byte(yaml), 0o600)
+		Kubectl(t, "apply", "-f", f)
+	}
+	// allServe: several fresh connections all get the certificate (the Service spreads
+	// them over both replicas).
+	allServe := func(serial string) func(context.Context) error {
+		return func(context.Context) error {
+			for range 8 {
+				conn, err := tls.Dial("tcp", net.JoinHostPort(host, "443"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served certificate
+				if err != nil {
+					return err
+				}
+				got := conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+				_ = conn.Close()
+				if got != serial {
+					return fmt.Errorf("a replica serves certificate %s, want %s", got, serial)
+				}
+			}
+			return nil
+		}
+	}
+
+	certPEM, keyPEM, serial1 := issue(host)
+	putSecret(certPEM, keyPEM)
+	Kubectl(t, "patch", "credentialissuer", "pinniped-config", "--type=merge", "-p", `{"spec":{"impersonationProxy":{"tls":{"secretName":"proxy-external-tls"}}}}`)
+	t.Cleanup(func() {
+		_, _ = RunE(nil, "kubectl", "patch", "credentialissuer", "pinniped-config", "--type=json", "-p", `[{"op":"remove","path":"/spec/impersonationProxy/tls"}]`)
+	})
+	s := waitProxyStrategy(t, "the strategy advertises the external certificate's CA", func(s proxyStrategy) error {
+		if s.Status != "Success" || !bytes.Equal(s.CA, ca.CertPEM()) || !strings.Contains(s.Message, "proxy-external-tls") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	Eventually(t, time.Minute, "every replica serves the external certificate", allServe(serial1))
+	if _, err := RunE(nil, "kubectl", "-n", "pinniped", "get", "secret", "pinniped-agent-proxy-tls"); err == nil {
+		t.Error("the generated serving certificate was not cleaned up")
+	}
+	// Users' kubeconfigs made now trust the admin's CA, and work.
+	kubeconfig := filepath.Join(dir, "external.kubeconfig")
+	_ = os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600)
+	if who := Run(t, append(slices.Clone(env), "KUBECONFIG="+kubeconfig, "XDG_CONFIG_HOME="+t.TempDir()), "kubectl", "auth", "whoami",
+		"-o", "jsonpath={.status.userInfo.username}"); who != testbed.DexUsers[0].Email {
+		t.Fatalf("kubectl with the external certificate: %q", who)
+	}
+
+	// Rotation: a new certificate in the same Secret is served without a restart.
+	certPEM, keyPEM, serial2 := issue(host)
+	putSecret(certPEM, keyPEM)
+	Eventually(t, time.Minute, "every replica serves the rotated certificate", allServe(serial2))
+	if out := Kubectl(t, "-n", "pinniped", "get", "pods", "-l", "app.kubernetes.io/name=pinniped-agent",
+		"-o", "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\" \"}{end}"); strings.Trim(out, "0 ") != "" {
+		t.Fatalf("agent containers restarted: %q", out)
+	}
+
+	// A certificate for another address is reported, in words.
+	certPEM, keyPEM, _ = issue("10.99.1.250")
+	putSecret(certPEM, keyPEM)
+	waitProxyStrategy(t, "the strategy reports a certificate that does not cover the endpoint", func(s proxyStrategy) error {
+		if s.Status != "Error" || !strings.Contains(s.Message, "does not cover "+host) {
+			return errors.New("not reported yet")
+		}
+		return nil
+	})
+
+	// Back to the generated certificate, with the CA earlier kubeconfigs trust.
+	Kubectl(t, "patch", "credentialissuer", "pinniped-config", "--type=json", "-p", `[{"op":"remove","path":"/spec/impersonationProxy/tls"}]`)
+	s = waitProxyStrategy(t, "the generated certificate is back", func(s proxyStrategy) error {
+		if s.Status != "Success" || !bytes.Equal(s.CA, generated.CA) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	t.Logf("back to: %s", s.Message)
+	Kubectl(t, "-n", "pinniped", "delete", "secret", "proxy-external-tls")
+}
+
+// waitAgentLog waits until a JSON log line of an agent pod satisfies ok.
+func waitAgentLog(t *testing.T, what string, ok func(map[string]any) bool) {
+	t.Helper()
+	Eventually(t, 20*time.Second, what, func(context.Context) error {
+		out, err := RunE(nil, "kubectl", "-n", "pinniped", "logs", "-l", "app.kubernetes.io/name=pinniped-agent", "--tail=-1")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) == nil && ok(l) {
+				return nil
+			}
+		}
+		return errors.New("no such log line")
+	})
+}
+
+// stream is a long-running subprocess whose stdout is read line by line.
+type stream struct {
+	lines chan string
+	cmd   *exec.Cmd
+	errb  *bytes.Buffer
+	once  sync.Once
+}
+
+func startStream(t *testing.T, env []string, name string, args ...string) *stream {
+	t.Helper()
+	cmd := exec.Command(name, args...) //nolint:gosec // test helper
+	cmd.Env = append(BedEnv(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{lines: make(chan string, 100), cmd: cmd, errb: &bytes.Buffer{}}
+	cmd.Stderr = s.errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// stop ends the subprocess (again: harmless).
+func (s *stream) stop() {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	})
+}
+
+func (s *stream) waitLine(t *testing.T, timeout time.Duration, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, open := <-s.lines:
+			if !open {
+				t.Fatalf("%v ended before the expected line; stderr:\n%s", s.cmd.Args, s.errb.String())
+			}
+			if ok(l) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("%v: no expected line after %v; stderr:\n%s", s.cmd.Args, timeout, s.errb.String())
+		}
+	}
+}
+
+func runStdin(env []string, stdin, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(BedEnv(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%v: %w: %s", args, err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func httpGet(t *testing.T, u string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
