@@ -237,7 +237,7 @@ spec:
 		s := startStream(t, append(env, pf.env), "kubectl", "-n", proxyNS, "port-forward", "--address=127.0.0.1", "pod/ticker", ":8080")
 		line := s.waitLine(t, 30*time.Second, func(l string) bool { return strings.HasPrefix(l, "Forwarding from 127.0.0.1:") })
 		_, port, _ := net.SplitHostPort(strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0])
-		if body := httpGet(t, "http://127.0.0.1:"+port+"/first"); !strings.Contains(body, "hello through port-forward /first") {
+		if body := httpGet(t, "http://127.0.0.1:"+port+"/first"); !strings.Contains(body, `hello through port-forward "/first"`) {
 			t.Fatalf("port-forward (%s): %q", pf.name, body)
 		}
 		forwards = append(forwards, forward{pf.name, port, time.Now(), s})

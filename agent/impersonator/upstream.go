@@ -45,7 +45,7 @@ func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transpo
 		if x.h1 {
 			// SPDY and WebSocket upgrades exist only in HTTP/1.1; offering
 			// only it in ALPN also keeps client-go from adding HTTP/2.
-			cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+			cfg.NextProtos = []string{"http/1.1"}
 		}
 		rt, err := rest.TransportFor(cfg)
 		if err != nil {

@@ -147,7 +147,7 @@ func (s *Settings) ResolveEndpoint(svc *corev1.Service) (*Endpoint, error) {
 				}
 			}
 			if ingress == "" && e.URL == "" {
-				return nil, fmt.Errorf("Service %s has no load balancer address yet: %w", svc.Name, ErrPending)
+				return nil, fmt.Errorf("the Service %s has no load balancer address yet: %w", svc.Name, ErrPending)
 			}
 			if ingress != "" {
 				if e.URL == "" {

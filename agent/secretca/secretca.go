@@ -46,7 +46,7 @@ type Store struct {
 func (s *Store) Ensure(ctx context.Context) (*certauthority.CA, error) {
 	for attempt := 0; ; attempt++ {
 		ca, err := s.ensureOnce(ctx)
-		if err == nil || attempt == 2 || !(apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)) {
+		if err == nil || attempt == 2 || (!apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err)) {
 			if err != nil {
 				return nil, fmt.Errorf("CA Secret %s: %w", s.Name, err)
 			}
@@ -122,7 +122,7 @@ func Parse(secret *corev1.Secret, now func() time.Time) (*certauthority.CA, []by
 	}
 	ca, err := certauthority.Load(secret.Data[CertKey], secret.Data[KeyKey], now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+		return nil, nil, fmt.Errorf("the Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	trust := bytes.Clone(ca.CertPEM())
 	if prev := secret.Data[PreviousKey]; len(prev) > 0 && stillValid(prev, now) {

@@ -263,7 +263,7 @@ func (p *proxyRuntime) sync(ctx context.Context) {
 	secret, err := p.secrets.Secrets(p.namespace).Get(name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			err = fmt.Errorf("Secret %s/%s does not exist yet", p.namespace, name)
+			err = fmt.Errorf("the Secret %s/%s does not exist yet", p.namespace, name)
 		}
 		p.problem("impersonation proxy has no serving certificate", err)
 		return
@@ -271,7 +271,7 @@ func (p *proxyRuntime) sync(ctx context.Context) {
 	pair, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		// Keep serving the last good certificate, if any.
-		p.problem("impersonation proxy serving Secret is unusable", fmt.Errorf("Secret %s/%s: %w", p.namespace, name, err))
+		p.problem("impersonation proxy serving Secret is unusable", fmt.Errorf("the Secret %s/%s: %w", p.namespace, name, err))
 		return
 	}
 	p.server.SetCertificate(&pair)

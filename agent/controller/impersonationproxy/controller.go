@@ -305,11 +305,11 @@ func (c *Controller) checkExternal(ctx context.Context, s *proxyconfig.Settings,
 	}
 	if len(missing) > 0 {
 		c.event("the external serving certificate Secret lacks keys", "secret", s.TLSSecretName, "missing", missing)
-		return "", fmt.Errorf("Secret %s has no %s: it must be a kubernetes.io/tls Secret with tls.crt and tls.key", s.TLSSecretName, strings.Join(missing, " or "))
+		return "", fmt.Errorf("the Secret %s has no %s: it must be a kubernetes.io/tls Secret with tls.crt and tls.key", s.TLSSecretName, strings.Join(missing, " or "))
 	}
 	if err := proxyconfig.Covers(secret.Data[corev1.TLSCertKey], ep.Host); err != nil {
 		c.event("the external serving certificate does not cover the endpoint", "secret", s.TLSSecretName, "endpoint", ep.URL)
-		return "", fmt.Errorf("Secret %s: %w; reissue it for %s or set spec.impersonationProxy.externalEndpoint to a name it covers", s.TLSSecretName, err, ep.Host)
+		return "", fmt.Errorf("the Secret %s: %w; reissue it for %s or set spec.impersonationProxy.externalEndpoint to a name it covers", s.TLSSecretName, err, ep.Host)
 	}
 	return s.AdvertisedCA(secret.Data["ca.crt"]), nil
 }
