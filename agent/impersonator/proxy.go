@@ -109,8 +109,11 @@ func (p *Proxy) Init() {
 				r.Out.Host = p.Upstream.Host
 			},
 			Transport: rt,
-			// Watches and logs -f stream; send every byte at once.
-			FlushInterval: -1,
+			// No timed flushing: the reverse proxy flushes every write of a
+			// response of unknown length (watches, logs -f, streamed lists)
+			// at once by itself, and responses of known length go out in
+			// as few writes as their size allows.
+			FlushInterval: 0,
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				p.log().Info("upstream API server unreachable", "path", r.URL.Path, "error", err)
 				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the impersonation proxy could not reach the API server")
