@@ -29,14 +29,19 @@ func installAgent(t *testing.T) string {
 	// The CLI stores credentials in the keyring; the tests' own keyring must
 	// own the Secret Service name before anything D-Bus-activates another.
 	KeyringSession(t)
-	cfg := Bed.Config()
 	pinniped := BuildStatic(t, "./cmd/pinniped")
-	Run(t, nil, pinniped, "install", "--image="+AgentImage(t), "--image-pull-policy=Never",
-		"--oidc-issuer="+cfg.DexIssuer(), "--oidc-audience="+testbed.DexClientID,
-		"--oidc-ca-bundle="+cfg.TestbedCAFile(), "--oidc-username-claim=email",
-		"--authenticator-name=dex", "--timeout=4m")
+	Run(t, nil, pinniped, installArgs(t)...)
 	t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
 	return pinniped
+}
+
+// installArgs are the arguments installAgent passes to `pinniped install`, plus extra.
+func installArgs(t *testing.T, extra ...string) []string {
+	cfg := Bed.Config()
+	return append([]string{"install", "--image=" + AgentImage(t), "--image-pull-policy=Never",
+		"--oidc-issuer=" + cfg.DexIssuer(), "--oidc-audience=" + testbed.DexClientID,
+		"--oidc-ca-bundle=" + cfg.TestbedCAFile(), "--oidc-username-claim=email",
+		"--authenticator-name=dex", "--timeout=4m"}, extra...)
 }
 
 func applyYAML(t *testing.T, doc string) {

@@ -10,12 +10,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/server"
 )
 
 func newServeCommand() *cobra.Command {
 	o := &server.Options{}
-	var logFormat, logLevel string
+	var logFormat, logLevel, proxyAudit string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the TokenCredentialRequest API and run the agent's controllers",
@@ -45,6 +46,11 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 			// k8s.io libraries log through klog; send it to the same
 			// structured log so the agent writes one format.
 			klog.SetSlogLogger(log)
+			level, err := metrics.ParseProxyAuditLevel(proxyAudit)
+			if err != nil {
+				return err
+			}
+			o.ProxyAudit = level
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -66,6 +72,7 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
 	f.StringVar(&o.ProxyListenAddress, "proxy-listen", ":8444", "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
 	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", "pinniped-agent-proxy", "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
+	f.StringVar(&proxyAudit, "proxy-audit", string(metrics.ProxyAuditAll), "impersonation proxy requests that get an audit line: all, changes (all but successful reads) or none (metrics only)")
 	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")
 	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")

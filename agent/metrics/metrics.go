@@ -2,6 +2,7 @@
 package metrics
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -26,6 +27,43 @@ type Exchange struct {
 
 	proxyTotal   *prometheus.CounterVec
 	proxyLatency *prometheus.HistogramVec
+	// ProxyAudit says which proxied requests get an audit line.
+	ProxyAudit ProxyAuditLevel
+}
+
+// ProxyAuditLevel selects the proxied requests that are audited.
+type ProxyAuditLevel string
+
+// Audit levels for the impersonation proxy.
+const (
+	// ProxyAuditAll writes a line for every request.
+	ProxyAuditAll ProxyAuditLevel = "all"
+	// ProxyAuditChanges skips successful reads (GET, HEAD, OPTIONS that
+	// are not upgrades): what changed, what ran (exec, port-forward) and
+	// what was refused is still audited.
+	ProxyAuditChanges ProxyAuditLevel = "changes"
+	// ProxyAuditNone writes no lines; metrics still count every request.
+	ProxyAuditNone ProxyAuditLevel = "none"
+)
+
+// ParseProxyAuditLevel checks a --proxy-audit value.
+func ParseProxyAuditLevel(s string) (ProxyAuditLevel, error) {
+	switch l := ProxyAuditLevel(s); l {
+	case ProxyAuditAll, ProxyAuditChanges, ProxyAuditNone:
+		return l, nil
+	}
+	return "", fmt.Errorf("--proxy-audit %q: use all, changes or none", s)
+}
+
+func (l ProxyAuditLevel) wants(o impersonator.Observation) bool {
+	switch l {
+	case ProxyAuditNone:
+		return false
+	case ProxyAuditChanges:
+		read := o.Verb == http.MethodGet || o.Verb == http.MethodHead || o.Verb == http.MethodOptions
+		return !read || o.Upgrade != "" || o.Code == http.StatusUnauthorized || o.Code == http.StatusForbidden
+	}
+	return true
 }
 
 // New registers the metrics in a fresh registry.
@@ -86,6 +124,9 @@ func (e *Exchange) Handler() http.Handler {
 func (e *Exchange) ObserveProxy(o impersonator.Observation) {
 	e.proxyTotal.WithLabelValues(string(o.Method), strconv.Itoa(o.Code)).Inc()
 	e.proxyLatency.WithLabelValues(string(o.Method)).Observe(o.Duration.Seconds())
+	if !e.ProxyAudit.wants(o) {
+		return
+	}
 	attrs := []any{"auditEvent", true, "proxy", true, "method", o.Verb, "path", o.Path, "code", o.Code,
 		"authentication", string(o.Method), "upgrade", o.Upgrade, "durationMs", o.Duration.Milliseconds()}
 	if e.logIdentities && o.Username != "" {

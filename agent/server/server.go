@@ -49,6 +49,7 @@ type Options struct {
 	APIServiceNames      []string
 	CertTTL              time.Duration
 	LogIdentities        bool
+	ProxyAudit           metrics.ProxyAuditLevel
 	LeaseName            string
 	PodName              string
 	KubeCertAgentImage   string
@@ -117,6 +118,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		go signingKey.run(ctx)
 	}
 	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
+	m.ProxyAudit = o.ProxyAudit
 
 	// Health and metrics come up first so the kubelet sees progress.
 	go serveHealth(ctx, o.HealthListenAddress, &ready, m.Handler(), log)

@@ -86,6 +86,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	f.StringVar(&o.Render.WebhookEndpoint, "webhook-endpoint", "", "create a WebhookAuthenticator posting TokenReviews to this https URL")
 	f.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
 	f.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
+	f.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
 	f.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
 	f.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
 	f.BoolVar(&o.Wait, "wait", true, "wait until the agent works")

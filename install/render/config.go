@@ -39,6 +39,10 @@ type Config struct {
 	CPURequest    string
 	MemoryRequest string
 	MemoryLimit   string
+
+	// ProxyAudit is the agent's --proxy-audit (all, changes, none); empty
+	// keeps the agent's default (all).
+	ProxyAudit string
 }
 
 // Names of the fixed objects. Upstream clients look some of them up by
@@ -123,6 +127,11 @@ func (c *Config) Validate() error {
 		for _, msg := range validation.IsDNS1123Subdomain(c.AuthenticatorName) {
 			errs = append(errs, fmt.Errorf("authenticator name %q: %s", c.AuthenticatorName, msg))
 		}
+	}
+	switch c.ProxyAudit {
+	case "", "all", "changes", "none":
+	default:
+		errs = append(errs, fmt.Errorf("--proxy-audit %q: use all, changes or none", c.ProxyAudit))
 	}
 	for flag, q := range map[string]string{"cpu request": c.CPURequest, "memory request": c.MemoryRequest, "memory limit": c.MemoryLimit} {
 		if _, err := resource.ParseQuantity(q); err != nil {

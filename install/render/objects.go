@@ -156,6 +156,14 @@ func Render(c Config) ([]Object, error) {
 	return out, nil
 }
 
+func agentArgs(c *Config) []string {
+	args := []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + c.Image}
+	if c.ProxyAudit != "" {
+		args = append(args, "--proxy-audit="+c.ProxyAudit)
+	}
+	return args
+}
+
 func ptrFalse() *bool {
 	f := false
 	return &f
@@ -281,7 +289,7 @@ func deployment(c *Config) *appsv1.Deployment {
 						Name:            "agent",
 						Image:           c.Image,
 						ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
-						Args:            []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + c.Image},
+						Args:            agentArgs(c),
 						Env: []corev1.EnvVar{
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
