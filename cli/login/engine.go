@@ -6,13 +6,10 @@ package login
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 )
@@ -107,56 +105,21 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-// cacheInputs are everything that determines the credential. Two runs with
-// the same inputs may share it, however their flags were ordered.
-type cacheInputs struct {
-	Issuer          string   `json:"issuer"`
-	ClientID        string   `json:"clientID"`
-	Scopes          []string `json:"scopes"`
-	RequestAudience string   `json:"requestAudience,omitempty"`
-	CABundleHash    string   `json:"caBundle,omitempty"`
-	Concierge       *struct {
-		Endpoint, Suffix, Type, Name, CAHash string
-	} `json:"concierge,omitempty"`
-	ClusterServer string `json:"clusterServer,omitempty"`
-	ClusterCAHash string `json:"clusterCA,omitempty"`
-	StaticToken   string `json:"staticTokenHash,omitempty"`
-}
-
-func hashOf(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 func credentialKey(r *OIDCRequest, exec *execcred.Request, staticToken string) (string, error) {
-	scopes := slices.Clone(r.Scopes)
-	slices.Sort(scopes)
-	scopes = slices.Compact(scopes)
-	in := cacheInputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: scopes, RequestAudience: r.RequestAudience, CABundleHash: hashOf(r.CABundle)}
-	if staticToken != "" {
-		in.StaticToken = hashOf([]byte(staticToken))
-	}
+	in := credkey.Inputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, RequestAudience: r.RequestAudience,
+		CABundle: r.CABundle, StaticToken: staticToken}
 	if c := r.Concierge; c != nil {
-		in.Concierge = &struct{ Endpoint, Suffix, Type, Name, CAHash string }{c.Endpoint, c.APIGroupSuffix, c.AuthenticatorType, c.AuthenticatorName, hashOf(c.CABundle)}
+		in.Concierge = &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.APIGroupSuffix,
+			AuthenticatorType: c.AuthenticatorType, AuthenticatorName: c.AuthenticatorName, CABundle: c.CABundle}
 	}
 	if exec != nil && exec.Cluster != nil {
-		in.ClusterServer, in.ClusterCAHash = exec.Cluster.Server, hashOf(exec.Cluster.CertificateAuthorityData)
+		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
 	}
-	return credcache.Key(in)
+	return credkey.Credential(in)
 }
 
 func sessionKey(r *OIDCRequest) string {
-	scopes := slices.Clone(r.Scopes)
-	slices.Sort(scopes)
-	k, _ := credcache.Key(struct {
-		Kind, Issuer, ClientID string
-		Scopes                 []string
-		CA                     string
-	}{"session", r.Issuer, r.ClientID, slices.Compact(scopes), hashOf(r.CABundle)})
-	return "sess-" + k
+	return credkey.Session(r.Issuer, r.ClientID, r.Scopes, r.CABundle)
 }
 
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
@@ -398,9 +361,6 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,
 	})
 }
-
-// DefaultLockDir keeps lock files beside the file cache.
-func DefaultLockDir() string { return filepath.Join(ConfigDir(), "locks") }
 
 // Logout forgets the credential and the OIDC session that LoginOIDC would
 // use for r and exec. It reports whether anything was removed.

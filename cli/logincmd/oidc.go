@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
@@ -255,7 +256,7 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 }
 
 func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, error) {
-	store, err := login.OpenStore(cacheMode, s.ErrOut)
+	store, err := credstore.Open(cacheMode, s.ErrOut)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +267,7 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 		}
 	}
 	return &login.Engine{
-		Store: store, LockDir: login.DefaultLockDir(), UI: ui, Stdout: s.Out,
+		Store: store, LockDir: credstore.DefaultLockDir(), UI: ui, Stdout: s.Out,
 		Exchange: conciergeclient.Exchange,
 	}, nil
 }

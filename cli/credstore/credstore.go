@@ -1,4 +1,8 @@
-package login
+// Package credstore opens the store `pinniped login` caches credentials in:
+// the OS keyring with a file fallback, files, or nothing. It is shared by the
+// lean front binary (which answers kubectl from the cache) and the engine, so
+// both always read and write the same place.
+package credstore
 
 import (
 	"context"
@@ -16,6 +20,9 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 )
 
+// DefaultLockDir keeps lock files beside the file cache.
+func DefaultLockDir() string { return filepath.Join(ConfigDir(), "locks") }
+
 // ConfigDir is $XDG_CONFIG_HOME/pinniped or ~/.config/pinniped.
 func ConfigDir() string {
 	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
@@ -28,10 +35,10 @@ func ConfigDir() string {
 	return filepath.Join(home, ".config", "pinniped")
 }
 
-// OpenStore returns the store the --credential-cache flag asks for:
+// Open returns the store the --credential-cache flag asks for:
 // "keyring" (default; falls back to files when no keyring works), "file",
 // "none", or a path (upstream Pinniped's form), meaning files in its directory.
-func OpenStore(mode string, warn io.Writer) (cache.Store, error) {
+func Open(mode string, warn io.Writer) (cache.Store, error) {
 	dir := filepath.Join(ConfigDir(), "credentials")
 	switch {
 	case mode == "" || mode == "none":

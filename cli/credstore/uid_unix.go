@@ -1,6 +1,6 @@
 //go:build !windows
 
-package login
+package credstore
 
 import (
 	"os"
