@@ -5,13 +5,11 @@ package logincmd
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -20,6 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/tui"
@@ -49,35 +48,18 @@ expire, so most kubectl calls cost a cache read.`,
 	return cmd
 }
 
-type conciergeFlags struct {
-	enabled      bool
-	endpoint     string
-	caBundleData string
-	suffix       string
-	authType     string
-	authName     string
-}
-
-func (c *conciergeFlags) add(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.BoolVar(&c.enabled, "enable-concierge", false, "trade the token for a cluster credential at the pinniped agent")
-	f.StringVar(&c.endpoint, "concierge-endpoint", "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)")
-	f.StringVar(&c.caBundleData, "concierge-ca-bundle-data", "", "base64 PEM CA bundle of --concierge-endpoint")
-	f.StringVar(&c.suffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
-	f.StringVar(&c.authType, "concierge-authenticator-type", "", "jwt or webhook")
-	f.StringVar(&c.authName, "concierge-authenticator-name", "", "name of the JWTAuthenticator or WebhookAuthenticator")
-}
-
-func (c *conciergeFlags) config() (*conciergeclient.Config, error) {
-	if !c.enabled {
+// conciergeConfig turns the --concierge-* flags into the exchange client's
+// settings; nil when --enable-concierge is off.
+func conciergeConfig(c *loginflags.Concierge) (*conciergeclient.Config, error) {
+	if !c.Enabled {
 		return nil, nil
 	}
-	ca, err := base64.StdEncoding.DecodeString(c.caBundleData)
+	ca, err := c.CABundle()
 	if err != nil {
-		return nil, fmt.Errorf("--concierge-ca-bundle-data is not base64: %w", err)
+		return nil, err
 	}
-	cfg := &conciergeclient.Config{Endpoint: c.endpoint, CABundle: ca, APIGroupSuffix: c.suffix,
-		AuthenticatorType: c.authType, AuthenticatorName: c.authName}
+	cfg := &conciergeclient.Config{Endpoint: c.Endpoint, CABundle: ca, APIGroupSuffix: c.Suffix,
+		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,20 +68,7 @@ func (c *conciergeFlags) config() (*conciergeclient.Config, error) {
 
 // OIDCOptions are the inputs of `pinniped login oidc`.
 type OIDCOptions struct {
-	Issuer, ClientID         string
-	Scopes                   []string
-	ListenPort               int
-	SkipBrowser, SkipListen  bool
-	CABundlePaths            []string
-	CABundleData             []string
-	RequestAudience          string
-	CredentialCache          string
-	SessionCache             string
-	Flow                     string
-	UpstreamName, UpstreamTy string
-	UpstreamFlow             string
-	Timeout                  time.Duration
-	concierge                conciergeFlags
+	loginflags.OIDC
 
 	streams Streams
 	request *login.OIDCRequest
@@ -147,28 +116,7 @@ Concurrent kubectl calls share one login. When kubectl runs non-interactively
 			return o.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Issuer, "issuer", "", "OIDC issuer URL (https)")
-	f.StringVar(&o.ClientID, "client-id", "pinniped-cli", "OIDC client ID")
-	f.StringSliceVar(&o.Scopes, "scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request")
-	f.IntVar(&o.ListenPort, "listen-port", 0, "port of the 127.0.0.1 callback listener (default: any free port)")
-	f.BoolVar(&o.SkipBrowser, "skip-browser", false, "print the login link instead of opening a browser")
-	f.BoolVar(&o.SkipListen, "skip-listen", false, "no callback listener: paste the code instead")
-	f.StringSliceVar(&o.CABundlePaths, "ca-bundle", nil, "PEM file of CAs for the issuer (repeatable)")
-	f.StringSliceVar(&o.CABundleData, "ca-bundle-data", nil, "base64 PEM CA bundle for the issuer (repeatable)")
-	f.StringVar(&o.RequestAudience, "request-audience", "", "trade the ID token for one with this audience (RFC 8693)")
-	f.StringVar(&o.CredentialCache, "credential-cache", "keyring", "where to cache credentials: keyring, file, none")
-	f.StringVar(&o.SessionCache, "session-cache", "", "accepted for upstream compatibility; sessions live with --credential-cache")
-	f.StringVar(&o.Flow, "flow", "", "interactive login method: browser, device or password (default: browser with a paste prompt)")
-	f.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
-	f.StringVar(&o.UpstreamTy, "upstream-identity-provider-type", "oidc", "its type (oidc, ldap, activedirectory, github)")
-	f.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
-	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on an interactive login after this long")
-	f.Bool("debug-session-cache", false, "accepted for upstream compatibility; ignored")
-	for _, h := range []string{"skip-listen", "debug-session-cache", "session-cache"} {
-		_ = f.MarkHidden(h)
-	}
-	o.concierge.add(cmd)
+	o.AddFlags(cmd.Flags())
 	return cmd, o
 }
 
@@ -188,7 +136,7 @@ func (o *OIDCOptions) complete(exec *execcred.Request) error {
 	} else if !strings.HasPrefix(o.Issuer, "https://") {
 		errs = append(errs, fmt.Errorf("--issuer %q must be an https URL", o.Issuer))
 	}
-	ca, err := readCAs(o.CABundlePaths, o.CABundleData)
+	ca, err := o.IssuerCABundle()
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -204,7 +152,7 @@ func (o *OIDCOptions) complete(exec *execcred.Request) error {
 	if o.UpstreamFlow == "cli_password" {
 		flow = login.FlowPassword
 	}
-	conc, err := o.concierge.config()
+	conc, err := conciergeConfig(&o.Concierge)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -270,25 +218,4 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 		Store: store, LockDir: credstore.DefaultLockDir(), UI: ui, Stdout: s.Out,
 		Exchange: conciergeclient.Exchange,
 	}, nil
-}
-
-func readCAs(paths, data []string) ([]byte, error) {
-	var out []byte
-	for _, p := range paths {
-		b, err := os.ReadFile(p) //nolint:gosec // the user names the file
-		if err != nil {
-			return nil, fmt.Errorf("--ca-bundle: %w", err)
-		}
-		out = append(out, b...)
-		out = append(out, '\n')
-	}
-	for _, d := range data {
-		b, err := base64.StdEncoding.DecodeString(d)
-		if err != nil {
-			return nil, fmt.Errorf("--ca-bundle-data is not base64: %w", err)
-		}
-		out = append(out, b...)
-		out = append(out, '\n')
-	}
-	return out, nil
 }
