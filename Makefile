@@ -12,9 +12,9 @@ TOOLS   := .ci/tools.sh
 
 all: build
 
-## build: the two binaries into ./bin
+## build: the binaries into ./bin (pinniped needs pinniped-engine beside it)
 build:
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-agent
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-engine ./cmd/pinniped-agent
 
 ## test: everything CI checks, in order of cost
 test: check unit e2e release-snapshot

@@ -30,7 +30,7 @@ echo "    $bindir"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/testbed" ./e2e/cmd/testbed
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/pinniped" ./cmd/pinniped
+CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/" ./cmd/pinniped ./cmd/pinniped-engine
 tb() { "$work/testbed" "$@" --name "$name"; }
 in_bed() { "$work/testbed" exec --name "$name" -- "$@"; }
 

@@ -122,10 +122,20 @@ func RepoRoot(t testing.TB) string {
 }
 
 // BuildStatic builds a package of this module as a static binary (for an image) and returns
-// its path. pkg is relative to the module root, e.g. "./cmd/pinniped-agent".
+// its path. pkg is relative to the module root, e.g. "./cmd/pinniped-agent". For
+// "./cmd/pinniped" it also builds pinniped-engine beside it, as a release unpacks them.
 func BuildStatic(t testing.TB, pkg string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	dir := t.TempDir()
+	if pkg == "./cmd/pinniped" {
+		buildStaticInto(t, "./cmd/pinniped-engine", dir)
+	}
+	return buildStaticInto(t, pkg, dir)
+}
+
+func buildStaticInto(t testing.TB, pkg, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
 	// A cold static build of the agent takes minutes on 2 cores: take the machine-wide
 	// heavy-build lock so it never runs beside another heavy build.
 	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-o", out, pkg)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/progress"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
@@ -224,11 +225,7 @@ func (o *Options) Run(ctx context.Context) error {
 		SkipListen: o.OIDCSkipListen,
 	}
 	if params.PinnipedPath == "" {
-		if exe, err := os.Executable(); err == nil {
-			params.PinnipedPath, _ = filepath.Abs(exe)
-		} else {
-			params.PinnipedPath = "pinniped"
-		}
+		params.PinnipedPath = frontPath()
 	}
 
 	server, serverCA := cluster.Server, ca
@@ -427,4 +424,26 @@ func readFiles(paths []string) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
+}
+
+// frontPath is the `pinniped` binary kubectl should run: the lean front
+// (which answers from the cache and starts this engine when it must), as it
+// told us when it handed over; else this binary.
+func frontPath() string {
+	if p := os.Getenv(handoff.FrontPathEnv); p != "" {
+		return p
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "pinniped"
+	}
+	exe, _ = filepath.Abs(exe)
+	// The engine run by hand: the front beside it, if it is there.
+	if strings.TrimSuffix(filepath.Base(exe), ".exe") == handoff.EngineName {
+		front := filepath.Join(filepath.Dir(exe), strings.Replace(filepath.Base(exe), handoff.EngineName, "pinniped", 1))
+		if _, err := os.Stat(front); err == nil {
+			return front
+		}
+	}
+	return exe
 }

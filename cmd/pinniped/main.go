@@ -1,30 +1,20 @@
-// Command pinniped is the user and administrator CLI.
+// Command pinniped is the CLI people and kubectl run. It is deliberately
+// tiny: kubectl starts it before nearly every request, and the only answer
+// needed then is a cached credential, which it gives by itself. For
+// everything else it hands over to pinniped-engine beside it (same
+// arguments, environment and terminal).
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/pinniped-kit/pinniped/cli/commands"
-	cliversion "github.com/pinniped-kit/pinniped/cli/version"
-)
-
-// Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
-var (
-	version = "dev"
-	commit  = ""
-	date    = ""
+	"github.com/pinniped-kit/pinniped/cli/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	info := cliversion.Info{Version: version, Commit: commit, BuildDate: date}
-	code := commands.Execute(ctx, streams, info, os.Args[1:])
-	stop()
-	os.Exit(code)
+	if fastlogin.Answer(os.Args[1:], fastlogin.Env{Getenv: os.Getenv, LookupEnv: os.LookupEnv}, os.Stdout) {
+		return
+	}
+	os.Exit(handoff.Run(os.Args[1:]))
 }

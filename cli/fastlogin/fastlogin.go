@@ -1,0 +1,148 @@
+// Package fastlogin answers kubectl's most frequent question, `pinniped login
+// oidc|static` with a valid cached credential, inside the lean front binary.
+// kubectl runs the plugin before nearly every request, and Go runs the init
+// of every package a binary links before main: the engine's login flows
+// (OIDC, HTTP/2, the TUI, apimachinery) cost milliseconds of start-up that a
+// cache hit does not need. Everything here links only the standard library,
+// pflag and the cache packages.
+//
+// Anything it cannot answer with certainty (a miss, an expired entry, a bad
+// flag, --help, an unreadable cache) it leaves to the engine, which decides
+// again from scratch and prints the errors: Answer writes nothing then.
+package fastlogin
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/credkey"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/loginflags"
+)
+
+// Env is the process environment.
+type Env struct {
+	Getenv    func(string) string
+	LookupEnv func(string) (string, bool)
+}
+
+// timeout bounds the cache read; the keyring store has its own, shorter one.
+const timeout = 5 * time.Second
+
+// Answer prints the ExecCredential for args (the command line after
+// "pinniped") and reports true when it could; false means the engine must run.
+func Answer(args []string, env Env, stdout io.Writer) bool {
+	if len(args) < 2 || args[0] != "login" {
+		return false
+	}
+	exec, err := execcred.ParseRequest(env.Getenv(execcred.EnvVar))
+	if err != nil {
+		return false
+	}
+	fs := pflag.NewFlagSet("pinniped login", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var status *execcred.Status
+	switch args[1] {
+	case "oidc":
+		var o loginflags.OIDC
+		o.AddFlags(fs)
+		if !parse(fs, args[2:]) {
+			return false
+		}
+		status = oidc(&o, exec)
+	case "static":
+		var s loginflags.Static
+		s.AddFlags(fs)
+		if !parse(fs, args[2:]) {
+			return false
+		}
+		status = static(&s, exec, env)
+	}
+	if status == nil {
+		return false
+	}
+	return execcred.Write(stdout, exec.APIVersion, *status) == nil
+}
+
+// parse accepts only what the engine would accept without complaint; help
+// and stray arguments go to the engine.
+func parse(fs *pflag.FlagSet, args []string) bool {
+	return fs.Parse(args) == nil && fs.NArg() == 0
+}
+
+func oidc(o *loginflags.OIDC, exec *execcred.Request) *execcred.Status {
+	// The engine refuses these however valid a cached credential is.
+	if !strings.HasPrefix(o.Issuer, "https://") || !slices.Contains(loginflags.Flows, o.Flow) {
+		return nil
+	}
+	ca, err := o.IssuerCABundle()
+	if err != nil {
+		return nil
+	}
+	in := credkey.Inputs{Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, RequestAudience: o.RequestAudience, CABundle: ca}
+	if !withConcierge(&in, &o.Concierge) {
+		return nil
+	}
+	return cached(o.CredentialCache, in, exec)
+}
+
+func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Status {
+	token, err := s.ResolveToken(env.LookupEnv)
+	if err != nil || token == "" {
+		return nil
+	}
+	if !s.Concierge.Enabled {
+		// The token is the credential: nothing to cache or look up.
+		return &execcred.Status{Token: token}
+	}
+	in := credkey.Inputs{StaticToken: token}
+	if !withConcierge(&in, &s.Concierge) {
+		return nil
+	}
+	return cached(s.CredentialCache, in, exec)
+}
+
+func withConcierge(in *credkey.Inputs, c *loginflags.Concierge) bool {
+	if !c.Enabled {
+		return true
+	}
+	ca, err := c.CABundle()
+	if err != nil || !strings.HasPrefix(c.Endpoint, "https://") || c.AuthName == "" {
+		return false
+	}
+	in.Concierge = &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
+		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName, CABundle: ca}
+	return true
+}
+
+func cached(mode string, in credkey.Inputs, exec *execcred.Request) *execcred.Status {
+	if exec.Cluster != nil {
+		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
+	}
+	key, err := credkey.Credential(in)
+	if err != nil {
+		return nil
+	}
+	// Warnings are the engine's to print; a read never writes a file.
+	store, err := credstore.Open(mode, io.Discard)
+	if err != nil || store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cred, ok, err := (&credcache.Cache{Store: store}).Get(ctx, key)
+	if err != nil || !ok {
+		return nil
+	}
+	exp := cred.ExpirationTimestamp
+	return &execcred.Status{ExpirationTimestamp: &exp, Token: cred.Token,
+		ClientCertificateData: cred.ClientCertificateData, ClientKeyData: cred.ClientKeyData}
+}

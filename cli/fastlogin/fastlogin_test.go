@@ -1,0 +1,184 @@
+package fastlogin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/credkey"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/logincmd"
+)
+
+const (
+	issuerCA    = "-----BEGIN CERTIFICATE-----\nissuer\n-----END CERTIFICATE-----\n"
+	execInfoFmt = `{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential","spec":{"interactive":false,"cluster":{"server":"https://10.0.0.1:6443","certificate-authority-data":"Y2x1c3Rlcg=="}}}`
+)
+
+var env = fastlogin.Env{Getenv: os.Getenv, LookupEnv: os.LookupEnv}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// concierge CA: a real PEM certificate, as the engine validates it.
+var conciergeCA = func() string {
+	b, err := os.ReadFile("testdata/ca.pem")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+func oidcArgs(extra ...string) []string {
+	return append([]string{"login", "oidc", "--issuer=https://dex.example.com", "--client-id=pinniped-cli",
+		"--scopes=openid,groups", "--ca-bundle-data=" + b64(issuerCA),
+		"--enable-concierge", "--concierge-endpoint=https://10.0.0.1:6443", "--concierge-ca-bundle-data=" + b64(conciergeCA),
+		"--concierge-authenticator-type=jwt", "--concierge-authenticator-name=dex", "--credential-cache=file"}, extra...)
+}
+
+func setup(t *testing.T, version string) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("KUBERNETES_EXEC_INFO", strings.Replace(execInfoFmt, "%s", version, 1))
+}
+
+// put caches a credential under the key the front computes for the OIDC
+// arguments above.
+func put(t *testing.T, in credkey.Inputs, expires time.Time) {
+	t.Helper()
+	in.ClusterServer, in.ClusterCA = "https://10.0.0.1:6443", []byte("cluster")
+	key, err := credkey.Credential(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := credstore.Open("file", nil)
+	c := &credcache.Cache{Store: store}
+	if err := c.Put(context.Background(), key, "test", credcache.Credential{ClientCertificateData: "CERT", ClientKeyData: "KEY", ExpirationTimestamp: expires}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func oidcInputs() credkey.Inputs {
+	return credkey.Inputs{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid", "groups"},
+		CABundle: []byte(issuerCA + "\n"), Concierge: &credkey.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
+			AuthenticatorType: "jwt", AuthenticatorName: "dex", CABundle: []byte(conciergeCA)}}
+}
+
+func answer(t *testing.T, args []string) (bool, string) {
+	t.Helper()
+	var out bytes.Buffer
+	ok := fastlogin.Answer(args, env, &out)
+	if !ok && out.Len() > 0 {
+		t.Fatalf("no answer, but wrote %q", out.String())
+	}
+	return ok, out.String()
+}
+
+func TestCacheHitMissAndExpiry(t *testing.T) {
+	setup(t, "v1")
+	if ok, _ := answer(t, oidcArgs()); ok {
+		t.Fatal("answered from an empty cache")
+	}
+	put(t, oidcInputs(), time.Now().Add(20*time.Second)) // inside the 30 s skew
+	if ok, _ := answer(t, oidcArgs()); ok {
+		t.Fatal("answered with a credential about to expire")
+	}
+	put(t, oidcInputs(), time.Now().Add(5*time.Minute))
+	ok, out := answer(t, oidcArgs())
+	var cred struct {
+		APIVersion string `json:"apiVersion"`
+		Status     struct {
+			ClientCertificateData string `json:"clientCertificateData"`
+			ExpirationTimestamp   string `json:"expirationTimestamp"`
+		} `json:"status"`
+	}
+	if !ok || json.Unmarshal([]byte(out), &cred) != nil || cred.APIVersion != "client.authentication.k8s.io/v1" ||
+		cred.Status.ClientCertificateData != "CERT" || cred.Status.ExpirationTimestamp == "" {
+		t.Fatalf("cache hit: %v %s", ok, out)
+	}
+	// Flag order does not matter; what kubectl asks for does.
+	args := oidcArgs()
+	args[2], args[len(args)-1] = args[len(args)-1], args[2]
+	if ok, _ := answer(t, args); !ok {
+		t.Fatal("reordered flags missed the cache")
+	}
+	t.Setenv("KUBERNETES_EXEC_INFO", strings.Replace(execInfoFmt, "%s", "v1beta1", 1))
+	if ok, out := answer(t, oidcArgs()); !ok || !strings.Contains(out, `"client.authentication.k8s.io/v1beta1"`) {
+		t.Fatalf("v1beta1: %s", out)
+	}
+
+	// Whatever the engine would refuse or explain goes to the engine.
+	for name, args := range map[string][]string{
+		"help":           oidcArgs("--help"),
+		"unknown flag":   oidcArgs("--nope"),
+		"stray argument": oidcArgs("extra"),
+		"bad flow":       oidcArgs("--flow=carrier-pigeon"),
+		"http issuer":    oidcArgs("--issuer=http://dex.example.com"),
+		"no cache":       oidcArgs("--credential-cache=none"),
+		"other command":  {"version"},
+		"login alone":    {"login"},
+	} {
+		if ok, _ := answer(t, args); ok {
+			t.Errorf("%s: answered", name)
+		}
+	}
+	t.Setenv("KUBERNETES_EXEC_INFO", `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v9"}`)
+	if ok, _ := answer(t, oidcArgs()); ok {
+		t.Error("answered an exec info version the engine refuses")
+	}
+}
+
+// TestEngineAgreesOnTheKey: the engine, given the same arguments, finds the
+// credential the front finds, without trying to log in (there is no issuer).
+func TestEngineAgreesOnTheKey(t *testing.T) {
+	setup(t, "v1")
+	put(t, oidcInputs(), time.Now().Add(5*time.Minute))
+	var out, errOut bytes.Buffer
+	cmd := logincmd.NewCommand(logincmd.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(oidcArgs()[1:])
+	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
+		t.Fatalf("the engine did not find the front's credential: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+
+	// login static, with the agent: same agreement.
+	t.Setenv("MY_TOKEN", "s3cret")
+	staticArgs := []string{"login", "static", "--token-env=MY_TOKEN", "--enable-concierge", "--concierge-endpoint=https://10.0.0.1:6443",
+		"--concierge-ca-bundle-data=" + b64(conciergeCA), "--concierge-authenticator-type=webhook", "--concierge-authenticator-name=hook", "--credential-cache=file"}
+	if ok, _ := answer(t, staticArgs); ok {
+		t.Fatal("static: answered from an empty cache")
+	}
+	put(t, credkey.Inputs{StaticToken: "s3cret", Concierge: &credkey.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
+		AuthenticatorType: "webhook", AuthenticatorName: "hook", CABundle: []byte(conciergeCA)}}, time.Now().Add(5*time.Minute))
+	if ok, out := answer(t, staticArgs); !ok || !strings.Contains(out, `"CERT"`) {
+		t.Fatalf("static hit: %v %s", ok, out)
+	}
+	out.Reset()
+	cmd = logincmd.NewCommand(logincmd.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(staticArgs[1:])
+	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
+		t.Fatalf("the engine did not find the front's static credential: %v\n%s", err, errOut.String())
+	}
+}
+
+func TestStaticTokenWithoutAgent(t *testing.T) {
+	setup(t, "v1beta1")
+	t.Setenv("MY_TOKEN", "s3cret")
+	ok, out := answer(t, []string{"login", "static", "--token-env=MY_TOKEN"})
+	if !ok || !strings.Contains(out, `"token":"s3cret"`) || strings.Contains(out, "expirationTimestamp") {
+		t.Fatalf("static token: %v %s", ok, out)
+	}
+	for name, args := range map[string][]string{
+		"both":  {"login", "static", "--token=a", "--token-env=MY_TOKEN"},
+		"unset": {"login", "static", "--token-env=NOT_SET_ANYWHERE"},
+		"none":  {"login", "static"},
+	} {
+		if ok, _ := answer(t, args); ok {
+			t.Errorf("%s: answered; the engine must explain", name)
+		}
+	}
+}
