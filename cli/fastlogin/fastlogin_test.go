@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func setup(t *testing.T, version string) {
 
 // put caches a credential under the key the front computes for the OIDC
 // arguments above.
-func put(t *testing.T, in credkey.Inputs, expires time.Time) {
+func put(t testing.TB, in credkey.Inputs, expires time.Time) {
 	t.Helper()
 	in.ClusterServer, in.ClusterCA = "https://10.0.0.1:6443", []byte("cluster")
 	key, err := credkey.Credential(in)
@@ -179,6 +180,21 @@ func TestStaticTokenWithoutAgent(t *testing.T) {
 	} {
 		if ok, _ := answer(t, args); ok {
 			t.Errorf("%s: answered; the engine must explain", name)
+		}
+	}
+}
+
+// BenchmarkAnswerFileHit is the work of a cache hit after start-up (flags,
+// exec info, key, one file read, the answer); compare with the process
+// start-up in make bench-login.
+func BenchmarkAnswerFileHit(b *testing.B) {
+	b.Setenv("XDG_CONFIG_HOME", b.TempDir())
+	b.Setenv("KUBERNETES_EXEC_INFO", strings.Replace(execInfoFmt, "%s", "v1", 1))
+	put(b, oidcInputs(), time.Now().Add(time.Hour))
+	args := oidcArgs()
+	for b.Loop() {
+		if !fastlogin.Answer(args, env, io.Discard) {
+			b.Fatal("miss")
 		}
 	}
 }
