@@ -111,40 +111,54 @@ func TestExchangeLoad(t *testing.T) {
 			}
 		}
 		for _, conc := range []int{1, 8} {
-			const perWorker = 250
-			var mu sync.Mutex
-			var lat []time.Duration
-			var wg sync.WaitGroup
-			start := time.Now()
-			for range conc {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range perWorker {
-						d, err := target.do()
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						lat = append(lat, d)
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			if len(lat) == 0 {
-				t.Fatal("no exchange succeeded")
-			}
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))].Round(10 * time.Microsecond) }
-			rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.0f | %v | %v |", target.name, conc, len(lat), float64(len(lat))/elapsed.Seconds(), p(0.5), p(0.99)))
+			r := runLoad(t, conc, conc*250, target.do)
+			rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.0f | %v | %v |", target.name, conc, r.n, r.rps, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond)))
 		}
 	}
 	rss := agentRSS(t)
 	t.Logf("TokenCredentialRequest through kube-apiserver to the agent (%s profile, 2 replicas):\n%s\nagent RSS idle: %s; after the run: %s",
 		cfg.Profile, strings.Join(rows, "\n"), idle, rss)
+}
+
+// loadResult is what runLoad measured.
+type loadResult struct {
+	n        int
+	rps      float64
+	p50, p99 time.Duration
+}
+
+// runLoad calls do total times from conc goroutines and reports throughput
+// and latency percentiles; a failed call fails the test.
+func runLoad(t *testing.T, conc, total int, do func() (time.Duration, error)) loadResult {
+	t.Helper()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range total / conc {
+				d, err := do()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(lat) == 0 {
+		t.Fatal("no request succeeded")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
+	return loadResult{len(lat), float64(len(lat)) / elapsed.Seconds(), p(0.5), p(0.99)}
 }
 
 var rssLine = regexp.MustCompile(`(?m)^process_resident_memory_bytes ([0-9.e+]+)$`)

@@ -10,9 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,39 +106,8 @@ func TestProxyLoad(t *testing.T) {
 		}
 		return time.Since(start), nil
 	}
-	type result struct {
-		rps      float64
-		p50, p99 time.Duration
-	}
-	run := func(c *http.Client, url string, conc, total int) result {
-		var mu sync.Mutex
-		var lat []time.Duration
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range total / conc {
-					d, err := get(c, url)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		if len(lat) == 0 {
-			t.Fatal("no request succeeded")
-		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
-		return result{float64(len(lat)) / elapsed.Seconds(), p(0.5), p(0.99)}
+	run := func(c *http.Client, url string, conc, total int) loadResult {
+		return runLoad(t, conc, total, func() (time.Duration, error) { return get(c, url) })
 	}
 
 	rows := []string{
@@ -158,7 +125,7 @@ func TestProxyLoad(t *testing.T) {
 			}
 			// Each target, then all again in the other order, keeping the better of
 			// each: other work on this 2-core machine then biases none of them.
-			best := map[string]result{}
+			best := map[string]loadResult{}
 			for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}} {
 				for _, i := range order {
 					r := run(targets[i].c, targets[i].base+rq.path, conc, total)

@@ -159,15 +159,7 @@ func TestImpersonationProxy(t *testing.T) {
 	})
 
 	t.Run("kubectl is the Dex user through the proxy", func(t *testing.T) {
-		var who struct {
-			Status struct {
-				UserInfo struct {
-					Username string              `json:"username"`
-					Groups   []string            `json:"groups"`
-					Extra    map[string][]string `json:"extra"`
-				} `json:"userInfo"`
-			} `json:"status"`
-		}
+		var who selfSubjectReview
 		if err := json.Unmarshal([]byte(asAlice(t, "auth", "whoami", "-o", "json")), &who); err != nil {
 			t.Fatal(err)
 		}
@@ -286,15 +278,7 @@ subjects:
 		t.Cleanup(func() {
 			_, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding,clusterrole", "proxy-e2e-impersonate-bob")
 		})
-		var who struct {
-			Status struct {
-				UserInfo struct {
-					Username string              `json:"username"`
-					Groups   []string            `json:"groups"`
-					Extra    map[string][]string `json:"extra"`
-				} `json:"userInfo"`
-			} `json:"status"`
-		}
+		var who selfSubjectReview
 		if err := json.Unmarshal([]byte(asAlice(t, "--as=bob@example.com", "auth", "whoami", "-o", "json")), &who); err != nil {
 			t.Fatal(err)
 		}
@@ -470,6 +454,17 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 		t.Logf("API server audit: %s as %s from %v", ev.User.Username, ev.ImpersonatedUser.Username, ev.SourceIPs)
 		return nil
 	})
+}
+
+// selfSubjectReview is what `kubectl auth whoami -o json` prints.
+type selfSubjectReview struct {
+	Status struct {
+		UserInfo struct {
+			Username string              `json:"username"`
+			Groups   []string            `json:"groups"`
+			Extra    map[string][]string `json:"extra"`
+		} `json:"userInfo"`
+	} `json:"status"`
 }
 
 type auditRecord struct {
