@@ -1,7 +1,7 @@
 // Package frontproxy authenticates requests that the kube-apiserver's
 // aggregation layer forwards to the agent: the client certificate must chain
 // to the requestheader CA and carry an allowed name, and the user is read
-// from the X-Remote-* headers. All of it is k8s.io/apiserver's code; this
+// from the X-Remote-* headers. The checks are k8s.io/apiserver's code; this
 // package wires it to the kube-system/extension-apiserver-authentication
 // ConfigMap, which the kube-apiserver keeps current, and reloads on change.
 package frontproxy
@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/lru"
 )
 
 // The ConfigMap kube-apiserver publishes for extension API servers.
@@ -62,12 +63,18 @@ func NewSource(ctx context.Context, client kubernetes.Interface, waitFor time.Du
 			ConfigMapNamespace, ConfigMapName, waitFor)
 	}
 	return &Source{
-		Authenticator: headerrequest.NewDynamicVerifyOptionsSecure(ca.VerifyOptions,
-			headerrequest.StringSliceProviderFunc(headers.AllowedClientNames),
-			headerrequest.StringSliceProviderFunc(headers.UsernameHeaders),
-			headerrequest.StringSliceProviderFunc(headers.UIDHeaders),
-			headerrequest.StringSliceProviderFunc(headers.GroupHeaders),
-			headerrequest.StringSliceProviderFunc(headers.ExtraHeaderPrefixes)),
+		Authenticator: &verifiedProxy{
+			verifyOptions: ca.VerifyOptions,
+			caBundle:      ca.CurrentCABundleContent,
+			allowedNames:  headers.AllowedClientNames,
+			headers: headerrequest.NewDynamic(
+				headerrequest.StringSliceProviderFunc(headers.UsernameHeaders),
+				headerrequest.StringSliceProviderFunc(headers.UIDHeaders),
+				headerrequest.StringSliceProviderFunc(headers.GroupHeaders),
+				headerrequest.StringSliceProviderFunc(headers.ExtraHeaderPrefixes)),
+			now: time.Now,
+			lru: lru.New(verifiedCacheSize),
+		},
 	}, nil
 }
 
