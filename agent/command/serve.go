@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/logbuffer"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/server"
 )
@@ -39,7 +40,11 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
   pinniped-agent serve --kubeconfig=$HOME/.kube/config --namespace=pinniped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+			// Batched: see package logbuffer. Closed before returning, so a
+			// fatal error is printed after every line logged before it.
+			logs := logbuffer.New(cmd.ErrOrStderr(), logbuffer.DefaultDelay)
+			defer func() { _ = logs.Close() }()
+			log, err := newLogger(logs, logFormat, logLevel)
 			if err != nil {
 				return err
 			}
