@@ -4,7 +4,6 @@
 package execcred
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -42,28 +41,21 @@ func ParseRequest(env string) (*Request, error) {
 	if env == "" {
 		return &Request{APIVersion: V1, Interactive: true}, nil
 	}
-	var raw struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Spec       struct {
-			Interactive *bool    `json:"interactive"`
-			Cluster     *Cluster `json:"cluster"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal([]byte(env), &raw); err != nil {
+	raw, err := decodeRequest(env)
+	if err != nil {
 		return nil, fmt.Errorf("%s is not valid JSON: %w", EnvVar, err)
 	}
 	if raw.Kind != "" && raw.Kind != "ExecCredential" {
 		return nil, fmt.Errorf("%s has kind %q, want ExecCredential", EnvVar, raw.Kind)
 	}
-	req := &Request{APIVersion: raw.APIVersion, Cluster: raw.Spec.Cluster}
+	req := &Request{APIVersion: raw.APIVersion, Cluster: raw.Cluster}
 	switch raw.APIVersion {
 	case V1:
 		// v1 always says whether a person is there.
-		req.Interactive = raw.Spec.Interactive != nil && *raw.Spec.Interactive
+		req.Interactive = raw.Interactive != nil && *raw.Interactive
 	case V1beta1:
 		// v1beta1 may omit it; older kubectls meant "yes" by omission.
-		req.Interactive = raw.Spec.Interactive == nil || *raw.Spec.Interactive
+		req.Interactive = raw.Interactive == nil || *raw.Interactive
 	case "":
 		return nil, fmt.Errorf("%s has no apiVersion", EnvVar)
 	default:
@@ -87,14 +79,7 @@ func Write(w io.Writer, apiVersion string, s Status) error {
 		t := s.ExpirationTimestamp.UTC().Truncate(time.Second)
 		s.ExpirationTimestamp = &t
 	}
-	b, err := json.Marshal(struct {
-		Kind       string `json:"kind"`
-		APIVersion string `json:"apiVersion"`
-		Spec       struct {
-			Interactive bool `json:"interactive"`
-		} `json:"spec"`
-		Status Status `json:"status"`
-	}{Kind: "ExecCredential", APIVersion: apiVersion, Status: s})
+	b, err := appendCredential(make([]byte, 0, 256+len(s.Token)+len(s.ClientCertificateData)+len(s.ClientKeyData)), apiVersion, s)
 	if err != nil {
 		return err
 	}
