@@ -59,15 +59,21 @@ type indexEntry struct {
 // inputs are marshalled as JSON (struct fields in declaration order, map keys
 // sorted), so equal inputs give equal keys whatever the flag order was.
 func Key(inputs any) (string, error) {
-	b, err := json.Marshal(struct {
-		V      string `json:"v"`
-		Inputs any    `json:"inputs"`
-	}{keyVersion, inputs})
+	b, err := json.Marshal(inputs)
 	if err != nil {
 		return "", fmt.Errorf("cache key: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return "cred-" + hex.EncodeToString(sum[:]), nil
+	return KeyOfJSON(b), nil
+}
+
+// KeyOfJSON is Key for inputs already encoded as encoding/json would encode
+// them: the key is the SHA-256 of {"v":keyVersion,"inputs":inputs}.
+func KeyOfJSON(inputs []byte) string {
+	h := sha256.New()
+	h.Write([]byte(`{"v":"` + keyVersion + `","inputs":`))
+	h.Write(inputs)
+	h.Write([]byte("}"))
+	return "cred-" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Cache reads and writes credentials.
@@ -103,8 +109,8 @@ func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) 
 	if err != nil {
 		return nil, false, err
 	}
-	var e entry
-	if err := json.Unmarshal(raw, &e); err != nil || e.Version != 1 || !usable(&e.Credential) {
+	e, err := decodeEntry(raw)
+	if err != nil || e.Version != 1 || !usable(&e.Credential) {
 		_ = c.Store.Delete(ctx, key)
 		return nil, false, nil //nolint:nilerr // a corrupt entry is a miss, never a failure
 	}

@@ -422,8 +422,16 @@ func (d *Decoder) str() (string, error) {
 				return "", d.syntax("invalid escape in string")
 			}
 		case c < utf8.RuneSelf:
-			out = append(out, c)
-			d.i++
+			// A run of plain ASCII is copied at once.
+			j := d.i + 1
+			for j < len(d.data) {
+				if c := d.data[j]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+					break
+				}
+				j++
+			}
+			out = append(out, d.data[d.i:j]...)
+			d.i = j
 		default:
 			r, size := utf8.DecodeRune(d.data[d.i:])
 			if r == utf8.RuneError && size == 1 {

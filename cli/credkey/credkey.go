@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/minijson"
 )
 
 // Inputs are everything that determines a cluster credential. Two runs with
@@ -34,33 +35,62 @@ type Concierge struct {
 	CABundle                                                       []byte
 }
 
-// wire is the hashed form; its JSON is the key's contents, so its field
-// names must not change (cached credentials would be orphaned).
-type wire struct {
-	Issuer          string   `json:"issuer"`
-	ClientID        string   `json:"clientID"`
-	Scopes          []string `json:"scopes"`
-	RequestAudience string   `json:"requestAudience,omitempty"`
-	CABundleHash    string   `json:"caBundle,omitempty"`
-	Concierge       *struct {
-		Endpoint, Suffix, Type, Name, CAHash string
-	} `json:"concierge,omitempty"`
-	ClusterServer string `json:"clusterServer,omitempty"`
-	ClusterCAHash string `json:"clusterCA,omitempty"`
-	StaticToken   string `json:"staticTokenHash,omitempty"`
+// Credential is the cache key of the cluster credential for in: the hash of
+// the JSON below. Its member names and order must not change (cached
+// credentials would be orphaned); it is written without reflection because
+// the lean front computes it on every kubectl call, and a test holds it to
+// encoding/json's encoding of the equivalent tagged struct.
+func Credential(in Inputs) (string, error) {
+	b := make([]byte, 0, 512)
+	b = append(b, `{"issuer":`...)
+	b = minijson.AppendString(b, in.Issuer)
+	b = append(b, `,"clientID":`...)
+	b = minijson.AppendString(b, in.ClientID)
+	b = append(b, `,"scopes":`...)
+	if scopes := canonical(in.Scopes); scopes == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, s := range scopes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = minijson.AppendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	b = optional(b, "requestAudience", in.RequestAudience)
+	b = optional(b, "caBundle", hashOf(in.CABundle))
+	if c := in.Concierge; c != nil {
+		b = append(b, `,"concierge":{"Endpoint":`...)
+		b = minijson.AppendString(b, c.Endpoint)
+		b = append(b, `,"Suffix":`...)
+		b = minijson.AppendString(b, c.APIGroupSuffix)
+		b = append(b, `,"Type":`...)
+		b = minijson.AppendString(b, c.AuthenticatorType)
+		b = append(b, `,"Name":`...)
+		b = minijson.AppendString(b, c.AuthenticatorName)
+		b = append(b, `,"CAHash":`...)
+		b = minijson.AppendString(b, hashOf(c.CABundle))
+		b = append(b, '}')
+	}
+	b = optional(b, "clusterServer", in.ClusterServer)
+	b = optional(b, "clusterCA", hashOf(in.ClusterCA))
+	if in.StaticToken != "" {
+		b = optional(b, "staticTokenHash", hashOf([]byte(in.StaticToken)))
+	}
+	return credcache.KeyOfJSON(append(b, '}')), nil
 }
 
-// Credential is the cache key of the cluster credential for in.
-func Credential(in Inputs) (string, error) {
-	w := wire{Issuer: in.Issuer, ClientID: in.ClientID, Scopes: canonical(in.Scopes), RequestAudience: in.RequestAudience,
-		CABundleHash: hashOf(in.CABundle), ClusterServer: in.ClusterServer, ClusterCAHash: hashOf(in.ClusterCA)}
-	if in.StaticToken != "" {
-		w.StaticToken = hashOf([]byte(in.StaticToken))
+// optional appends ,"name":value unless value is empty (omitempty).
+func optional(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
 	}
-	if c := in.Concierge; c != nil {
-		w.Concierge = &struct{ Endpoint, Suffix, Type, Name, CAHash string }{c.Endpoint, c.APIGroupSuffix, c.AuthenticatorType, c.AuthenticatorName, hashOf(c.CABundle)}
-	}
-	return credcache.Key(w)
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return minijson.AppendString(b, value)
 }
 
 // Session is the cache key of the OIDC session (ID, access and refresh

@@ -136,8 +136,13 @@ func cached(mode string, in credkey.Inputs, exec *execcred.Request) *execcred.St
 	if err != nil || store == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	ctx := context.Background()
+	if mode != "file" {
+		// A file read needs no timer (the first one costs start-up time).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	cred, ok, err := (&credcache.Cache{Store: store}).Get(ctx, key)
 	if err != nil || !ok {
 		return nil
