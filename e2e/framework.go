@@ -138,7 +138,9 @@ func buildStaticInto(t testing.TB, pkg, dir string) string {
 	out := filepath.Join(dir, filepath.Base(pkg))
 	// A cold static build of the agent takes minutes on 2 cores: take the machine-wide
 	// heavy-build lock so it never runs beside another heavy build.
-	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-o", out, pkg)
+	// Flags as a release builds them (goreleaser.yaml), so the tests and
+	// benchmarks run what ships.
+	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {

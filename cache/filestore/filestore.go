@@ -53,7 +53,7 @@ func (s *Store) ensureDir() error {
 
 // Get implements cache.Store.
 func (s *Store) Get(_ context.Context, key string) ([]byte, error) {
-	b, err := os.ReadFile(s.path(key))
+	b, err := readFile(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, cache.ErrNotFound
 	}
