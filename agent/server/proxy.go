@@ -18,7 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -137,17 +137,19 @@ func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface,
 		},
 		DeleteFunc: func(any) { p.poke(); kickStatus() },
 	})
-	nsFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.Namespace))
-	secretInformer := nsFactory.Core().V1().Secrets()
-	p.secrets = secretInformer.Lister()
+	// Typed informers made one by one, not through informers.SharedInformerFactory:
+	// the factory reaches every API group's informer and lister, and linking
+	// those grew the agent's binary (and resident memory) for nothing.
+	secretInformer := corev1informers.NewSecretInformer(kube, o.Namespace, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p.secrets = corev1listers.NewSecretLister(secretInformer.GetIndexer())
 	onChange := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.poke(); kickStatus() },
 		UpdateFunc: func(any, any) { p.poke(); kickStatus() },
 		DeleteFunc: func(any) { p.poke(); kickStatus() },
 	}
-	_, _ = secretInformer.Informer().AddEventHandler(onChange)
+	_, _ = secretInformer.AddEventHandler(onChange)
 	// The load balancer's address arrives as a Service status update.
-	serviceInformer := nsFactory.Core().V1().Services().Informer()
+	serviceInformer := corev1informers.NewServiceInformer(kube, o.Namespace, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_, _ = serviceInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			svc, ok := obj.(*corev1.Service)
@@ -160,11 +162,10 @@ func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface,
 		},
 	})
 	ciFactory.Start(ctx.Done())
-	nsFactory.Start(ctx.Done())
-	for name, ok := range nsFactory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("impersonation proxy: could not list %v in namespace %s", name, o.Namespace)
-		}
+	go secretInformer.Run(ctx.Done())
+	go serviceInformer.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), secretInformer.HasSynced, serviceInformer.HasSynced) {
+		return nil, fmt.Errorf("impersonation proxy: could not list Secrets and Services in namespace %s", o.Namespace)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), p.ciInformer.HasSynced) {
 		return nil, fmt.Errorf("impersonation proxy: could not watch CredentialIssuer %s", o.CredentialIssuerName)

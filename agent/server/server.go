@@ -32,6 +32,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+	"github.com/pinniped-kit/pinniped/agent/kubeclient"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
@@ -85,7 +86,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		return err
 	}
 	restConfig.UserAgent = "pinniped-agent"
-	kube, err := kubernetes.NewForConfig(restConfig)
+	kube, err := kubeclient.New(restConfig)
 	if err != nil {
 		return err
 	}
