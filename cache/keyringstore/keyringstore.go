@@ -4,8 +4,8 @@
 //
 //   - every call has a timeout, because Secret Service can block forever on
 //     an unlock prompt nobody sees;
-//   - values are compressed and split into chunks, because Windows caps a
-//     credential at 2560 bytes and macOS at about 3 KB;
+//   - values are split into chunks, because Windows caps a credential at
+//     2560 bytes and macOS at about 3 KB;
 //   - chunks carry a checksum, so a value torn by a concurrent writer reads
 //     as missing, never as garbage;
 //   - on Linux with no session bus it reports "unavailable" without calling
@@ -14,15 +14,12 @@
 package keyringstore
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -160,19 +157,37 @@ func chunkKey(key string, i int) string {
 	return key + "#" + strconv.Itoa(i)
 }
 
-// header is "pv1:<chunks>:<sha256 of the encoded value, 16 hex>:".
-func header(n int, sum string) string { return fmt.Sprintf("pv1:%d:%s:", n, sum) }
+// format tags the value encoding in the header: "pv2" is base64 of the
+// value. Earlier versions wrote "pv1" (gzip, then base64); see
+// RegisterLegacyFormat.
+const format = "pv2"
 
-func parseHeader(v string) (n int, sum, rest string, ok bool) {
+// header is "<format>:<chunks>:<sha256 of the encoded value, 16 hex>:".
+func header(n int, sum string) string { return fmt.Sprintf("%s:%d:%s:", format, n, sum) }
+
+func parseHeader(v string) (tag string, n int, sum, rest string, ok bool) {
 	parts := strings.SplitN(v, ":", 4)
-	if len(parts) != 4 || parts[0] != "pv1" {
-		return 0, "", "", false
+	// Any version's header, so chunks are counted (and deleted) alike.
+	if len(parts) != 4 || !strings.HasPrefix(parts[0], "pv") {
+		return "", 0, "", "", false
 	}
 	n, err := strconv.Atoi(parts[1])
 	if err != nil || n < 1 || n > 1024 {
-		return 0, "", "", false
+		return "", 0, "", "", false
 	}
-	return n, parts[2], parts[3], true
+	return parts[0], n, parts[2], parts[3], true
+}
+
+// legacy decodes values in formats earlier versions wrote, by tag.
+var legacy = map[string]func(encoded string) ([]byte, error){}
+
+// RegisterLegacyFormat lets Get read values written in an older format.
+// pinniped-engine registers gzip's ("pv1") at start-up. The lean front does
+// not: compress/gzip's start-up cost is paid on every kubectl call there,
+// so it sees such a value as missing and hands the call to the engine,
+// which reads it; the next write stores the current format.
+func RegisterLegacyFormat(tag string, decode func(encoded string) ([]byte, error)) {
+	legacy[tag] = decode
 }
 
 func checksum(s string) string {
@@ -189,9 +204,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read from the OS keyring: %w", err)
 	}
-	n, sum, encoded, ok := parseHeader(first)
-	if !ok {
-		return nil, cache.ErrNotFound // not ours, or an older format
+	tag, n, sum, encoded, ok := parseHeader(first)
+	if !ok || (tag != format && legacy[tag] == nil) {
+		return nil, cache.ErrNotFound // not ours, or a format this binary cannot read
 	}
 	var b strings.Builder
 	b.WriteString(encoded)
@@ -207,6 +222,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	if checksum(b.String()) != sum {
 		return nil, cache.ErrNotFound // torn by a concurrent writer
+	}
+	if tag != format {
+		return legacy[tag](b.String())
 	}
 	return decode(b.String())
 }
@@ -250,7 +268,7 @@ func (s *Store) chunkCount(ctx context.Context, key string) int {
 	if err != nil {
 		return 0
 	}
-	n, _, _, ok := parseHeader(first)
+	_, n, _, _, ok := parseHeader(first)
 	if !ok {
 		return 1
 	}
@@ -271,15 +289,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 func encode(value []byte) (string, error) {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if _, err := zw.Write(value); err != nil {
-		return "", err
-	}
-	if err := zw.Close(); err != nil {
-		return "", err
-	}
-	return base64.RawStdEncoding.EncodeToString(buf.Bytes()), nil
+	return base64.RawStdEncoding.EncodeToString(value), nil
 }
 
 func decode(s string) ([]byte, error) {
@@ -287,13 +297,5 @@ func decode(s string) ([]byte, error) {
 	if err != nil {
 		return nil, cache.ErrNotFound
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, cache.ErrNotFound
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, 16<<20))
-	if err != nil {
-		return nil, cache.ErrNotFound
-	}
-	return out, nil
+	return raw, nil
 }
