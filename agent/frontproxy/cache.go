@@ -3,6 +3,7 @@ package frontproxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"net/http"
 	"slices"
 	"time"
@@ -25,8 +26,9 @@ const (
 // ECDSA or RSA signature check) was 7% of the agent's CPU per exchange. The
 // user still comes from each request's own X-Remote-* headers; only the
 // verdict "this chain is the front proxy" is reused, for at most a minute,
-// never past the certificate's NotAfter, and only while the trusted CA
-// bundle and the allowed names are exactly those it was reached under.
+// never past the NotAfter of any certificate in the chain, and only while
+// the trusted CA bundle and the allowed names are exactly those it was
+// reached under.
 type verifiedProxy struct {
 	verifyOptions x509request.VerifyOptionFunc
 	caBundle      func() []byte
@@ -54,7 +56,7 @@ func (v *verifiedProxy) AuthenticateRequest(r *http.Request) (*authenticator.Res
 	ca, names, now := v.caBundle(), v.allowedNames(), v.now()
 	if e, ok := v.lru.Get(key); ok {
 		d := e.(*verdict)
-		if now.Before(d.until) && bytes.Equal(d.caBundle, ca) && slices.Equal(d.names, names) {
+		if now.Round(0).Before(d.until) && bytes.Equal(d.caBundle, ca) && slices.Equal(d.names, names) {
 			return v.headers.AuthenticateRequest(r)
 		}
 		v.lru.Remove(key)
@@ -68,13 +70,42 @@ func (v *verifiedProxy) AuthenticateRequest(r *http.Request) (*authenticator.Res
 	})
 	resp, ok, err := x509request.NewDynamicCAVerifier(v.verifyOptions, headers, stringSlice(func() []string { return names })).AuthenticateRequest(r)
 	if passed {
-		until := now.Add(verifiedCacheTTL)
-		if leaf := r.TLS.PeerCertificates[0]; leaf.NotAfter.Before(until) {
-			until = leaf.NotAfter
+		if until, ok := v.verdictEnd(r.TLS.PeerCertificates, now); ok {
+			v.lru.Add(key, &verdict{caBundle: ca, names: slices.Clone(names), until: until})
 		}
-		v.lru.Add(key, &verdict{caBundle: ca, names: slices.Clone(names), until: until})
 	}
 	return resp, ok, err
+}
+
+// verdictEnd is when a verdict reached now stops holding: a minute on, or
+// earlier when any certificate of a chain it verified through (the client
+// certificate, an intermediate, the CA) expires. The chains are built again
+// for this, once a minute at most, since the library does not return them.
+// Wall-clock times throughout, as x509 compares.
+func (v *verifiedProxy) verdictEnd(presented []*x509.Certificate, now time.Time) (time.Time, bool) {
+	opts, ok := v.verifyOptions()
+	if !ok {
+		return time.Time{}, false
+	}
+	if opts.Intermediates == nil && len(presented) > 1 {
+		opts.Intermediates = x509.NewCertPool()
+		for _, c := range presented[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+	}
+	chains, err := presented[0].Verify(opts)
+	if err != nil {
+		return time.Time{}, false
+	}
+	until := now.Round(0).Add(verifiedCacheTTL)
+	for _, chain := range chains {
+		for _, c := range chain {
+			if c.NotAfter.Before(until) {
+				until = c.NotAfter
+			}
+		}
+	}
+	return until, true
 }
 
 type stringSlice func() []string

@@ -1,8 +1,14 @@
 package frontproxy
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net/http"
 	"testing"
 	"time"
@@ -14,15 +20,19 @@ import (
 )
 
 // fixture is a verifiedProxy whose CA bundle, allowed names and clock the
-// test controls, counting how often the chain is really verified.
+// test controls, counting how often the chain is really verified (each
+// verification asks for the options twice: the library's check, then the
+// chain's expiry).
 type fixture struct {
 	v        *verifiedProxy
 	ca       *certauthority.CA
 	bundle   []byte
 	names    []string
 	now      time.Time
-	verifies int
+	calls int
 }
+
+func (f *fixture) verifications() int { return f.calls / 2 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -33,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{ca: ca, bundle: ca.CertPEM(), names: []string{"front-proxy-client"}, now: time.Now()}
 	f.v = &verifiedProxy{
 		verifyOptions: func() (x509.VerifyOptions, bool) {
-			f.verifies++
+			f.calls++
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(f.bundle)
 			return x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, true
@@ -92,8 +102,8 @@ func TestVerifiedProxyReusesOnlyTheVerdict(t *testing.T) {
 	}
 	// The same certificate again: not verified again, and the user is
 	// this request's, not the cached one's.
-	if u, ok := f.user(good, "bob"); !ok || u != "bob" || f.verifies != 1 {
-		t.Fatalf("second request: %q %v after %d verifications, want bob after 1", u, ok, f.verifies)
+	if u, ok := f.user(good, "bob"); !ok || u != "bob" || f.verifications() != 1 {
+		t.Fatalf("second request: %q %v after %d verifications, want bob after 1", u, ok, f.verifications())
 	}
 	// No X-Remote-User: not authenticated, cached verdict or not.
 	if _, ok := f.user(good, ""); ok {
@@ -127,8 +137,8 @@ func TestVerifiedProxyForgetsOnChange(t *testing.T) {
 		good := f.cert(t, f.ca, "front-proxy-client")
 		f.user(good, "alice")
 		f.now = f.now.Add(verifiedCacheTTL + time.Second)
-		if _, ok := f.user(good, "alice"); !ok || f.verifies != 2 {
-			t.Fatalf("ok=%v after %d verifications, want a fresh verification", ok, f.verifies)
+		if _, ok := f.user(good, "alice"); !ok || f.verifications() != 2 {
+			t.Fatalf("ok=%v after %d verifications, want a fresh verification", ok, f.verifications())
 		}
 	})
 	t.Run("certificate expired", func(t *testing.T) {
@@ -139,8 +149,8 @@ func TestVerifiedProxyForgetsOnChange(t *testing.T) {
 		// again (by the library, against the real clock).
 		f.now = good.NotAfter.Add(time.Second)
 		f.user(good, "alice")
-		if f.verifies != 2 {
-			t.Fatalf("%d verifications, want the expired entry dropped (2)", f.verifies)
+		if f.verifications() != 2 {
+			t.Fatalf("%d verifications, want the expired entry dropped (2)", f.verifications())
 		}
 	})
 }
@@ -157,7 +167,58 @@ func TestVerifiedProxyNeverCachesRefusals(t *testing.T) {
 			}
 		}
 	}
-	if f.verifies != 4 {
-		t.Fatalf("%d verifications, want every refusal checked afresh (4)", f.verifies)
+	if f.calls != 4 {
+		t.Fatalf("%d verifications, want every refusal checked afresh (4)", f.calls)
+	}
+}
+
+// A verdict ends when any certificate of the chain expires, not only the
+// client's: here an intermediate CA lives 30 s.
+func TestVerifiedProxyHonoursTheChainsExpiry(t *testing.T) {
+	now := time.Now()
+	mk := func(tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, key
+	}
+	ca := func(serial int64, cn string, ttl time.Duration) *x509.Certificate {
+		return &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Minute),
+			NotAfter: now.Add(ttl), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	}
+	root, rootKey := mk(ca(1, "root", time.Hour), nil, nil)
+	mid, midKey := mk(ca(2, "intermediate", 30*time.Second), root, rootKey)
+	leaf, _ := mk(&x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "front-proxy-client"}, NotBefore: now.Add(-time.Minute),
+		NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, mid, midKey)
+
+	f := newFixture(t)
+	f.bundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw})
+	f.now = now
+	authenticate := func() bool {
+		r, _ := http.NewRequest(http.MethodGet, "https://agent/", nil)
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf, mid}}
+		r.Header.Set("X-Remote-User", "alice")
+		_, ok, _ := f.v.AuthenticateRequest(r)
+		return ok
+	}
+	if !authenticate() || !authenticate() || f.verifications() != 1 {
+		t.Fatalf("a chain through an intermediate: %d verifications for two requests, want 1", f.verifications())
+	}
+	f.now = mid.NotAfter.Add(time.Second) // within the minute, past the intermediate
+	authenticate()
+	if f.verifications() != 2 {
+		t.Fatalf("%d verifications: the verdict outlived the intermediate CA", f.verifications())
 	}
 }
