@@ -1,12 +1,16 @@
 package command
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/pinniped-kit/pinniped/agent/issuer"
@@ -40,17 +44,13 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
   pinniped-agent serve --kubeconfig=$HOME/.kube/config --namespace=pinniped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Batched: see package logbuffer. Closed before returning, so a
-			// fatal error is printed after every line logged before it.
-			logs := logbuffer.New(cmd.ErrOrStderr(), logbuffer.DefaultDelay)
-			defer func() { _ = logs.Close() }()
-			log, err := newLogger(logs, logFormat, logLevel)
+			log, logs, err := setUpLogging(cmd.ErrOrStderr(), logFormat, logLevel)
 			if err != nil {
 				return err
 			}
-			// k8s.io libraries log through klog; send it to the same
-			// structured log so the agent writes one format.
-			klog.SetSlogLogger(log)
+			// Closed before returning, so a fatal error is printed after
+			// every line logged before it.
+			defer func() { _ = logs.Close() }()
 			level, err := metrics.ParseProxyAuditLevel(proxyAudit)
 			if err != nil {
 				return err
@@ -84,7 +84,24 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	return cmd
 }
 
-func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) (*slog.Logger, error) {
+// setUpLogging makes the agent's logger, writing batched (see package
+// logbuffer) to w, and sends the k8s.io libraries' klog output to it so the
+// agent writes one format. klog.Fatal and the libraries' panic handler
+// flush the batch before the process ends, so their last words are not
+// lost with it.
+func setUpLogging(w io.Writer, format, level string) (*slog.Logger, *logbuffer.Writer, error) {
+	logs := logbuffer.New(w, logbuffer.DefaultDelay)
+	log, err := newLogger(logs, format, level)
+	if err != nil {
+		return nil, nil, err
+	}
+	klog.SetLoggerWithOptions(logr.FromSlogHandler(log.Handler()), klog.ContextualLogger(true),
+		klog.FlushLogger(func() { _ = logs.Flush() }))
+	utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, func(context.Context, any) { _ = logs.Flush() })
+	return log, logs, nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
