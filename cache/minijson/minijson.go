@@ -247,6 +247,64 @@ func (d *Decoder) Int() (n int, ok bool, err error) {
 	return 0, false, ErrType
 }
 
+// Uint8 reads a number as encoding/json reads one into a uint8 (an element
+// of a []byte written as an array); null is ok=false; anything else that
+// is not a plain integer from 0 to 255 is ErrType.
+func (d *Decoder) Uint8() (b byte, ok bool, err error) {
+	switch c := d.Peek(); {
+	case c == 'n':
+		return 0, false, d.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := d.i
+		if err := d.number(); err != nil {
+			return 0, false, err
+		}
+		v, perr := strconv.ParseUint(string(d.data[start:d.i]), 10, 8)
+		if perr != nil {
+			return 0, false, ErrType
+		}
+		return byte(v), true, nil
+	}
+	if err := d.Skip(); err != nil {
+		return 0, false, err
+	}
+	return 0, false, ErrType
+}
+
+// Array reads an array, calling elem for each element; elem must read it.
+func (d *Decoder) Array(elem func() error) error {
+	if d.Peek() != '[' {
+		if err := d.Skip(); err != nil {
+			return err
+		}
+		return ErrType
+	}
+	d.depth++
+	if d.depth > maxDepth {
+		return d.syntax("exceeded max depth")
+	}
+	defer func() { d.depth-- }()
+	d.i++
+	if d.Peek() == ']' {
+		d.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		switch d.Peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return nil
+		default:
+			return d.syntax("missing comma or ] in array")
+		}
+	}
+}
+
 // Raw reads any value and returns its bytes as they appear, for a type's
 // own UnmarshalJSON (as encoding/json hands them over).
 func (d *Decoder) Raw() ([]byte, error) {
@@ -264,30 +322,7 @@ func (d *Decoder) Skip() error {
 	case c == '{':
 		return d.Object(func(string) error { return d.Skip() })
 	case c == '[':
-		d.depth++
-		if d.depth > maxDepth {
-			return d.syntax("exceeded max depth")
-		}
-		defer func() { d.depth-- }()
-		d.i++
-		if d.Peek() == ']' {
-			d.i++
-			return nil
-		}
-		for {
-			if err := d.Skip(); err != nil {
-				return err
-			}
-			switch d.Peek() {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
-				return nil
-			default:
-				return d.syntax("missing comma or ] in array")
-			}
-		}
+		return d.Array(d.Skip)
 	case c == '"':
 		_, err := d.str()
 		return err

@@ -72,6 +72,17 @@ func decodeCluster(d *minijson.Decoder, c *Cluster) error {
 		case minijson.KeyIs(key, "server"):
 			return readString(d, &c.Server)
 		case minijson.KeyIs(key, "certificate-authority-data"):
+			if d.Peek() == '[' {
+				// encoding/json also takes a []byte as an array of numbers.
+				b := []byte{}
+				err := d.Array(func() error {
+					v, _, err := d.Uint8() // null is 0
+					b = append(b, v)
+					return err
+				})
+				c.CertificateAuthorityData = b
+				return err
+			}
 			s, ok, err := d.String()
 			if err != nil {
 				return err

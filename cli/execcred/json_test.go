@@ -29,6 +29,8 @@ func FuzzDecodeRequestMatchesEncodingJSON(f *testing.F) {
 		`{"spec":{"interactive":true},"spec":{"interactive":null,"cluster":null}}`,
 		`{"spec":{"cluster":{"server":"a"}},"spec":{"cluster":{"certificate-authority-data":null}}}`,
 		`{"spec":{"cluster":{"server":"a"},"cluster":null}}`,
+		`{"spec":{"cluster":{"certificate-authority-data":[1,2,255,null]}}}`, `{"spec":{"cluster":{"certificate-authority-data":[]}}}`,
+		`{"spec":{"cluster":{"certificate-authority-data":[256]}}}`, `{"spec":{"cluster":{"certificate-authority-data":[-0,1.0,1e1,"a"]}}}`,
 		`null`, `[]`, `{"kind":1}`, `{"spec":"x"}`, `{"spec":{"interactive":"yes"}}`, `{"a":1}x`, `{"\u212aind":"k"}`,
 	} {
 		f.Add(s)
