@@ -50,10 +50,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	if len(w.buf) >= w.max {
 		w.mu.Unlock()
-		if err := w.Flush(); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		// p was taken either way; err says the batch it went out in failed.
+		return len(p), w.Flush()
 	}
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.delay, func() { _ = w.Flush() })
