@@ -26,11 +26,11 @@ func decodeEntry(raw []byte) (entry, error) {
 				c := &e.Credential
 				switch {
 				case minijson.KeyIs(key, "token"):
-					return readString(d, &c.Token)
+					return d.StringInto(&c.Token)
 				case minijson.KeyIs(key, "clientCertificateData"):
-					return readString(d, &c.ClientCertificateData)
+					return d.StringInto(&c.ClientCertificateData)
 				case minijson.KeyIs(key, "clientKeyData"):
-					return readString(d, &c.ClientKeyData)
+					return d.StringInto(&c.ClientKeyData)
 				case minijson.KeyIs(key, "expirationTimestamp"):
 					return readTime(d, &c.ExpirationTimestamp)
 				}
@@ -39,7 +39,7 @@ func decodeEntry(raw []byte) (entry, error) {
 		case minijson.KeyIs(key, "created"):
 			return readTime(d, &e.Created)
 		case minijson.KeyIs(key, "label"):
-			return readString(d, &e.Label)
+			return d.StringInto(&e.Label)
 		}
 		return d.Skip()
 	})
@@ -47,14 +47,6 @@ func decodeEntry(raw []byte) (entry, error) {
 		err = d.Finish()
 	}
 	return e, err
-}
-
-func readString(d *minijson.Decoder, dst *string) error {
-	s, ok, err := d.String()
-	if ok {
-		*dst = s
-	}
-	return err
 }
 
 // readTime hands the raw value to time.Time's own UnmarshalJSON, as

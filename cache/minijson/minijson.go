@@ -155,17 +155,7 @@ func (d *Decoder) Object(field func(key string) error) error {
 		}
 		return ErrType
 	}
-	d.depth++
-	if d.depth > maxDepth {
-		return d.syntax("exceeded max depth")
-	}
-	defer func() { d.depth-- }()
-	d.i++
-	if d.Peek() == '}' {
-		d.i++
-		return nil
-	}
-	for {
+	return d.container('}', func() error {
 		if d.Peek() != '"' {
 			return d.syntax("object key is not a string")
 		}
@@ -177,17 +167,35 @@ func (d *Decoder) Object(field func(key string) error) error {
 			return d.syntax("missing colon after object key")
 		}
 		d.i++
-		if err := field(key); err != nil {
+		return field(key)
+	})
+}
+
+// container reads the members of the object or the elements of the array
+// opened at d.i, up to end ('}' or ']'), calling each for every one.
+func (d *Decoder) container(end byte, each func() error) error {
+	d.depth++
+	defer func() { d.depth-- }()
+	if d.depth > maxDepth {
+		return d.syntax("exceeded max depth")
+	}
+	d.i++
+	if d.Peek() == end {
+		d.i++
+		return nil
+	}
+	for {
+		if err := each(); err != nil {
 			return err
 		}
 		switch d.Peek() {
 		case ',':
 			d.i++
-		case '}':
+		case end:
 			d.i++
 			return nil
 		default:
-			return d.syntax("missing comma or } in object")
+			return d.syntax("missing comma or " + string(end))
 		}
 	}
 }
@@ -206,6 +214,16 @@ func (d *Decoder) String() (s string, ok bool, err error) {
 		return "", false, err
 	}
 	return "", false, ErrType
+}
+
+// StringInto reads a string into *dst, as encoding/json decodes a string
+// field: null leaves *dst as it was.
+func (d *Decoder) StringInto(dst *string) error {
+	s, ok, err := d.String()
+	if ok {
+		*dst = s
+	}
+	return err
 }
 
 // Bool reads true or false; null is ok=false, any other type ErrType.
@@ -227,48 +245,49 @@ func (d *Decoder) Bool() (b, ok bool, err error) {
 // Int reads an integer as encoding/json reads one into an int; null is
 // ok=false; a fraction, exponent or other type is ErrType.
 func (d *Decoder) Int() (n int, ok bool, err error) {
-	switch c := d.Peek(); {
-	case c == 'n':
-		return 0, false, d.literal("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		start := d.i
-		if err := d.number(); err != nil {
-			return 0, false, err
-		}
-		v, perr := strconv.ParseInt(string(d.data[start:d.i]), 10, strconv.IntSize)
-		if perr != nil {
-			return 0, false, ErrType
-		}
-		return int(v), true, nil
-	}
-	if err := d.Skip(); err != nil {
+	text, ok, err := d.numberText()
+	if !ok || err != nil {
 		return 0, false, err
 	}
-	return 0, false, ErrType
+	v, perr := strconv.ParseInt(text, 10, strconv.IntSize)
+	if perr != nil {
+		return 0, false, ErrType
+	}
+	return int(v), true, nil
 }
 
 // Uint8 reads a number as encoding/json reads one into a uint8 (an element
 // of a []byte written as an array); null is ok=false; anything else that
 // is not a plain integer from 0 to 255 is ErrType.
 func (d *Decoder) Uint8() (b byte, ok bool, err error) {
+	text, ok, err := d.numberText()
+	if !ok || err != nil {
+		return 0, false, err
+	}
+	v, perr := strconv.ParseUint(text, 10, 8)
+	if perr != nil {
+		return 0, false, ErrType
+	}
+	return byte(v), true, nil
+}
+
+// numberText reads a number and returns it as written; null is ok=false,
+// any other type ErrType.
+func (d *Decoder) numberText() (string, bool, error) {
 	switch c := d.Peek(); {
 	case c == 'n':
-		return 0, false, d.literal("null")
+		return "", false, d.literal("null")
 	case c == '-' || (c >= '0' && c <= '9'):
 		start := d.i
 		if err := d.number(); err != nil {
-			return 0, false, err
+			return "", false, err
 		}
-		v, perr := strconv.ParseUint(string(d.data[start:d.i]), 10, 8)
-		if perr != nil {
-			return 0, false, ErrType
-		}
-		return byte(v), true, nil
+		return string(d.data[start:d.i]), true, nil
 	}
 	if err := d.Skip(); err != nil {
-		return 0, false, err
+		return "", false, err
 	}
-	return 0, false, ErrType
+	return "", false, ErrType
 }
 
 // Array reads an array, calling elem for each element; elem must read it.
@@ -279,30 +298,7 @@ func (d *Decoder) Array(elem func() error) error {
 		}
 		return ErrType
 	}
-	d.depth++
-	if d.depth > maxDepth {
-		return d.syntax("exceeded max depth")
-	}
-	defer func() { d.depth-- }()
-	d.i++
-	if d.Peek() == ']' {
-		d.i++
-		return nil
-	}
-	for {
-		if err := elem(); err != nil {
-			return err
-		}
-		switch d.Peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return nil
-		default:
-			return d.syntax("missing comma or ] in array")
-		}
-	}
+	return d.container(']', elem)
 }
 
 // Raw reads any value and returns its bytes as they appear, for a type's

@@ -30,9 +30,9 @@ func decodeRequest(env string) (rawRequest, error) {
 	err := d.Object(func(key string) error {
 		switch {
 		case minijson.KeyIs(key, "apiVersion"):
-			return readString(d, &raw.APIVersion)
+			return d.StringInto(&raw.APIVersion)
 		case minijson.KeyIs(key, "kind"):
-			return readString(d, &raw.Kind)
+			return d.StringInto(&raw.Kind)
 		case minijson.KeyIs(key, "spec"):
 			return d.Object(func(key string) error {
 				switch {
@@ -70,7 +70,7 @@ func decodeCluster(d *minijson.Decoder, c *Cluster) error {
 	return d.Object(func(key string) error {
 		switch {
 		case minijson.KeyIs(key, "server"):
-			return readString(d, &c.Server)
+			return d.StringInto(&c.Server)
 		case minijson.KeyIs(key, "certificate-authority-data"):
 			if d.Peek() == '[' {
 				// encoding/json also takes a []byte as an array of numbers.
@@ -102,15 +102,6 @@ func decodeCluster(d *minijson.Decoder, c *Cluster) error {
 		}
 		return d.Skip()
 	})
-}
-
-// readString sets *dst to a string member; null leaves it alone.
-func readString(d *minijson.Decoder, dst *string) error {
-	s, ok, err := d.String()
-	if ok {
-		*dst = s
-	}
-	return err
 }
 
 // appendCredential appends the ExecCredential as encoding/json writes
