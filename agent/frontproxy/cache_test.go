@@ -24,12 +24,12 @@ import (
 // verification asks for the options twice: the library's check, then the
 // chain's expiry).
 type fixture struct {
-	v        *verifiedProxy
-	ca       *certauthority.CA
-	bundle   []byte
-	names    []string
-	now      time.Time
-	calls int
+	v      *verifiedProxy
+	ca     *certauthority.CA
+	bundle []byte
+	names  []string
+	now    time.Time
+	calls  int
 }
 
 func (f *fixture) verifications() int { return f.calls / 2 }
