@@ -213,7 +213,8 @@ func TestVerifiedProxyHonoursTheChainsExpiry(t *testing.T) {
 		_, ok, _ := f.v.AuthenticateRequest(r)
 		return ok
 	}
-	if !authenticate() || !authenticate() || f.verifications() != 1 {
+	first, second := authenticate(), authenticate()
+	if !first || !second || f.verifications() != 1 {
 		t.Fatalf("a chain through an intermediate: %d verifications for two requests, want 1", f.verifications())
 	}
 	f.now = mid.NotAfter.Add(time.Second) // within the minute, past the intermediate

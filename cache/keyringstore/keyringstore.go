@@ -231,10 +231,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Set implements cache.Store.
 func (s *Store) Set(ctx context.Context, key string, value []byte) error {
-	encoded, err := encode(value)
-	if err != nil {
-		return err
-	}
+	encoded := encode(value)
 	var chunks []string
 	for len(encoded) > chunkSize {
 		chunks = append(chunks, encoded[:chunkSize])
@@ -288,8 +285,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-func encode(value []byte) (string, error) {
-	return base64.RawStdEncoding.EncodeToString(value), nil
+func encode(value []byte) string {
+	return base64.RawStdEncoding.EncodeToString(value)
 }
 
 func decode(s string) ([]byte, error) {
