@@ -66,15 +66,16 @@ func (a *Agent) Fetch(ctx context.Context) (*certauthority.CA, error) {
 		return nil, err
 	}
 	certPath, keyPath := signingFiles(kcm)
-	// Only the leader manages the helper; the others wait briefly for it.
-	wait := 5 * time.Second
+	// Only the leader manages the helper. Every replica waits as long for
+	// its pod (checking each second), so all load the key within a second
+	// of each other: a replica without it issues through the CSR API
+	// meanwhile, with certificates of a different lifetime.
 	if a.Manage == nil || a.Manage() {
 		if err := a.ensureDeployment(ctx, kcm); err != nil {
 			return nil, err
 		}
-		wait = 90 * time.Second
 	}
-	pod, err := a.readyPod(ctx, wait)
+	pod, err := a.readyPod(ctx, 90*time.Second)
 	if err != nil {
 		return nil, err
 	}
