@@ -8,6 +8,7 @@
 package kubeclient
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/client-go/kubernetes"
@@ -42,29 +43,15 @@ func New(cfg *rest.Config) (*Clientset, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	c := &Clientset{}
-	for _, make := range []func() error{
-		func() (err error) { c.core, err = corev1.NewForConfigAndClient(cfg, httpClient); return err },
-		func() (err error) { c.apps, err = appsv1.NewForConfigAndClient(cfg, httpClient); return err },
-		func() (err error) {
-			c.authentication, err = authenticationv1.NewForConfigAndClient(cfg, httpClient)
-			return err
-		},
-		func() (err error) {
-			c.authorization, err = authorizationv1.NewForConfigAndClient(cfg, httpClient)
-			return err
-		},
-		func() (err error) {
-			c.certificates, err = certificatesv1.NewForConfigAndClient(cfg, httpClient)
-			return err
-		},
-		func() (err error) {
-			c.coordination, err = coordinationv1.NewForConfigAndClient(cfg, httpClient)
-			return err
-		},
-	} {
-		if err := make(); err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
+	var errs [6]error
+	c.core, errs[0] = corev1.NewForConfigAndClient(cfg, httpClient)
+	c.apps, errs[1] = appsv1.NewForConfigAndClient(cfg, httpClient)
+	c.authentication, errs[2] = authenticationv1.NewForConfigAndClient(cfg, httpClient)
+	c.authorization, errs[3] = authorizationv1.NewForConfigAndClient(cfg, httpClient)
+	c.certificates, errs[4] = certificatesv1.NewForConfigAndClient(cfg, httpClient)
+	c.coordination, errs[5] = coordinationv1.NewForConfigAndClient(cfg, httpClient)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return c, nil
 }
