@@ -2,8 +2,6 @@ package frontproxy
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/x509"
 	"net/http"
 	"slices"
 	"time"
@@ -11,6 +9,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/utils/lru"
+
+	"github.com/pinniped-kit/pinniped/agent/chaincheck"
 )
 
 // Sizes of the verification cache: the front proxy uses one certificate
@@ -48,11 +48,7 @@ func (v *verifiedProxy) AuthenticateRequest(r *http.Request) (*authenticator.Res
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return nil, false, nil
 	}
-	h := sha256.New()
-	for _, c := range r.TLS.PeerCertificates {
-		h.Write(c.Raw)
-	}
-	key := string(h.Sum(nil))
+	key := chaincheck.Key(r.TLS.PeerCertificates)
 	ca, names, now := v.caBundle(), v.allowedNames(), v.now()
 	if e, ok := v.lru.Get(key); ok {
 		d := e.(*verdict)
@@ -70,42 +66,12 @@ func (v *verifiedProxy) AuthenticateRequest(r *http.Request) (*authenticator.Res
 	})
 	resp, ok, err := x509request.NewDynamicCAVerifier(v.verifyOptions, headers, stringSlice(func() []string { return names })).AuthenticateRequest(r)
 	if passed {
-		if until, ok := v.verdictEnd(r.TLS.PeerCertificates, now); ok {
+		opts, _ := v.verifyOptions()
+		if until, ok := chaincheck.Until(r.TLS.PeerCertificates, opts, now, verifiedCacheTTL); ok {
 			v.lru.Add(key, &verdict{caBundle: ca, names: slices.Clone(names), until: until})
 		}
 	}
 	return resp, ok, err
-}
-
-// verdictEnd is when a verdict reached now stops holding: a minute on, or
-// earlier when any certificate of a chain it verified through (the client
-// certificate, an intermediate, the CA) expires. The chains are built again
-// for this, once a minute at most, since the library does not return them.
-// Wall-clock times throughout, as x509 compares.
-func (v *verifiedProxy) verdictEnd(presented []*x509.Certificate, now time.Time) (time.Time, bool) {
-	opts, ok := v.verifyOptions()
-	if !ok {
-		return time.Time{}, false
-	}
-	if opts.Intermediates == nil && len(presented) > 1 {
-		opts.Intermediates = x509.NewCertPool()
-		for _, c := range presented[1:] {
-			opts.Intermediates.AddCert(c)
-		}
-	}
-	chains, err := presented[0].Verify(opts)
-	if err != nil {
-		return time.Time{}, false
-	}
-	until := now.Round(0).Add(verifiedCacheTTL)
-	for _, chain := range chains {
-		for _, c := range chain {
-			if c.NotAfter.Before(until) {
-				until = c.NotAfter
-			}
-		}
-	}
-	return until, true
 }
 
 type stringSlice func() []string

@@ -3,7 +3,6 @@ package impersonator
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/lru"
+
+	"github.com/pinniped-kit/pinniped/agent/chaincheck"
 )
 
 // ClientCAs is the set of CAs whose client certificates the proxy accepts:
@@ -92,8 +93,8 @@ const (
 // request: chain verification (an ECDSA signature check) was 70% of the
 // proxy's CPU per request, and a kubectl session sends many requests with
 // one certificate. Only successes are cached, for at most a minute, never
-// past the certificate's NotAfter, and only under the CA set they were
-// verified with: any change of trusted CAs starts afresh.
+// past the NotAfter of any certificate in the chain, and only under the CA
+// set they were verified with: any change of trusted CAs starts afresh.
 type certCache struct {
 	verify authenticator.Request
 	cas    *ClientCAs
@@ -111,18 +112,12 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return nil, false, nil
 	}
-	leaf := r.TLS.PeerCertificates[0]
-	// The whole presented chain is the key: intermediates change the answer.
-	h := sha256.New()
-	for _, cert := range r.TLS.PeerCertificates {
-		h.Write(cert.Raw)
-	}
-	key := string(h.Sum(nil))
+	key := chaincheck.Key(r.TLS.PeerCertificates)
 	gen := c.cas.currentGeneration()
 	now := c.now()
 	if v, ok := c.lru.Get(key); ok {
 		e := v.(*certCacheEntry)
-		if e.generation == gen && now.Before(e.until) {
+		if e.generation == gen && now.Round(0).Before(e.until) {
 			return e.resp, true, nil
 		}
 		c.lru.Remove(key)
@@ -131,11 +126,11 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	if err != nil || !ok {
 		return resp, ok, err
 	}
-	until := now.Add(certCacheTTL)
-	if leaf.NotAfter.Before(until) {
-		until = leaf.NotAfter
+	if opts, ok := c.cas.VerifyOptions(); ok {
+		if until, ok := chaincheck.Until(r.TLS.PeerCertificates, opts, now, certCacheTTL); ok {
+			c.lru.Add(key, &certCacheEntry{resp: resp, generation: gen, until: until})
+		}
 	}
-	c.lru.Add(key, &certCacheEntry{resp: resp, generation: gen, until: until})
 	return resp, true, nil
 }
 
