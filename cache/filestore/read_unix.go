@@ -3,17 +3,19 @@
 package filestore
 
 import (
-	"io"
 	"os"
 	"syscall"
 )
 
-// readFile is os.ReadFile without the poller: os.Open offers every file to
-// the runtime's network poller, whose first use creates an epoll instance
-// and an eventfd only to learn that a regular file cannot be polled. The
-// cached-login path reads one small file per kubectl call, so that was
-// start-up time for nothing. A descriptor opened here is blocking, and
-// os.NewFile never registers a blocking descriptor.
+// maxEntry bounds what a read accepts; a credential entry is a few KB.
+const maxEntry = 1 << 20
+
+// readFile is os.ReadFile in plain system calls. The cached-login path reads
+// one small file per kubectl call, and an *os.File costs start-up time that
+// such a read does not need: os.Open offers the descriptor to the runtime's
+// network poller (whose first use creates an epoll instance and an eventfd
+// only to learn that a regular file cannot be polled), and every *os.File
+// registers a finalizer.
 func readFile(name string) ([]byte, error) {
 	var fd int
 	var err error
@@ -26,22 +28,28 @@ func readFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer func() { _ = f.Close() }()
+	defer func() { _ = syscall.Close(fd) }()
 	// One read for the whole file, as os.ReadFile sizes its buffer.
 	size := 512
-	if info, err := f.Stat(); err == nil && info.Size() > 0 && info.Size() < 1<<20 {
-		size = int(info.Size()) + 1
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < maxEntry {
+		size = int(st.Size) + 1
 	}
 	b := make([]byte, 0, size)
 	for {
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, &os.PathError{Op: "read", Path: name, Err: err}
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+		if len(b) > maxEntry {
+			return nil, &os.PathError{Op: "read", Path: name, Err: syscall.EFBIG}
 		}
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]

@@ -3,8 +3,9 @@
 // kubectl runs the plugin before nearly every request, and Go runs the init
 // of every package a binary links before main: the engine's login flows
 // (OIDC, HTTP/2, the TUI, apimachinery) cost milliseconds of start-up that a
-// cache hit does not need. Everything here links only the standard library,
-// pflag and the cache packages.
+// cache hit does not need. Everything here links only the standard library
+// and the cache packages; even pflag is left to the engine (see
+// loginflags.Parse).
 //
 // Anything it cannot answer with certainty (a miss, an expired entry, a bad
 // flag, --help, an unreadable cache) it leaves to the engine, which decides
@@ -17,8 +18,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/credkey"
@@ -46,22 +45,17 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 	if err != nil {
 		return false
 	}
-	fs := pflag.NewFlagSet("pinniped login", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
 	var status *execcred.Status
 	switch args[1] {
 	case "oidc":
 		var o loginflags.OIDC
-		o.AddFlags(fs)
-		if !parse(fs, args[2:]) {
+		if !loginflags.Parse(o.Flags(), args[2:]) {
 			return false
 		}
 		status = oidc(&o, exec)
 	case "static":
 		var s loginflags.Static
-		s.AddFlags(fs)
-		if !parse(fs, args[2:]) {
+		if !loginflags.Parse(s.Flags(), args[2:]) {
 			return false
 		}
 		status = static(&s, exec, env)
@@ -70,12 +64,6 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 		return false
 	}
 	return execcred.Write(stdout, exec.APIVersion, *status) == nil
-}
-
-// parse accepts only what the engine would accept without complaint; help
-// and stray arguments go to the engine.
-func parse(fs *pflag.FlagSet, args []string) bool {
-	return fs.Parse(args) == nil && fs.NArg() == 0
 }
 
 func oidc(o *loginflags.OIDC, exec *execcred.Request) *execcred.Status {

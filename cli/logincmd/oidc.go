@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/tui"
@@ -116,7 +117,7 @@ Concurrent kubectl calls share one login. When kubectl runs non-interactively
 			return o.Run(cmd.Context())
 		},
 	}
-	o.AddFlags(cmd.Flags())
+	flagset.Add(cmd.Flags(), o.Flags())
 	return cmd, o
 }
 

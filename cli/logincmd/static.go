@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
 )
 
 func newStaticCommand(s Streams) *cobra.Command {
@@ -40,6 +41,6 @@ Prefer --token-env: a token in a kubeconfig is readable by anyone who can read t
 			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), token, cfg, exec)
 		},
 	}
-	flags.AddFlags(cmd.Flags())
+	flagset.Add(cmd.Flags(), flags.Flags())
 	return cmd
 }

@@ -1,8 +1,9 @@
 // Package loginflags defines the flags of `pinniped login oidc` and `login
-// static`, flag-compatible with upstream Pinniped's. It only registers them
-// on a pflag.FlagSet, so the cobra commands (in the engine) and the lean
-// front binary (answering kubectl from the cache) parse exactly the same
-// flags, and compute the same cache keys from them.
+// static`, flag-compatible with upstream Pinniped's, as one table: the
+// cobra commands in the engine register it on their pflag set
+// (loginflags/flagset), and the lean front binary parses it with Parse,
+// without linking pflag. Both therefore read the same flags with the same
+// defaults, and compute the same cache keys from them.
 package loginflags
 
 import (
@@ -11,8 +12,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // Concierge are the --enable-concierge and --concierge-* flags.
@@ -25,14 +24,16 @@ type Concierge struct {
 	AuthName     string
 }
 
-// AddFlags registers the flags.
-func (c *Concierge) AddFlags(f *pflag.FlagSet) {
-	f.BoolVar(&c.Enabled, "enable-concierge", false, "trade the token for a cluster credential at the pinniped agent")
-	f.StringVar(&c.Endpoint, "concierge-endpoint", "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)")
-	f.StringVar(&c.CABundleData, "concierge-ca-bundle-data", "", "base64 PEM CA bundle of --concierge-endpoint")
-	f.StringVar(&c.Suffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
-	f.StringVar(&c.AuthType, "concierge-authenticator-type", "", "jwt or webhook")
-	f.StringVar(&c.AuthName, "concierge-authenticator-name", "", "name of the JWTAuthenticator or WebhookAuthenticator")
+// Flags lists the flags.
+func (c *Concierge) Flags() []Flag {
+	return []Flag{
+		{"enable-concierge", &c.Enabled, false, "trade the token for a cluster credential at the pinniped agent", false},
+		{"concierge-endpoint", &c.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
+		{"concierge-ca-bundle-data", &c.CABundleData, "", "base64 PEM CA bundle of --concierge-endpoint", false},
+		{"concierge-api-group-suffix", &c.Suffix, "pinniped.dev", "API group suffix of the agent's APIs", false},
+		{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
+		{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
+	}
 }
 
 // CABundle decodes --concierge-ca-bundle-data.
@@ -66,29 +67,27 @@ type OIDC struct {
 // paste prompt).
 var Flows = []string{"", "browser", "device", "password"}
 
-// AddFlags registers the flags.
-func (o *OIDC) AddFlags(f *pflag.FlagSet) {
-	f.StringVar(&o.Issuer, "issuer", "", "OIDC issuer URL (https)")
-	f.StringVar(&o.ClientID, "client-id", "pinniped-cli", "OIDC client ID")
-	f.StringSliceVar(&o.Scopes, "scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request")
-	f.IntVar(&o.ListenPort, "listen-port", 0, "port of the 127.0.0.1 callback listener (default: any free port)")
-	f.BoolVar(&o.SkipBrowser, "skip-browser", false, "print the login link instead of opening a browser")
-	f.BoolVar(&o.SkipListen, "skip-listen", false, "no callback listener: paste the code instead")
-	f.StringSliceVar(&o.CABundlePaths, "ca-bundle", nil, "PEM file of CAs for the issuer (repeatable)")
-	f.StringSliceVar(&o.CABundleData, "ca-bundle-data", nil, "base64 PEM CA bundle for the issuer (repeatable)")
-	f.StringVar(&o.RequestAudience, "request-audience", "", "trade the ID token for one with this audience (RFC 8693)")
-	f.StringVar(&o.CredentialCache, "credential-cache", "keyring", "where to cache credentials: keyring, file, none")
-	f.StringVar(&o.SessionCache, "session-cache", "", "accepted for upstream compatibility; sessions live with --credential-cache")
-	f.StringVar(&o.Flow, "flow", "", "interactive login method: browser, device or password (default: browser with a paste prompt)")
-	f.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
-	f.StringVar(&o.UpstreamTy, "upstream-identity-provider-type", "oidc", "its type (oidc, ldap, activedirectory, github)")
-	f.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
-	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on an interactive login after this long")
-	f.Bool("debug-session-cache", false, "accepted for upstream compatibility; ignored")
-	for _, h := range []string{"skip-listen", "debug-session-cache", "session-cache"} {
-		_ = f.MarkHidden(h)
-	}
-	o.Concierge.AddFlags(f)
+// Flags lists the flags.
+func (o *OIDC) Flags() []Flag {
+	return append([]Flag{
+		{"issuer", &o.Issuer, "", "OIDC issuer URL (https)", false},
+		{"client-id", &o.ClientID, "pinniped-cli", "OIDC client ID", false},
+		{"scopes", &o.Scopes, []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request", false},
+		{"listen-port", &o.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
+		{"skip-browser", &o.SkipBrowser, false, "print the login link instead of opening a browser", false},
+		{"skip-listen", &o.SkipListen, false, "no callback listener: paste the code instead", true},
+		{"ca-bundle", &o.CABundlePaths, []string(nil), "PEM file of CAs for the issuer (repeatable)", false},
+		{"ca-bundle-data", &o.CABundleData, []string(nil), "base64 PEM CA bundle for the issuer (repeatable)", false},
+		{"request-audience", &o.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
+		{"credential-cache", &o.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+		{"session-cache", &o.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
+		{"flow", &o.Flow, "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
+		{"upstream-identity-provider-name", &o.UpstreamName, "", "upstream identity provider at a Pinniped Supervisor", false},
+		{"upstream-identity-provider-type", &o.UpstreamTy, "oidc", "its type (oidc, ldap, activedirectory, github)", false},
+		{"upstream-identity-provider-flow", &o.UpstreamFlow, "", "browser_authcode or cli_password", false},
+		{"timeout", &o.Timeout, 15 * time.Minute, "give up on an interactive login after this long", false},
+		{"debug-session-cache", new(bool), false, "accepted for upstream compatibility; ignored", true},
+	}, o.Concierge.Flags()...)
 }
 
 // IssuerCABundle reads --ca-bundle files and decodes --ca-bundle-data.
@@ -120,12 +119,13 @@ type Static struct {
 	Concierge       Concierge
 }
 
-// AddFlags registers the flags.
-func (s *Static) AddFlags(f *pflag.FlagSet) {
-	f.StringVar(&s.Token, "token", "", "the static token")
-	f.StringVar(&s.TokenEnv, "token-env", "", "name of an environment variable holding the token")
-	f.StringVar(&s.CredentialCache, "credential-cache", "keyring", "where to cache credentials: keyring, file, none")
-	s.Concierge.AddFlags(f)
+// Flags lists the flags.
+func (s *Static) Flags() []Flag {
+	return append([]Flag{
+		{"token", &s.Token, "", "the static token", false},
+		{"token-env", &s.TokenEnv, "", "name of an environment variable holding the token", false},
+		{"credential-cache", &s.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+	}, s.Concierge.Flags()...)
 }
 
 // ResolveToken returns the token from --token or the variable --token-env names.

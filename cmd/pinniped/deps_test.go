@@ -29,7 +29,6 @@ func TestFrontStaysTiny(t *testing.T) {
 			"github.com/pinniped-kit/pinniped/cli/credstore",
 			"github.com/pinniped-kit/pinniped/cli/execcred",
 			"github.com/pinniped-kit/pinniped/cache",
-			"github.com/spf13/pflag",
 			"github.com/zalando/go-keyring",
 			"github.com/godbus/dbus/v5",
 			"github.com/danieljoos/wincred",

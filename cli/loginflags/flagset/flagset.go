@@ -1,0 +1,38 @@
+// Package flagset registers loginflags' flag table on a pflag.FlagSet, for
+// the engine's cobra commands. It is a package of its own so the front
+// binary, which parses the same table with loginflags.Parse, never links
+// pflag.
+package flagset
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinniped-kit/pinniped/cli/loginflags"
+)
+
+// Add registers flags on fs. A flag whose Target and Default do not match
+// is a programming error, found by the first test that builds the command.
+func Add(fs *pflag.FlagSet, flags []loginflags.Flag) {
+	for _, f := range flags {
+		switch t := f.Target.(type) {
+		case *string:
+			fs.StringVar(t, f.Name, f.Default.(string), f.Usage)
+		case *bool:
+			fs.BoolVar(t, f.Name, f.Default.(bool), f.Usage)
+		case *int:
+			fs.IntVar(t, f.Name, f.Default.(int), f.Usage)
+		case *time.Duration:
+			fs.DurationVar(t, f.Name, f.Default.(time.Duration), f.Usage)
+		case *[]string:
+			fs.StringSliceVar(t, f.Name, f.Default.([]string), f.Usage)
+		default:
+			panic(fmt.Sprintf("loginflags: flag --%s has a target of type %T", f.Name, f.Target))
+		}
+		if f.Hidden {
+			_ = fs.MarkHidden(f.Name)
+		}
+	}
+}

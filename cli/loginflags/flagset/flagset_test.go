@@ -1,0 +1,115 @@
+package flagset
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinniped-kit/pinniped/cli/loginflags"
+)
+
+// withPflag parses args as the engine's cobra command does.
+func withPflag(flags []loginflags.Flag, args []string) bool {
+	fs := pflag.NewFlagSet("login", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	Add(fs, flags)
+	return fs.Parse(args) == nil && fs.NArg() == 0
+}
+
+// kubeconfigArgs is what `pinniped get kubeconfig` writes, in both forms.
+var kubeconfigArgs = [][]string{
+	{"--issuer=https://dex.example.com", "--client-id=pinniped-cli", "--scopes=openid,offline_access,groups",
+		"--ca-bundle-data=QUJD", "--request-audience=cluster-1", "--enable-concierge",
+		"--concierge-endpoint=https://10.0.0.1:6443", "--concierge-ca-bundle-data=REVG",
+		"--concierge-api-group-suffix=pinniped.dev", "--concierge-authenticator-type=jwt",
+		"--concierge-authenticator-name=dex", "--credential-cache=file"},
+	{"--issuer", "https://dex.example.com", "--scopes", "openid", "--scopes", "email,groups", "--ca-bundle", "/tmp/ca.pem",
+		"--listen-port", "48095", "--skip-browser=true", "--timeout", "90s", "--enable-concierge=false", "--flow", "device",
+		"--session-cache", "/tmp/sessions.yaml", "--debug-session-cache"},
+	{},
+}
+
+func TestParseAgreesOnKubeconfigArgs(t *testing.T) {
+	for _, args := range kubeconfigArgs {
+		var fast, full loginflags.OIDC
+		if !loginflags.Parse(fast.Flags(), args) {
+			t.Errorf("Parse declined %q; the front would hand every kubectl call to the engine", args)
+		}
+		if !withPflag(full.Flags(), args) {
+			t.Fatalf("pflag refused %q", args)
+		}
+		if !reflect.DeepEqual(fast, full) {
+			t.Errorf("%q:\nParse %+v\npflag %+v", args, fast, full)
+		}
+	}
+}
+
+func TestParseDeclinesWhatItIsUnsureOf(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"--issuer"}, {"--unknown=1"}, {"positional"}, {"--", "x"}, {"--"},
+		{"-issuer=https://x"}, {"---issuer=https://x"}, {"--scopes=\"a,b\""}, {"--listen-port=010"},
+		{"--listen-port=0x10"}, {"--listen-port=-1"}, {"--skip-browser", "false"}, {"--skip-browser=maybe"},
+		{"--timeout=soon"},
+	} {
+		var o loginflags.OIDC
+		if loginflags.Parse(o.Flags(), args) {
+			t.Errorf("Parse accepted %q", args)
+		}
+	}
+}
+
+func TestStaticFlags(t *testing.T) {
+	args := []string{"--token-env", "TOKEN", "--enable-concierge", "--concierge-endpoint=https://10.0.0.1:6443",
+		"--concierge-authenticator-type=webhook", "--concierge-authenticator-name=hook"}
+	var fast, full loginflags.Static
+	if !loginflags.Parse(fast.Flags(), args) || !withPflag(full.Flags(), args) {
+		t.Fatalf("a parser refused %q", args)
+	}
+	if !reflect.DeepEqual(fast, full) || fast.CredentialCache != "keyring" || fast.Concierge.Suffix != "pinniped.dev" {
+		t.Errorf("Parse %+v\npflag %+v", fast, full)
+	}
+}
+
+// FuzzParseMatchesPflag: whenever the front's parser accepts a command line,
+// pflag (the engine) accepts it too and reads the same values. Otherwise
+// the front could answer from a cache entry the engine would never use.
+func FuzzParseMatchesPflag(f *testing.F) {
+	for _, args := range kubeconfigArgs {
+		f.Add(true, strings.Join(args, "\x00"))
+	}
+	for _, seed := range []string{
+		"--scopes=\x00--scopes=a,,b", "--scopes= a, b\x00--ca-bundle-data=x,y", "--listen-port=0\x00--listen-port=65535",
+		"--timeout=1h2m3.5s", "--skip-browser=T\x00--skip-listen=0", "--scopes=a\"b", "--issuer=--client-id",
+		"--issuer\x00--client-id", "--scopes=\xff,\x00", "--timeout=-5s", "--listen-port=999999999",
+	} {
+		f.Add(true, seed)
+		f.Add(false, seed)
+	}
+	f.Fuzz(func(t *testing.T, oidc bool, joined string) {
+		args := strings.Split(joined, "\x00")
+		if joined == "" {
+			args = nil
+		}
+		var fast, full any
+		var fastFlags, fullFlags []loginflags.Flag
+		if oidc {
+			a, b := &loginflags.OIDC{}, &loginflags.OIDC{}
+			fast, full, fastFlags, fullFlags = a, b, a.Flags(), b.Flags()
+		} else {
+			a, b := &loginflags.Static{}, &loginflags.Static{}
+			fast, full, fastFlags, fullFlags = a, b, a.Flags(), b.Flags()
+		}
+		if !loginflags.Parse(fastFlags, args) {
+			return
+		}
+		if !withPflag(fullFlags, args) {
+			t.Fatalf("Parse accepted %q, pflag refuses it", args)
+		}
+		if !reflect.DeepEqual(fast, full) {
+			t.Fatalf("%q:\nParse %+v\npflag %+v", args, fast, full)
+		}
+	})
+}
