@@ -82,7 +82,7 @@ func TestCachedLoginBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 200
+	const n = 1000
 	samples := make([][]time.Duration, len(variants))
 	for range n { // interleaved, so machine load affects all alike
 		for i, v := range variants {

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// concierge is how many flags Concierge has.
+const concierge = 6
+
 // Concierge are the --enable-concierge and --concierge-* flags.
 type Concierge struct {
 	Enabled      bool
@@ -25,15 +28,17 @@ type Concierge struct {
 }
 
 // Flags lists the flags.
-func (c *Concierge) Flags() []Flag {
-	return []Flag{
-		{"enable-concierge", &c.Enabled, false, "trade the token for a cluster credential at the pinniped agent", false},
-		{"concierge-endpoint", &c.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
-		{"concierge-ca-bundle-data", &c.CABundleData, "", "base64 PEM CA bundle of --concierge-endpoint", false},
-		{"concierge-api-group-suffix", &c.Suffix, "pinniped.dev", "API group suffix of the agent's APIs", false},
-		{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
-		{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
-	}
+func (c *Concierge) Flags() []Flag { return c.appendFlags(nil) }
+
+func (c *Concierge) appendFlags(flags []Flag) []Flag {
+	return append(flags,
+		Flag{"enable-concierge", &c.Enabled, false, "trade the token for a cluster credential at the pinniped agent", false},
+		Flag{"concierge-endpoint", &c.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
+		Flag{"concierge-ca-bundle-data", &c.CABundleData, "", "base64 PEM CA bundle of --concierge-endpoint", false},
+		Flag{"concierge-api-group-suffix", &c.Suffix, "pinniped.dev", "API group suffix of the agent's APIs", false},
+		Flag{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
+		Flag{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
+	)
 }
 
 // CABundle decodes --concierge-ca-bundle-data.
@@ -69,25 +74,26 @@ var Flows = []string{"", "browser", "device", "password"}
 
 // Flags lists the flags.
 func (o *OIDC) Flags() []Flag {
-	return append([]Flag{
-		{"issuer", &o.Issuer, "", "OIDC issuer URL (https)", false},
-		{"client-id", &o.ClientID, "pinniped-cli", "OIDC client ID", false},
-		{"scopes", &o.Scopes, []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request", false},
-		{"listen-port", &o.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
-		{"skip-browser", &o.SkipBrowser, false, "print the login link instead of opening a browser", false},
-		{"skip-listen", &o.SkipListen, false, "no callback listener: paste the code instead", true},
-		{"ca-bundle", &o.CABundlePaths, []string(nil), "PEM file of CAs for the issuer (repeatable)", false},
-		{"ca-bundle-data", &o.CABundleData, []string(nil), "base64 PEM CA bundle for the issuer (repeatable)", false},
-		{"request-audience", &o.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
-		{"credential-cache", &o.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
-		{"session-cache", &o.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
-		{"flow", &o.Flow, "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
-		{"upstream-identity-provider-name", &o.UpstreamName, "", "upstream identity provider at a Pinniped Supervisor", false},
-		{"upstream-identity-provider-type", &o.UpstreamTy, "oidc", "its type (oidc, ldap, activedirectory, github)", false},
-		{"upstream-identity-provider-flow", &o.UpstreamFlow, "", "browser_authcode or cli_password", false},
-		{"timeout", &o.Timeout, 15 * time.Minute, "give up on an interactive login after this long", false},
-		{"debug-session-cache", new(bool), false, "accepted for upstream compatibility; ignored", true},
-	}, o.Concierge.Flags()...)
+	// One allocation: the front parses this table on every kubectl call.
+	return o.Concierge.appendFlags(append(make([]Flag, 0, 17+concierge),
+		Flag{"issuer", &o.Issuer, "", "OIDC issuer URL (https)", false},
+		Flag{"client-id", &o.ClientID, "pinniped-cli", "OIDC client ID", false},
+		Flag{"scopes", &o.Scopes, []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request", false},
+		Flag{"listen-port", &o.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
+		Flag{"skip-browser", &o.SkipBrowser, false, "print the login link instead of opening a browser", false},
+		Flag{"skip-listen", &o.SkipListen, false, "no callback listener: paste the code instead", true},
+		Flag{"ca-bundle", &o.CABundlePaths, []string(nil), "PEM file of CAs for the issuer (repeatable)", false},
+		Flag{"ca-bundle-data", &o.CABundleData, []string(nil), "base64 PEM CA bundle for the issuer (repeatable)", false},
+		Flag{"request-audience", &o.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
+		Flag{"credential-cache", &o.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+		Flag{"session-cache", &o.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
+		Flag{"flow", &o.Flow, "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
+		Flag{"upstream-identity-provider-name", &o.UpstreamName, "", "upstream identity provider at a Pinniped Supervisor", false},
+		Flag{"upstream-identity-provider-type", &o.UpstreamTy, "oidc", "its type (oidc, ldap, activedirectory, github)", false},
+		Flag{"upstream-identity-provider-flow", &o.UpstreamFlow, "", "browser_authcode or cli_password", false},
+		Flag{"timeout", &o.Timeout, 15 * time.Minute, "give up on an interactive login after this long", false},
+		Flag{"debug-session-cache", new(bool), false, "accepted for upstream compatibility; ignored", true},
+	))
 }
 
 // IssuerCABundle reads --ca-bundle files and decodes --ca-bundle-data.
@@ -121,11 +127,11 @@ type Static struct {
 
 // Flags lists the flags.
 func (s *Static) Flags() []Flag {
-	return append([]Flag{
-		{"token", &s.Token, "", "the static token", false},
-		{"token-env", &s.TokenEnv, "", "name of an environment variable holding the token", false},
-		{"credential-cache", &s.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
-	}, s.Concierge.Flags()...)
+	return s.Concierge.appendFlags(append(make([]Flag, 0, 3+concierge),
+		Flag{"token", &s.Token, "", "the static token", false},
+		Flag{"token-env", &s.TokenEnv, "", "name of an environment variable holding the token", false},
+		Flag{"credential-cache", &s.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+	))
 }
 
 // ResolveToken returns the token from --token or the variable --token-env names.

@@ -35,7 +35,7 @@ func Parse(flags []Flag, args []string) bool {
 			return false
 		}
 	}
-	appended := map[string]bool{}
+	seen := make([]bool, len(flags))
 	for len(args) > 0 {
 		arg := args[0]
 		args = args[1:]
@@ -43,10 +43,11 @@ func Parse(flags []Flag, args []string) bool {
 			return false
 		}
 		name, value, hasValue := strings.Cut(arg[2:], "=")
-		f, ok := find(flags, name)
-		if !ok {
+		i := find(flags, name)
+		if i < 0 {
 			return false
 		}
+		f := flags[i]
 		if !hasValue {
 			if _, isBool := f.Target.(*bool); isBool {
 				value = "true"
@@ -56,21 +57,21 @@ func Parse(flags []Flag, args []string) bool {
 				return false
 			}
 		}
-		if !set(f, value, appended[name]) {
+		if !set(f, value, seen[i]) {
 			return false
 		}
-		appended[name] = true
+		seen[i] = true
 	}
 	return true
 }
 
-func find(flags []Flag, name string) (Flag, bool) {
-	for _, f := range flags {
+func find(flags []Flag, name string) int {
+	for i, f := range flags {
 		if f.Name == name {
-			return f, true
+			return i
 		}
 	}
-	return Flag{}, false
+	return -1
 }
 
 func setDefault(f Flag) bool {
