@@ -1,29 +1,38 @@
 // Package webhook asks a remote TokenReview webhook about tokens, as
-// configured by a WebhookAuthenticator. The protocol work is
-// k8s.io/apiserver's webhook token authenticator; this package adds the
-// TLS setup, timeouts, and a fallback to authentication.k8s.io/v1beta1 for
-// webhooks that predate v1 (upstream Pinniped only ever spoke v1beta1).
+// configured by a WebhookAuthenticator: TokenReview v1, with a fallback to
+// authentication.k8s.io/v1beta1 for webhooks that predate v1 (upstream
+// Pinniped only ever spoke v1beta1), TLS 1.2+ with the configured CA bundle,
+// and timeouts.
+//
+// The protocol is one JSON POST, so it is spoken here with net/http and the
+// k8s.io/api types rather than with k8s.io/apiserver's webhook plugin: that
+// plugin links the API server's egress selector, and with it gRPC, the
+// konnectivity client and OpenTelemetry exporters the agent never uses.
+// Their package inits alone held 4 MB of every replica's resident memory.
+// Recently accepted tokens are still remembered with k8s.io/apiserver's
+// token cache.
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/token/cache"
-	"k8s.io/apiserver/plugin/pkg/authenticator/token/webhook"
-	"k8s.io/client-go/rest"
+	"k8s.io/apiserver/pkg/authentication/user"
 )
 
 // Timeout bounds one TokenReview round trip.
@@ -33,6 +42,18 @@ const Timeout = 10 * time.Second
 // webhook repeated reviews of the same token during a burst of logins.
 const SuccessCacheTTL = 10 * time.Second
 
+// retryAfter is the pause before the one retry of a review that failed in
+// transit (connection error, HTTP 429 or 5xx).
+const retryAfter = 200 * time.Millisecond
+
+// maxResponse bounds what is read of a webhook's answer.
+const maxResponse = 1 << 20
+
+const (
+	v1      = "authentication.k8s.io/v1"
+	v1beta1 = "authentication.k8s.io/v1beta1"
+)
+
 // Config describes one webhook.
 type Config struct {
 	Endpoint string
@@ -41,9 +62,7 @@ type Config struct {
 
 // Authenticator implements authenticator.Token.
 type Authenticator struct {
-	v1, v1beta1 authenticator.Token
-	// useV1beta1 is set once the webhook has shown it only speaks v1beta1.
-	useV1beta1 atomic.Bool
+	cached authenticator.Token
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -66,64 +85,161 @@ func New(cfg Config) (*Authenticator, error) {
 	if err := ValidateEndpoint(cfg.Endpoint); err != nil {
 		return nil, err
 	}
-	rc := &rest.Config{
-		Host:            cfg.Endpoint,
-		Timeout:         Timeout,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CABundle},
-		// The webhook is called with no credentials of ours.
-		UserAgent: "pinniped-agent",
-	}
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 2}
-	v1, err := webhook.New(rc, "v1", nil, backoff)
+	tlsConfig, err := clientTLS(cfg.CABundle)
 	if err != nil {
-		return nil, fmt.Errorf("configure TokenReview v1 client for %s: %w", cfg.Endpoint, err)
+		return nil, err
 	}
-	v1beta1, err := webhook.New(rc, "v1beta1", nil, backoff)
-	if err != nil {
-		return nil, fmt.Errorf("configure TokenReview v1beta1 client for %s: %w", cfg.Endpoint, err)
+	r := &reviewer{
+		endpoint: cfg.Endpoint,
+		client: &http.Client{
+			Transport: &http.Transport{
+				Proxy:               http.ProxyFromEnvironment,
+				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				TLSClientConfig:     tlsConfig,
+				TLSHandshakeTimeout: 5 * time.Second,
+				ForceAttemptHTTP2:   true,
+				MaxIdleConnsPerHost: 16,
+				IdleConnTimeout:     90 * time.Second,
+			},
+			// A redirect would send the token on to another address.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 	}
-	return &Authenticator{
-		v1:      cache.New(v1, false, SuccessCacheTTL, 0),
-		v1beta1: cache.New(v1beta1, false, SuccessCacheTTL, 0),
-	}, nil
+	return &Authenticator{cached: cache.New(r, false, SuccessCacheTTL, 0)}, nil
 }
 
-// AuthenticateToken sends a TokenReview, in v1 unless the webhook has shown
-// it only understands v1beta1.
-func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-	if a.useV1beta1.Load() {
-		return a.v1beta1.AuthenticateToken(ctx, token)
+func clientTLS(caBundle []byte) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(caBundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			return nil, errors.New("CA bundle contains no PEM certificates")
+		}
+		cfg.RootCAs = pool
 	}
-	resp, ok, err := a.v1.AuthenticateToken(ctx, token)
-	if err == nil || !versionProblem(err) {
+	return cfg, nil
+}
+
+// AuthenticateToken reviews the token, or answers from the short cache of
+// accepted tokens.
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	return a.cached.AuthenticateToken(ctx, token)
+}
+
+// reviewer sends TokenReviews, in v1 unless the webhook has shown it only
+// understands v1beta1.
+type reviewer struct {
+	endpoint   string
+	client     *http.Client
+	useV1beta1 atomic.Bool
+}
+
+// errVersion means the webhook did not understand the TokenReview version.
+var errVersion = errors.New("the webhook does not understand this TokenReview version")
+
+func (r *reviewer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	if r.useV1beta1.Load() {
+		return r.review(ctx, v1beta1, token)
+	}
+	resp, ok, err := r.review(ctx, v1, token)
+	if !errors.Is(err, errVersion) {
 		return resp, ok, err
 	}
-	resp, ok, err2 := a.v1beta1.AuthenticateToken(ctx, token)
+	resp, ok, err2 := r.review(ctx, v1beta1, token)
 	if err2 != nil {
-		return nil, false, errors.Join(err, err2)
+		return nil, false, fmt.Errorf("TokenReview v1: %w; v1beta1: %w", err, err2)
 	}
-	a.useV1beta1.Store(true)
+	r.useV1beta1.Store(true)
 	return resp, ok, nil
 }
 
-// versionProblem guesses whether a v1 failure was about the API version
-// rather than the token or the network: the answer could not be decoded as
-// v1, or the webhook refused the request's shape.
-func versionProblem(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
+// review sends one TokenReview, retrying once after a failure in transit.
+func (r *reviewer) review(ctx context.Context, version, token string) (*authenticator.Response, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	// v1 and v1beta1 TokenReviews have the same fields.
+	body, err := json.Marshal(&authenticationv1.TokenReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: version, Kind: "TokenReview"},
+		Spec:     authenticationv1.TokenReviewSpec{Token: token},
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("encode TokenReview: %w", err)
 	}
-	if apierrors.IsBadRequest(err) || apierrors.IsNotFound(err) || apierrors.IsUnsupportedMediaType(err) ||
-		apierrors.IsInvalid(err) || runtime.IsNotRegisteredError(err) {
-		return true
+	status, err := r.post(ctx, version, body)
+	if errors.Is(err, errTransient) {
+		select {
+		case <-ctx.Done():
+			return nil, false, err
+		case <-time.After(retryAfter):
+		}
+		status, err = r.post(ctx, version, body)
 	}
-	msg := err.Error()
-	for _, s := range []string{"no kind", "v1beta1", "unable to decode", "does not match"} {
-		if strings.Contains(msg, s) {
-			return true
+	if err != nil {
+		return nil, false, err
+	}
+	if !status.Authenticated {
+		if status.Error != "" {
+			return nil, false, fmt.Errorf("the webhook refused the token: %s", status.Error)
+		}
+		return nil, false, nil
+	}
+	if status.User.Username == "" {
+		return nil, false, errors.New("the webhook accepted the token but named no user")
+	}
+	var extra map[string][]string
+	if len(status.User.Extra) > 0 {
+		extra = make(map[string][]string, len(status.User.Extra))
+		for k, v := range status.User.Extra {
+			extra[k] = v
 		}
 	}
-	return false
+	return &authenticator.Response{User: &user.DefaultInfo{
+		Name: status.User.Username, UID: status.User.UID, Groups: status.User.Groups, Extra: extra,
+	}}, true, nil
+}
+
+// errTransient marks failures worth one retry.
+var errTransient = errors.New("transient")
+
+func (r *reviewer) post(ctx context.Context, version string, body []byte) (*authenticationv1.TokenReviewStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build TokenReview request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "pinniped-agent")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("TokenReview at %s: %w", r.endpoint, ctx.Err())
+		}
+		return nil, fmt.Errorf("TokenReview at %s: %w: %w", r.endpoint, errTransient, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("read TokenReview answer from %s: %w: %w", r.endpoint, errTransient, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.endpoint, resp.StatusCode, errTransient)
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound ||
+		resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode == http.StatusUnprocessableEntity:
+		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.endpoint, resp.StatusCode, errVersion)
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
+		return nil, fmt.Errorf("TokenReview at %s: unexpected HTTP %d", r.endpoint, resp.StatusCode)
+	case len(raw) > maxResponse:
+		return nil, fmt.Errorf("TokenReview at %s: the answer is larger than %d bytes", r.endpoint, maxResponse)
+	}
+	var answer authenticationv1.TokenReview
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("TokenReview at %s: the answer is not a TokenReview: %w", r.endpoint, err)
+	}
+	if answer.Kind != "TokenReview" || answer.APIVersion != version {
+		return nil, fmt.Errorf("TokenReview at %s: answered with %q %q: %w", r.endpoint, answer.APIVersion, answer.Kind, errVersion)
+	}
+	return &answer.Status, nil
 }
 
 // Probe checks that the webhook's TLS endpoint answers with a certificate
@@ -137,14 +253,11 @@ func Probe(ctx context.Context, endpoint string, caBundle []byte) error {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "443")
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return errors.New("CA bundle contains no PEM certificates")
-		}
-		cfg.RootCAs = pool
+	cfg, err := clientTLS(caBundle)
+	if err != nil {
+		return err
 	}
+	cfg.ServerName = u.Hostname()
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -92,5 +93,101 @@ func TestUntrustedCertificateFails(t *testing.T) {
 func TestRefusesHTTP(t *testing.T) {
 	if _, err := webhook.New(webhook.Config{Endpoint: "http://example.com/review"}); err == nil {
 		t.Fatal("http endpoint accepted")
+	}
+}
+
+// scripted is a TLS webhook answering each request with the next handler.
+func scripted(t *testing.T, handlers ...http.HandlerFunc) (*atomic.Int64, webhook.Config) {
+	var calls atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1)) - 1
+		handlers[min(n, len(handlers)-1)](w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return &calls, webhook.Config{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
+}
+
+func answer(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func TestUserFields(t *testing.T) {
+	_, cfg := scripted(t, answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,
+		"user":{"username":"bob","uid":"42","groups":["a","b"],"extra":{"scopes":["x","y"]}}}}`))
+	a, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, ok, err := a.AuthenticateToken(context.Background(), "t")
+	if err != nil || !ok {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	u := resp.User
+	if u.GetName() != "bob" || u.GetUID() != "42" || !slices.Equal(u.GetGroups(), []string{"a", "b"}) || !slices.Equal(u.GetExtra()["scopes"], []string{"x", "y"}) {
+		t.Errorf("user %+v", u)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		handler http.HandlerFunc
+		wantErr string
+	}{
+		"not authenticated": {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false}}`), ""},
+		"webhook error":     {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"token revoked"}}`), "token revoked"},
+		"no username":       {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{}}}`), "named no user"},
+		"not JSON":          {answer(`<html>`), "not a TokenReview"},
+		"forbidden":         {func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }, "HTTP 403"},
+		"redirect not followed": {func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://127.0.0.1:1/steal", http.StatusTemporaryRedirect)
+		}, "HTTP 307"},
+		"huge answer": {func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"error":"`))
+			_, _ = w.Write(make([]byte, 2<<20))
+		}, "larger than"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, cfg := scripted(t, tc.handler)
+			a, err := webhook.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ok, err := a.AuthenticateToken(context.Background(), "t")
+			if ok {
+				t.Fatal("token accepted")
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRetriesOnceAfterServerError(t *testing.T) {
+	good := answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`)
+	unavailable := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }
+	calls, cfg := scripted(t, unavailable, good)
+	a, _ := webhook.New(cfg)
+	if _, ok, err := a.AuthenticateToken(context.Background(), "t"); !ok || err != nil || calls.Load() != 2 {
+		t.Fatalf("ok=%v err=%v calls=%d", ok, err, calls.Load())
+	}
+	calls, cfg = scripted(t, unavailable)
+	a, _ = webhook.New(cfg)
+	if _, ok, err := a.AuthenticateToken(context.Background(), "t"); ok || err == nil || calls.Load() != 2 {
+		t.Fatalf("always unavailable: ok=%v err=%v calls=%d (want one retry)", ok, err, calls.Load())
+	}
+}
+
+// A webhook that answers v1 requests with a v1beta1 TokenReview is treated
+// as a v1beta1 webhook.
+func TestAnswerInAnotherVersion(t *testing.T) {
+	_, cfg := scripted(t, answer(`{"apiVersion":"authentication.k8s.io/v1beta1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`))
+	a, _ := webhook.New(cfg)
+	resp, ok, err := a.AuthenticateToken(context.Background(), "t")
+	if !ok || err != nil || resp.User.GetName() != "alice" {
+		t.Fatalf("ok=%v err=%v", ok, err)
 	}
 }
