@@ -52,6 +52,8 @@ type Agent struct {
 	// Manage is true on the leader, which creates and updates the Deployment.
 	Manage func() bool
 	Now    func() time.Time
+	// PollInterval is how often to look for the helper pod (default 1s).
+	PollInterval time.Duration
 }
 
 // ErrNoControllerManager means this cluster keeps its control plane out of
@@ -66,16 +68,7 @@ func (a *Agent) Fetch(ctx context.Context) (*certauthority.CA, error) {
 		return nil, err
 	}
 	certPath, keyPath := signingFiles(kcm)
-	// Only the leader manages the helper. Every replica waits as long for
-	// its pod (checking each second), so all load the key within a second
-	// of each other: a replica without it issues through the CSR API
-	// meanwhile, with certificates of a different lifetime.
-	if a.Manage == nil || a.Manage() {
-		if err := a.ensureDeployment(ctx, kcm); err != nil {
-			return nil, err
-		}
-	}
-	pod, err := a.readyPod(ctx, 90*time.Second)
+	pod, err := a.helperPod(ctx, kcm)
 	if err != nil {
 		return nil, err
 	}
@@ -214,9 +207,42 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
 	return err
 }
 
-func (a *Agent) readyPod(ctx context.Context, wait time.Duration) (string, error) {
+// helperWait bounds the wait for the helper pod.
+const helperWait = 90 * time.Second
+
+// helperPod waits for a running helper pod. Only the leader manages the
+// helper's Deployment, and every replica waits as long for its pod, so all
+// load the key within a poll of each other: a replica without it issues
+// through the CSR API meanwhile, with certificates of a different
+// lifetime. Leadership is asked again at each poll because replicas start
+// fetching before the election is decided; otherwise the new leader would
+// wait out the whole bound for a Deployment nobody creates.
+func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod) (string, error) {
+	ensured := false
+	return a.readyPod(ctx, helperWait, func() error {
+		if ensured || (a.Manage != nil && !a.Manage()) {
+			return nil
+		}
+		if err := a.ensureDeployment(ctx, kcm); err != nil {
+			return err
+		}
+		ensured = true
+		return nil
+	})
+}
+
+// readyPod polls for a running helper pod of this agent's image, calling
+// each before every poll.
+func (a *Agent) readyPod(ctx context.Context, wait time.Duration, each func() error) (string, error) {
 	deadline := time.Now().Add(wait)
+	poll := a.PollInterval
+	if poll == 0 {
+		poll = time.Second
+	}
 	for {
+		if err := each(); err != nil {
+			return "", err
+		}
 		pods, err := a.Kube.CoreV1().Pods(a.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kube-cert-agent.pinniped.dev=v1"})
 		if err != nil {
 			return "", err
@@ -232,7 +258,7 @@ func (a *Agent) readyPod(ctx context.Context, wait time.Duration) (string, error
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(poll):
 		}
 	}
 }
