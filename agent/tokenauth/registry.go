@@ -39,15 +39,31 @@ func NewRegistry() *Registry {
 // Set installs or replaces an authenticator.
 func (r *Registry) Set(k Key, a authenticator.Token) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	old := r.items[k]
 	r.items[k] = a
+	r.mu.Unlock()
+	release(old)
 }
 
 // Delete removes an authenticator; tokens it accepted stop working at once.
 func (r *Registry) Delete(k Key) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	old := r.items[k]
 	delete(r.items, k)
+	r.mu.Unlock()
+	release(old)
+}
+
+// idleCloser is an authenticator that keeps connections open (a webhook's
+// HTTP client); requests in flight are not affected.
+type idleCloser interface{ CloseIdleConnections() }
+
+// release lets a replaced or removed authenticator's idle connections go
+// now rather than at their idle timeout.
+func release(a authenticator.Token) {
+	if c, ok := a.(idleCloser); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // Keys lists the installed authenticators.

@@ -63,6 +63,7 @@ type Config struct {
 // Authenticator implements authenticator.Token.
 type Authenticator struct {
 	cached authenticator.Token
+	client *http.Client
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -89,8 +90,12 @@ func New(cfg Config) (*Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
+	u, _ := url.Parse(cfg.Endpoint) // validated above
 	r := &reviewer{
 		endpoint: cfg.Endpoint,
+		// Errors are logged: they name the webhook without any user
+		// information or query, which may hold credentials.
+		display: (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
 		client: &http.Client{
 			Transport: &http.Transport{
 				Proxy:               http.ProxyFromEnvironment,
@@ -105,8 +110,12 @@ func New(cfg Config) (*Authenticator, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 	}
-	return &Authenticator{cached: cache.New(r, false, SuccessCacheTTL, 0)}, nil
+	return &Authenticator{cached: cache.New(r, false, SuccessCacheTTL, 0), client: r.client}, nil
 }
+
+// CloseIdleConnections lets go of kept-alive connections to the webhook;
+// the registry calls it when this authenticator is replaced or removed.
+func (a *Authenticator) CloseIdleConnections() { a.client.CloseIdleConnections() }
 
 func clientTLS(caBundle []byte) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -130,6 +139,7 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 // understands v1beta1.
 type reviewer struct {
 	endpoint   string
+	display    string
 	client     *http.Client
 	useV1beta1 atomic.Bool
 }
@@ -204,42 +214,67 @@ var errTransient = errors.New("transient")
 func (r *reviewer) post(ctx context.Context, version string, body []byte) (*authenticationv1.TokenReviewStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("build TokenReview request: %w", err)
+		return nil, fmt.Errorf("build TokenReview request for %s: %w", r.display, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "pinniped-agent")
 	resp, err := r.client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("TokenReview at %s: %w", r.endpoint, ctx.Err())
+		// url.Error would repeat the endpoint as configured.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
 		}
-		return nil, fmt.Errorf("TokenReview at %s: %w: %w", r.endpoint, errTransient, err)
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("TokenReview at %s: %w", r.display, ctx.Err())
+		case permanent(err):
+			return nil, fmt.Errorf("TokenReview at %s: %w", r.display, err)
+		}
+		return nil, fmt.Errorf("TokenReview at %s: %w: %w", r.display, errTransient, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return nil, fmt.Errorf("read TokenReview answer from %s: %w: %w", r.endpoint, errTransient, err)
+		return nil, fmt.Errorf("read TokenReview answer from %s: %w: %w", r.display, errTransient, err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.endpoint, resp.StatusCode, errTransient)
+		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.display, resp.StatusCode, errTransient)
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound ||
 		resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode == http.StatusUnprocessableEntity:
-		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.endpoint, resp.StatusCode, errVersion)
+		return nil, fmt.Errorf("TokenReview at %s: HTTP %d: %w", r.display, resp.StatusCode, errVersion)
 	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
-		return nil, fmt.Errorf("TokenReview at %s: unexpected HTTP %d", r.endpoint, resp.StatusCode)
+		return nil, fmt.Errorf("TokenReview at %s: unexpected HTTP %d", r.display, resp.StatusCode)
 	case len(raw) > maxResponse:
-		return nil, fmt.Errorf("TokenReview at %s: the answer is larger than %d bytes", r.endpoint, maxResponse)
+		return nil, fmt.Errorf("TokenReview at %s: the answer is larger than %d bytes", r.display, maxResponse)
 	}
 	var answer authenticationv1.TokenReview
 	if err := json.Unmarshal(raw, &answer); err != nil {
-		return nil, fmt.Errorf("TokenReview at %s: the answer is not a TokenReview: %w", r.endpoint, err)
+		return nil, fmt.Errorf("TokenReview at %s: the answer is not a TokenReview: %w", r.display, err)
 	}
-	if answer.Kind != "TokenReview" || answer.APIVersion != version {
-		return nil, fmt.Errorf("TokenReview at %s: answered with %q %q: %w", r.endpoint, answer.APIVersion, answer.Kind, errVersion)
+	// Webhooks may leave out apiVersion and kind (the API server's own
+	// client fills them in from what it asked for); only a different
+	// version or kind named in the answer is a version problem.
+	if (answer.Kind != "" && answer.Kind != "TokenReview") || (answer.APIVersion != "" && answer.APIVersion != version) {
+		return nil, fmt.Errorf("TokenReview at %s: answered with %q %q: %w", r.display, answer.APIVersion, answer.Kind, errVersion)
 	}
 	return &answer.Status, nil
+}
+
+// permanent reports failures that a retry cannot mend: the webhook's
+// certificate is not trusted, or its name does not exist.
+func permanent(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalid          x509.CertificateInvalidError
+		hostname         x509.HostnameError
+		verification     *tls.CertificateVerificationError
+		dns              *net.DNSError
+	)
+	return errors.As(err, &unknownAuthority) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &verification) || (errors.As(err, &dns) && dns.IsNotFound)
 }
 
 // Probe checks that the webhook's TLS endpoint answers with a certificate

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
 )
@@ -182,12 +185,106 @@ func TestRetriesOnceAfterServerError(t *testing.T) {
 }
 
 // A webhook that answers v1 requests with a v1beta1 TokenReview is treated
-// as a v1beta1 webhook.
+// as a v1beta1 webhook: asked again in v1beta1, and from then on only so.
 func TestAnswerInAnotherVersion(t *testing.T) {
-	_, cfg := scripted(t, answer(`{"apiVersion":"authentication.k8s.io/v1beta1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`))
+	var asked []string
+	var mu sync.Mutex
+	_, cfg := scripted(t, func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			APIVersion string `json:"apiVersion"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		asked = append(asked, req.APIVersion)
+		mu.Unlock()
+		answer(`{"apiVersion":"authentication.k8s.io/v1beta1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`)(w, r)
+	})
 	a, _ := webhook.New(cfg)
 	resp, ok, err := a.AuthenticateToken(context.Background(), "t")
 	if !ok || err != nil || resp.User.GetName() != "alice" {
 		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	if _, ok, _ := a.AuthenticateToken(context.Background(), "another"); !ok {
+		t.Fatal("second token refused")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"authentication.k8s.io/v1", "authentication.k8s.io/v1beta1", "authentication.k8s.io/v1beta1"}; !slices.Equal(asked, want) {
+		t.Errorf("asked in %q, want %q", asked, want)
+	}
+}
+
+// Webhooks may answer without apiVersion and kind.
+func TestAnswerWithoutTypeMeta(t *testing.T) {
+	calls, cfg := scripted(t, answer(`{"status":{"authenticated":true,"user":{"username":"alice"}}}`))
+	a, _ := webhook.New(cfg)
+	if resp, ok, err := a.AuthenticateToken(context.Background(), "t"); !ok || err != nil || resp.User.GetName() != "alice" || calls.Load() != 1 {
+		t.Fatalf("ok=%v err=%v calls=%d", ok, err, calls.Load())
+	}
+}
+
+// Errors are logged by the exchange handler: they must not carry the
+// credentials or query an endpoint URL may contain.
+func TestErrorsDoNotRepeatEndpointSecrets(t *testing.T) {
+	calls, cfg := scripted(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) })
+	cfg.Endpoint = strings.Replace(cfg.Endpoint, "https://", "https://user:hunter2@", 1) + "/review?key=sesame"
+	a, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = a.AuthenticateToken(context.Background(), "t")
+	if err == nil || calls.Load() != 1 || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "sesame") || !strings.Contains(err.Error(), "/review") {
+		t.Fatalf("err %v", err)
+	}
+	// And when the connection itself fails (url.Error names the URL).
+	cfg.Endpoint = "https://user:hunter2@127.0.0.1:1/review?key=sesame"
+	a, _ = webhook.New(cfg)
+	_, _, err = a.AuthenticateToken(context.Background(), "t")
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "sesame") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// An untrusted certificate is not worth a retry.
+func TestNoRetryForUntrustedCertificate(t *testing.T) {
+	calls, cfg := scripted(t, answer(`{}`))
+	cfg.CABundle = nil
+	a, _ := webhook.New(cfg)
+	start := time.Now()
+	if _, ok, err := a.AuthenticateToken(context.Background(), "t"); ok || err == nil {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	if calls.Load() != 0 || time.Since(start) > 150*time.Millisecond {
+		t.Errorf("calls=%d after %v: retried", calls.Load(), time.Since(start))
+	}
+}
+
+func TestCloseIdleConnections(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(answer(`{"status":{"authenticated":true,"user":{"username":"alice"}}}`))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			conns.Add(-1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	a, _ := webhook.New(webhook.Config{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})})
+	if _, ok, err := a.AuthenticateToken(context.Background(), "t"); !ok || err != nil {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	if conns.Load() != 1 {
+		t.Fatalf("%d open connections, want the kept-alive one", conns.Load())
+	}
+	a.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for conns.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if conns.Load() != 0 {
+		t.Errorf("%d connections still open", conns.Load())
 	}
 }
