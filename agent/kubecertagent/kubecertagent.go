@@ -219,29 +219,38 @@ const helperWait = 90 * time.Second
 // wait out the whole bound for a Deployment nobody creates.
 func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod) (string, error) {
 	ensured := false
-	return a.readyPod(ctx, helperWait, func() error {
+	return a.readyPod(ctx, helperWait, func() (bool, error) {
 		if ensured || (a.Manage != nil && !a.Manage()) {
-			return nil
+			return false, nil
 		}
 		if err := a.ensureDeployment(ctx, kcm); err != nil {
-			return err
+			// The previous leader may be writing it at this moment.
+			if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+				return false, nil
+			}
+			return false, err
 		}
 		ensured = true
-		return nil
+		// The pod still has to be scheduled and started.
+		return true, nil
 	})
 }
 
 // readyPod polls for a running helper pod of this agent's image, calling
-// each before every poll.
-func (a *Agent) readyPod(ctx context.Context, wait time.Duration, each func() error) (string, error) {
+// each before every poll; each may restart the wait.
+func (a *Agent) readyPod(ctx context.Context, wait time.Duration, each func() (restart bool, err error)) (string, error) {
 	deadline := time.Now().Add(wait)
 	poll := a.PollInterval
 	if poll == 0 {
 		poll = time.Second
 	}
 	for {
-		if err := each(); err != nil {
+		restart, err := each()
+		if err != nil {
 			return "", err
+		}
+		if restart {
+			deadline = time.Now().Add(wait)
 		}
 		pods, err := a.Kube.CoreV1().Pods(a.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kube-cert-agent.pinniped.dev=v1"})
 		if err != nil {
