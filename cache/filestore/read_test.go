@@ -12,7 +12,7 @@ import (
 
 func TestReadFileMatchesOSReadFile(t *testing.T) {
 	dir := t.TempDir()
-	for _, size := range []int{0, 1, 511, 512, 513, 4096, 100_000} {
+	for _, size := range []int{0, 1, 511, 512, 513, 4096, 100_000, 3 << 20} {
 		name := filepath.Join(dir, fmt.Sprint(size))
 		want := bytes.Repeat([]byte{'x'}, size)
 		if err := os.WriteFile(name, want, 0o600); err != nil {

@@ -7,9 +7,6 @@ import (
 	"syscall"
 )
 
-// maxEntry bounds what a read accepts; a credential entry is a few KB.
-const maxEntry = 1 << 20
-
 // readFile is os.ReadFile in plain system calls. The cached-login path reads
 // one small file per kubectl call, and an *os.File costs start-up time that
 // such a read does not need: os.Open offers the descriptor to the runtime's
@@ -32,7 +29,7 @@ func readFile(name string) ([]byte, error) {
 	// One read for the whole file, as os.ReadFile sizes its buffer.
 	size := 512
 	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < maxEntry {
+	if syscall.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < 1<<20 {
 		size = int(st.Size) + 1
 	}
 	b := make([]byte, 0, size)
@@ -48,9 +45,6 @@ func readFile(name string) ([]byte, error) {
 			return b, nil
 		}
 		b = b[:len(b)+n]
-		if len(b) > maxEntry {
-			return nil, &os.PathError{Op: "read", Path: name, Err: syscall.EFBIG}
-		}
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}

@@ -88,6 +88,12 @@ func FuzzParseMatchesPflag(f *testing.F) {
 		f.Add(true, seed)
 		f.Add(false, seed)
 	}
+	for _, seed := range []string{
+		"--token=a\x00--token-env=B", "--token\x00--enable-concierge", "--enable-concierge=F\x00--concierge-endpoint",
+		"--credential-cache=file\x00--credential-cache=none", "--concierge-api-group-suffix=\x00--token=--token",
+	} {
+		f.Add(false, seed)
+	}
 	f.Fuzz(func(t *testing.T, oidc bool, joined string) {
 		args := strings.Split(joined, "\x00")
 		if joined == "" {
