@@ -19,19 +19,7 @@ import (
 // instead of waiting out the whole bound for a Deployment nobody creates.
 func TestReplicaThatBecomesLeaderWhileWaitingCreatesTheHelper(t *testing.T) {
 	kube := fake.NewClientset()
-	// The Deployment controller's part: a running pod once the Deployment exists.
-	kube.PrependReactor("create", "deployments", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		d := action.(clienttesting.CreateAction).GetObject().(*appsv1.Deployment)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-abc", Namespace: d.Namespace, Labels: d.Spec.Template.Labels},
-			Spec:       d.Spec.Template.Spec,
-			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-		}
-		if err := kube.Tracker().Add(pod); err != nil {
-			t.Error(err)
-		}
-		return false, nil, nil
-	})
+	kube.PrependReactor("create", "deployments", startPod(t, kube))
 	var polls atomic.Int32
 	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
 		Manage: func() bool { return polls.Add(1) > 3 }, PollInterval: 5 * time.Millisecond}
@@ -74,6 +62,22 @@ func TestLeaderRetriesAfterACreateRace(t *testing.T) {
 		if creates.Add(1) == 1 {
 			return true, nil, apierrors.NewAlreadyExists(appsv1.Resource("deployments"), "pinniped-kube-cert-agent")
 		}
+		return startPod(t, kube)(action)
+	})
+	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
+		Manage: func() bool { return true }, PollInterval: 5 * time.Millisecond}
+	kcm := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "kcm"}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if pod, err := a.helperPod(ctx, kcm); err != nil || pod != "pinniped-kube-cert-agent-abc" || creates.Load() != 2 {
+		t.Fatalf("pod %q, err %v, %d creates", pod, err, creates.Load())
+	}
+}
+
+// startPod plays the Deployment controller's part: a running pod once the
+// Deployment is created.
+func startPod(t *testing.T, kube *fake.Clientset) clienttesting.ReactionFunc {
+	return func(action clienttesting.Action) (bool, runtime.Object, error) {
 		d := action.(clienttesting.CreateAction).GetObject().(*appsv1.Deployment)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-abc", Namespace: d.Namespace, Labels: d.Spec.Template.Labels},
@@ -84,13 +88,5 @@ func TestLeaderRetriesAfterACreateRace(t *testing.T) {
 			t.Error(err)
 		}
 		return false, nil, nil
-	})
-	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
-		Manage: func() bool { return true }, PollInterval: 5 * time.Millisecond}
-	kcm := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "kcm"}}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if pod, err := a.helperPod(ctx, kcm); err != nil || pod != "pinniped-kube-cert-agent-abc" || creates.Load() != 2 {
-		t.Fatalf("pod %q, err %v, %d creates", pod, err, creates.Load())
 	}
 }

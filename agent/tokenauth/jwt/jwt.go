@@ -4,13 +4,10 @@ package jwt
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -18,6 +15,8 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
 )
 
 // Leeway tolerates a small clock difference between the issuer and the
@@ -52,25 +51,11 @@ var ErrInsecureIssuer = errors.New("issuer must be an https URL")
 // given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
 // stall reconciliation.
 func HTTPClient(caBundle []byte) (*http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("CA bundle contains no PEM certificates")
-		}
-		tlsConfig.RootCAs = pool
+	t, err := tlsclient.Transport(caBundle, 2)
+	if err != nil {
+		return nil, err
 	}
-	return &http.Client{
-		Timeout: 15 * time.Second,
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSClientConfig:     tlsConfig,
-			TLSHandshakeTimeout: 5 * time.Second,
-			ForceAttemptHTTP2:   true,
-			MaxIdleConnsPerHost: 2,
-		},
-	}, nil
+	return &http.Client{Timeout: 15 * time.Second, Transport: t}, nil
 }
 
 // ValidateIssuer checks the issuer URL without contacting it.

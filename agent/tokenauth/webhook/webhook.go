@@ -33,6 +33,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
 )
 
 // Timeout bounds one TokenReview round trip.
@@ -86,7 +88,7 @@ func New(cfg Config) (*Authenticator, error) {
 	if err := ValidateEndpoint(cfg.Endpoint); err != nil {
 		return nil, err
 	}
-	tlsConfig, err := clientTLS(cfg.CABundle)
+	transport, err := tlsclient.Transport(cfg.CABundle, 16)
 	if err != nil {
 		return nil, err
 	}
@@ -97,15 +99,7 @@ func New(cfg Config) (*Authenticator, error) {
 		// information or query, which may hold credentials.
 		display: (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
 		client: &http.Client{
-			Transport: &http.Transport{
-				Proxy:               http.ProxyFromEnvironment,
-				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				TLSClientConfig:     tlsConfig,
-				TLSHandshakeTimeout: 5 * time.Second,
-				ForceAttemptHTTP2:   true,
-				MaxIdleConnsPerHost: 16,
-				IdleConnTimeout:     90 * time.Second,
-			},
+			Transport: transport,
 			// A redirect would send the token on to another address.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -116,18 +110,6 @@ func New(cfg Config) (*Authenticator, error) {
 // CloseIdleConnections lets go of kept-alive connections to the webhook;
 // the registry calls it when this authenticator is replaced or removed.
 func (a *Authenticator) CloseIdleConnections() { a.client.CloseIdleConnections() }
-
-func clientTLS(caBundle []byte) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("CA bundle contains no PEM certificates")
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
-}
 
 // AuthenticateToken reviews the token, or answers from the short cache of
 // accepted tokens.
@@ -288,7 +270,7 @@ func Probe(ctx context.Context, endpoint string, caBundle []byte) error {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "443")
 	}
-	cfg, err := clientTLS(caBundle)
+	cfg, err := tlsclient.Config(caBundle)
 	if err != nil {
 		return err
 	}
