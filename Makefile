@@ -8,7 +8,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 TOOLS   := .ci/tools.sh
 
-.PHONY: all build test check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy release-check release-snapshot clean
+.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy release-check release-snapshot clean
 
 all: build
 
@@ -18,6 +18,11 @@ build:
 
 ## test: everything CI checks, in order of cost
 test: check unit e2e release-snapshot
+
+## test-fresh: `make test` from a clean clone with empty HOME and Go caches, as on a new machine
+##   (reuses the built Kubernetes toolchain unless PINNIPED_FRESH_TOOLCHAIN=cold; see .ci/test-fresh.sh)
+test-fresh:
+	.ci/test-fresh.sh
 
 ## check: formatting, vet, lint, generated files up to date
 check: fmt vet verify-generated lint

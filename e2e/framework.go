@@ -210,9 +210,12 @@ func (m *Tmux) run(args ...string) (string, error) {
 	// -f /dev/null: no user configuration; -L: a private server, never the user's.
 	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-L", m.socket, "-f", "/dev/null"}, args...)...)
 	cmd.Env = BedEnv()
-	out, err := cmd.CombinedOutput()
+	// Only stdout is tmux's answer (a captured pane); stderr is for the error.
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("tmux %s: %w: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("tmux %s: %w: %s", strings.Join(args, " "), err, stderr.Bytes())
 	}
 	return string(out), nil
 }
