@@ -7,6 +7,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 TOOLS   := .ci/tools.sh
+FUZZTIME ?= 45s
 
 .PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy release-check release-snapshot clean
 
@@ -48,9 +49,11 @@ verify-generated: generate
 	  git status --short -- agent/apis install/crds; git diff --stat -- agent/apis install/crds; \
 	  echo "Generated files are stale: run 'make generate' and commit the result."; exit 1; fi
 
-## unit: unit tests with the race detector
+## unit: unit tests with the race detector, then a bounded fuzz run of the
+## proxy's identity invariant (its seeds also run in the unit tests)
 unit:
 	go test -race -count=1 ./...
+	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/impersonator/
 
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:

@@ -40,6 +40,10 @@ const (
 	FailedMessage = "authentication failed"
 	// exchangeTimeout bounds one exchange, including webhook calls.
 	exchangeTimeout = 30 * time.Second
+	// DefaultBodyTimeout bounds reading a request body. The exchange is
+	// anonymous, so without it anyone could hold a connection and a
+	// goroutine by sending a body one byte at a time.
+	DefaultBodyTimeout = 5 * time.Second
 )
 
 // TokenAuthenticator validates a token with a named authenticator.
@@ -68,6 +72,8 @@ type Handler struct {
 	Now            func() time.Time
 	// Observe, if set, is called after every exchange (metrics, audit).
 	Observe func(Result)
+	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
+	BodyTimeout time.Duration
 }
 
 // ServeHTTP routes by path. Only the exact paths of our two group versions
@@ -125,7 +131,7 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // decode reads a JSON body into obj, answering the error itself when it fails.
-func decode(w http.ResponseWriter, r *http.Request, kind, apiVersion string, obj any) bool {
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, kind, apiVersion string, obj any) bool {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
@@ -134,7 +140,7 @@ func decode(w http.ResponseWriter, r *http.Request, kind, apiVersion string, obj
 			return false
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -168,7 +174,7 @@ func (h *Handler) now() time.Time {
 func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	var req loginv1alpha1.TokenCredentialRequest
-	if !decode(w, r, "TokenCredentialRequest", loginv1alpha1.SchemeGroupVersion.String(), &req) {
+	if !h.decode(w, r, "TokenCredentialRequest", loginv1alpha1.SchemeGroupVersion.String(), &req) {
 		return
 	}
 	if req.Namespace != "" {
@@ -276,7 +282,7 @@ func checkUser(u user.Info) string {
 
 func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
 	var req identityv1alpha1.WhoAmIRequest
-	if !decode(w, r, "WhoAmIRequest", identityv1alpha1.SchemeGroupVersion.String(), &req) {
+	if !h.decode(w, r, "WhoAmIRequest", identityv1alpha1.SchemeGroupVersion.String(), &req) {
 		return
 	}
 	u, ok := request.UserFrom(r.Context())
@@ -309,4 +315,17 @@ func (h *Handler) log() *slog.Logger {
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:8])
+}
+
+// readBody reads the whole body within the body timeout and size limit.
+// The deadline needs no clearing: once the body is in, the HTTP/1 server
+// clears it for its own background read, and on HTTP/2 it covers only this
+// stream's body.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	timeout := h.BodyTimeout
+	if timeout <= 0 {
+		timeout = DefaultBodyTimeout
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 }

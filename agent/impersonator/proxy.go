@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -104,17 +105,32 @@ type Observation struct {
 func (p *Proxy) Init() {
 	mk := func(rt http.RoundTripper) *httputil.ReverseProxy {
 		return &httputil.ReverseProxy{
+			// The identity headers are set here because nothing of the
+			// reverse proxy runs after Rewrite: headers set before ServeHTTP
+			// are still subject to its hop-by-hop removal, which deletes
+			// every header the client names in Connection.
 			Rewrite: func(r *httputil.ProxyRequest) {
 				r.SetURL(p.Upstream)
 				r.Out.Host = p.Upstream.Host
+				StripIdentityHeaders(r.Out.Header)
+				if id, ok := assertedIdentity(r.In.Context()); ok {
+					for k, vs := range id {
+						r.Out.Header[k] = slices.Clone(vs)
+					}
+				}
 			},
-			Transport: rt,
+			Transport: &identityCheck{next: rt},
 			// No timed flushing: the reverse proxy flushes every write of a
 			// response of unknown length (watches, logs -f, streamed lists)
 			// at once by itself, and responses of known length go out in
 			// as few writes as their size allows.
 			FlushInterval: 0,
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				if errors.Is(err, errIdentityMismatch) {
+					p.log().Error("refused to forward a request whose identity headers are not the ones the proxy set", "path", r.URL.Path, "error", err)
+					writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the impersonation proxy refused to forward this request")
+					return
+				}
 				p.log().Info("upstream API server unreachable", "path", r.URL.Path, "error", err)
 				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the impersonation proxy could not reach the API server")
 			},
@@ -148,6 +164,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	w = rec
+
+	if token, bad := hopByHopProblem(r.Header); bad {
+		p.log().Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
+		return
+	}
 
 	// A certificate wins over any Authorization header sent with it: the
 	// header is then stripped, never forwarded.
@@ -208,9 +231,9 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 	if target.GetName() != real.GetName() {
 		obs.ImpersonatedUser = target.GetName()
 	}
-	out := r.Clone(r.Context())
-	StripIdentityHeaders(out.Header)
-	setImpersonation(out.Header, target)
+	id := http.Header{}
+	setImpersonation(id, target)
+	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {
 		p.upgradeProxy.ServeHTTP(w, out)
 		return
@@ -234,14 +257,14 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 		}
 	}
 	auth, _ := bearerToken(r.Header)
-	out := r.Clone(r.Context())
-	StripIdentityHeaders(out.Header)
+	id := http.Header{}
 	if withToken {
-		out.Header.Set("Authorization", auth)
+		id.Set("Authorization", auth)
 	}
 	if want != nil {
-		setImpersonation(out.Header, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra})
+		setImpersonation(id, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra})
 	}
+	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {
 		p.directUpgrade.ServeHTTP(w, out)
 		return
@@ -376,18 +399,26 @@ var identityPrefixes = []string{"impersonate-", "x-remote-", "x-forwarded-"}
 // user upstream.
 func StripIdentityHeaders(h http.Header) {
 	for k := range h {
-		lk := strings.ToLower(k)
-		if lk == "authorization" || lk == "proxy-authorization" || lk == "forwarded" || lk == "x-real-ip" {
+		if isIdentityHeader(k) {
 			delete(h, k)
-			continue
-		}
-		for _, p := range identityPrefixes {
-			if strings.HasPrefix(lk, p) {
-				delete(h, k)
-				break
-			}
 		}
 	}
+}
+
+// isIdentityHeader reports whether a header name carries an identity, in
+// any case, and with underscores read as dashes (some servers and proxies
+// treat them alike).
+func isIdentityHeader(name string) bool {
+	lk := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	if lk == "authorization" || lk == "proxy-authorization" || lk == "forwarded" || lk == "x-real-ip" {
+		return true
+	}
+	for _, p := range identityPrefixes {
+		if strings.HasPrefix(lk, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func setImpersonation(h http.Header, u user.Info) {

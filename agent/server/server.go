@@ -299,7 +299,7 @@ func serveHealth(ctx context.Context, addr string, ready *atomic.Bool, metricsHa
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("/metrics", metricsHandler)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := healthServer(addr, mux)
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -307,4 +307,12 @@ func serveHealth(ctx context.Context, addr string, ready *atomic.Bool, metricsHa
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("health endpoint stopped", "address", addr, "error", err)
 	}
+}
+
+// healthServer bounds every phase of a connection: the endpoint is plain
+// HTTP on the pod network, and nothing it serves needs long requests.
+func healthServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second}
 }

@@ -1,0 +1,324 @@
+package impersonator_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/impersonator"
+)
+
+// aliceIdentity is exactly what the API server must see for the test
+// certificate's user (see setup): the proxy's headers and nothing else.
+var aliceIdentity = http.Header{
+	"Impersonate-User":  {"alice"},
+	"Impersonate-Group": {"devs"},
+	"Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id": {"X509SHA256=abc"},
+}
+
+// identityOf keeps the identity-carrying headers of a request the API
+// server received, in any case or spelling.
+func identityOf(h http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		lk := strings.ReplaceAll(strings.ToLower(k), "_", "-")
+		if lk == "authorization" || lk == "proxy-authorization" || lk == "forwarded" || lk == "x-real-ip" ||
+			strings.HasPrefix(lk, "impersonate-") || strings.HasPrefix(lk, "x-remote-") || strings.HasPrefix(lk, "x-forwarded-") {
+			out[k] = vs
+		}
+	}
+	return out
+}
+
+func sameIdentity(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rawRequest sends one request as raw bytes, as any client can, and returns
+// the status code (0 when the server closed without answering).
+func rawRequest(t *testing.T, addr, req string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestConnectionHeaderCannotRemoveTheProxysIdentity: a client that names
+// identity headers in Connection (or plays any other hop-by-hop trick) never
+// reaches the API server without exactly the proxy's identity headers.
+// Through the real HTTP server and the real reverse proxy.
+func TestConnectionHeaderCannotRemoveTheProxysIdentity(t *testing.T) {
+	srv, up := setup(t, false)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const refused, forwarded, denied, malformed = 400, 200, 403, -1
+	for _, c := range []struct {
+		name    string
+		proto   string
+		headers string
+		want    int
+	}{
+		{"Connection names Impersonate-User", "HTTP/1.1", "Connection: Impersonate-User\r\n", refused},
+		{"Connection names the groups", "HTTP/1.1", "Connection: Impersonate-Group\r\n", refused},
+		{"Connection names the extra", "HTTP/1.1", "Connection: Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id\r\n", refused},
+		{"Connection names the original-user extra", "HTTP/1.1", "Connection: Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev\r\n", refused},
+		{"Connection names Impersonate-Uid", "HTTP/1.1", "Connection: Impersonate-Uid\r\n", refused},
+		{"Connection names Authorization", "HTTP/1.1", "Connection: Authorization\r\n", refused},
+		{"lower case", "HTTP/1.1", "connection: impersonate-user\r\n", refused},
+		{"upper case", "HTTP/1.1", "CONNECTION: IMPERSONATE-USER, IMPERSONATE-GROUP\r\n", refused},
+		{"comma-joined after an allowed token", "HTTP/1.1", "Connection: keep-alive, Impersonate-User\r\n", refused},
+		{"odd spacing in the list", "HTTP/1.1", "Connection: ,\t Impersonate-User \t,\r\n", refused},
+		{"no space after the colon", "HTTP/1.1", "Connection:Impersonate-User\r\n", refused},
+		{"second Connection line", "HTTP/1.1", "Connection: keep-alive\r\nConnection: Impersonate-User\r\n", refused},
+		{"HTTP/1.0", "HTTP/1.0", "Connection: Impersonate-User, keep-alive\r\n", refused},
+		{"TE named in Connection", "HTTP/1.1", "TE: trailers\r\nConnection: TE\r\n", refused},
+		{"space before the colon", "HTTP/1.1", "Connection : Impersonate-User\r\n", malformed},
+		{"Upgrade named in Connection without an upgrade", "HTTP/1.1", "Connection: Upgrade\r\n", forwarded},
+		{"Upgrade header without Connection", "HTTP/1.1", "Upgrade: websocket\r\n", forwarded},
+		{"keep-alive", "HTTP/1.1", "Connection: Keep-Alive\r\nKeep-Alive: timeout=5\r\n", forwarded},
+		{"close", "HTTP/1.1", "Connection: close\r\n", forwarded},
+		{"HTTP/1.0 keep-alive", "HTTP/1.0", "Connection: keep-alive\r\n", forwarded},
+		{"Proxy-Connection naming the user", "HTTP/1.1", "Proxy-Connection: Impersonate-User\r\n", forwarded},
+		{"Keep-Alive naming the user", "HTTP/1.1", "Keep-Alive: Impersonate-User\r\n", forwarded},
+		{"TE without Connection", "HTTP/1.1", "TE: trailers, Impersonate-User\r\n", forwarded},
+		{"underscore spelling of a remote user", "HTTP/1.1", "X_Remote_User: admin\r\nImpersonate_Group: system:masters\r\n", forwarded},
+		{"duplicated Impersonate-User", "HTTP/1.1", "Impersonate-User: admin\r\nImpersonate-User: alice\r\n", denied},
+		{"comma-joined Impersonate-User", "HTTP/1.1", "Impersonate-User: admin, alice\r\n", denied},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := up.calls.Load()
+			got := rawRequest(t, addr, "GET /api/v1/namespaces "+c.proto+"\r\nHost: x\r\n"+c.headers+"\r\n")
+			switch c.want {
+			case malformed:
+				// The HTTP server itself refuses header names with spaces.
+				if got != http.StatusBadRequest && got != 0 {
+					t.Fatalf("status %d, want the server's 400", got)
+				}
+			default:
+				if got != c.want {
+					t.Fatalf("status %d, want %d", got, c.want)
+				}
+			}
+			if c.want != forwarded {
+				if up.calls.Load() != before {
+					t.Fatal("the request reached the API server")
+				}
+				return
+			}
+			if up.calls.Load() != before+1 {
+				t.Fatal("the request did not reach the API server")
+			}
+			if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceIdentity) {
+				t.Fatalf("the API server saw identity headers %v, want exactly %v", id, aliceIdentity)
+			}
+		})
+	}
+}
+
+// TestHTTP2ConnectionHeaderIsRefused: HTTP/2 has no Connection header
+// (RFC 9113 section 8.2.2); a client that sends one anyway, in raw frames,
+// never reaches the API server.
+func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
+	up := &upstream{}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	u, _ := url.Parse(upSrv.URL)
+	p := &impersonator.Proxy{
+		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
+		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}},
+		Authz: policy{allow: false},
+	}
+	p.Init()
+	srv := httptest.NewUnstartedServer(p)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	for _, fields := range [][]hpack.HeaderField{
+		{{Name: "connection", Value: "impersonate-user"}},
+		{{Name: "connection", Value: "keep-alive, impersonate-group"}},
+		{{Name: "te", Value: "trailers"}, {Name: "connection", Value: "te"}},
+	} {
+		code := h2Request(t, strings.TrimPrefix(srv.URL, "https://"), fields)
+		if code == http.StatusOK || up.calls.Load() != 0 {
+			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
+		}
+	}
+	// The same connection-free request is forwarded, as alice.
+	if code := h2Request(t, strings.TrimPrefix(srv.URL, "https://"), nil); code != http.StatusOK || up.calls.Load() != 1 {
+		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, up.calls.Load())
+	}
+	if got := up.last.Load().Get("Impersonate-User"); got != "alice" {
+		t.Fatalf("HTTP/2 request reached the API server as %q", got)
+	}
+}
+
+// h2Request sends one GET in raw HTTP/2 frames with extra header fields the
+// Go client would refuse to send; it returns the status, or 0 for a reset.
+func h2Request(t *testing.T, addr string, extra []hpack.HeaderField) int {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a test server's certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range append([]hpack.HeaderField{
+		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "x"}, {Name: ":path", Value: "/api"},
+	}, extra...) {
+		_ = enc.WriteField(f)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return 0
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			return 0
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, hf := range fields {
+				if hf.Name == ":status" {
+					var code int
+					_, _ = fmt.Sscan(hf.Value, &code)
+					return code
+				}
+			}
+		}
+	}
+}
+
+// recordUpstream is an API server reached without a network: it keeps the
+// headers of every request that would have been sent.
+type recordUpstream struct {
+	mu   sync.Mutex
+	seen []http.Header
+}
+
+func (r *recordUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.seen = append(r.seen, req.Header.Clone())
+	r.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+}
+
+// FuzzProxySendsOnlyItsIdentity: for any request a client can send (any
+// method, path, headers and HTTP/1.x version, parsed as the server parses
+// it), a request that reaches the API server carries exactly the proxy's
+// identity headers for the certificate's user, and no header of the
+// client's that claims an identity.
+func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
+	for _, seed := range []string{
+		"Connection: Impersonate-User",
+		"Connection: impersonate-user, IMPERSONATE-GROUP\nConnection: keep-alive",
+		"Connection: Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev",
+		"Connection: ,Authorization,\nAuthorization: Bearer stolen",
+		"Proxy-Connection: Impersonate-User\nKeep-Alive: timeout=1, Impersonate-Group",
+		"Upgrade: websocket\nConnection: Upgrade, Impersonate-User",
+		"TE: trailers\nConnection: TE",
+		"X-Remote-User: admin\nX_Remote_Group: system:masters\nx-forwarded-for: 1.2.3.4",
+		"Impersonate-User: admin\nImpersonate-User: alice",
+		"Impersonate-Extra-Scopes: all",
+		"Transfer-Encoding: chunked",
+		"Content-Length: 0\nConnection: close",
+	} {
+		f.Add("GET", "/api/v1/pods", seed, false)
+		f.Add("POST", "/apis/x", seed, true)
+	}
+	up := &recordUpstream{}
+	p := &impersonator.Proxy{
+		Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
+		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"},
+			Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=abc"}}}},
+		Authz: policy{allow: false},
+	}
+	p.Init()
+	f.Fuzz(func(t *testing.T, method, path, headers string, http10 bool) {
+		proto := "HTTP/1.1"
+		if http10 {
+			proto = "HTTP/1.0"
+		}
+		var raw strings.Builder
+		raw.WriteString(method + " " + path + " " + proto + "\r\nHost: x\r\n")
+		for line := range strings.SplitSeq(headers, "\n") {
+			raw.WriteString(strings.TrimSuffix(line, "\r") + "\r\n")
+		}
+		raw.WriteString("\r\n")
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw.String())))
+		if err != nil {
+			return // the server answers 400 itself; nothing reaches the proxy
+		}
+		req.RemoteAddr = "192.0.2.1:1234"
+		up.mu.Lock()
+		up.seen = nil
+		up.mu.Unlock()
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		for _, h := range up.seen {
+			if id := identityOf(h); !sameIdentity(id, aliceIdentity) {
+				t.Fatalf("request %q reached the API server with identity headers %v, want exactly %v", raw.String(), id, aliceIdentity)
+			}
+		}
+		if rec.Code == http.StatusOK && len(up.seen) != 1 {
+			t.Fatalf("request %q answered 200 without reaching the API server once (%d)", raw.String(), len(up.seen))
+		}
+	})
+}

@@ -1,0 +1,99 @@
+package impersonator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// The proxy fails closed: every request it forwards carries, in its
+// context, the exact identity headers the proxy decided on (an empty set
+// for anonymous requests). The reverse proxy's Rewrite hook sets them as
+// its last step, and identityCheck, the last thing before the wire,
+// refuses any request whose identity headers differ from them or that has
+// no decision at all. A request that would reach the API server as the
+// proxy's own ServiceAccount, or as anyone but the decided identity, is
+// never sent.
+
+type identityKey struct{}
+
+// withIdentity attaches the identity headers a request must go upstream with.
+func withIdentity(r *http.Request, id http.Header) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+}
+
+func assertedIdentity(ctx context.Context) (http.Header, bool) {
+	id, ok := ctx.Value(identityKey{}).(http.Header)
+	return id, ok && id != nil
+}
+
+// errIdentityMismatch means a request was about to leave with identity
+// headers other than the proxy's decision; it is a bug, never sent.
+var errIdentityMismatch = errors.New("identity headers differ from the proxy's decision")
+
+// identityCheck wraps the transports to the API server.
+type identityCheck struct{ next http.RoundTripper }
+
+func (c *identityCheck) RoundTrip(r *http.Request) (*http.Response, error) {
+	want, ok := assertedIdentity(r.Context())
+	if !ok {
+		return nil, fmt.Errorf("%w: the request has no identity decision", errIdentityMismatch)
+	}
+	got := http.Header{}
+	for k, vs := range r.Header {
+		if isIdentityHeader(k) {
+			got[k] = vs
+		}
+	}
+	if !sameHeaders(got, want) {
+		names := make([]string, 0, len(got))
+		for k := range got {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("%w: outgoing identity headers %v", errIdentityMismatch, names)
+	}
+	return c.next.RoundTrip(r)
+}
+
+func sameHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !slices.Equal(va, vb) {
+			return false
+		}
+	}
+	return true
+}
+
+// allowedConnectionTokens are the only Connection tokens a client may send.
+// Every other token names a header for the next hop to delete: the reverse
+// proxy obeys such a token, and a client that names Impersonate-User would
+// otherwise have a say in which identity headers reach the API server.
+var allowedConnectionTokens = []string{"upgrade", "close", "keep-alive"}
+
+// hopByHopProblem returns the first Connection token that is not allowed.
+// Every Connection line counts, and each may be a comma-separated list
+// (RFC 9110 section 7.6.1); empty list elements are allowed there.
+func hopByHopProblem(h http.Header) (string, bool) {
+	for k, lines := range h {
+		if !strings.EqualFold(k, "Connection") {
+			continue
+		}
+		for _, line := range lines {
+			for token := range strings.SplitSeq(line, ",") {
+				token = strings.ToLower(strings.Trim(token, " \t"))
+				if token != "" && !slices.Contains(allowedConnectionTokens, token) {
+					return token, true
+				}
+			}
+		}
+	}
+	return "", false
+}
