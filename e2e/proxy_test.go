@@ -429,6 +429,31 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 	forwarded := whoami(withCert, map[string][]string{"X-Forwarded-For": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"}, "Forwarded": {"for=1.2.3.4"}})
 	isAlice("forged X-Forwarded-For", forwarded)
 
+	// Hop-by-hop tricks: a Connection header naming the proxy's own identity
+	// headers would have the reverse proxy delete them after they were set,
+	// and the request would reach the API server as the proxy's
+	// ServiceAccount. It is refused before anything is sent (this client
+	// speaks HTTP/1.1, as any client can choose in ALPN).
+	badRequest := func(name string, s seen) {
+		t.Helper()
+		if s.code != http.StatusBadRequest || !strings.Contains(s.body, "Connection header") {
+			t.Errorf("%s: HTTP %d %s, want 400 naming the Connection header", name, s.code, s.body)
+		}
+		if ev, err := auditEvent(s.agent); err == nil {
+			t.Errorf("%s: the request reached the API server as %+v", name, ev.User)
+		}
+	}
+	for _, conn := range []string{"Impersonate-User, Impersonate-Group", "impersonate-user",
+		"keep-alive, Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev", "Authorization"} {
+		badRequest("Connection: "+conn, whoami(withCert, map[string][]string{"Connection": {conn}}))
+	}
+	badRequest("Connection on a second line", whoami(withCert, map[string][]string{"Connection": {"keep-alive", "Impersonate-User"}}))
+	if code := http10Request(t, strategy, pair, "Connection: Impersonate-User, Impersonate-Group"); code != http.StatusBadRequest {
+		t.Errorf("HTTP/1.0 with Connection naming the identity: HTTP %d, want 400", code)
+	}
+	isAlice("Connection: keep-alive", whoami(withCert, map[string][]string{"Connection": {"keep-alive"}}))
+	isAlice("Proxy-Connection naming the user", whoami(withCert, map[string][]string{"Proxy-Connection": {"Impersonate-User"}}))
+
 	// Without a certificate, forged identity headers make nobody anyone.
 	anon := whoami(anonymous, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}})
 	if anon.code != http.StatusForbidden || !strings.Contains(anon.body, "system:anonymous") {
@@ -454,6 +479,67 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 		t.Logf("API server audit: %s as %s from %v", ev.User.Username, ev.ImpersonatedUser.Username, ev.SourceIPs)
 		return nil
 	})
+	// Whatever the tricks above did, the API server never saw the proxy's
+	// ServiceAccount act as itself: every request it made impersonated.
+	if bare := auditEventsWithoutImpersonation(t, "system:serviceaccount:pinniped:pinniped-agent-proxy"); len(bare) > 0 {
+		t.Errorf("the proxy's ServiceAccount reached the API server without impersonation %d times, e.g. %s", len(bare), bare[0])
+	}
+}
+
+// auditEventsWithoutImpersonation lists the audit events of user that
+// impersonated nobody (as request URIs).
+func auditEventsWithoutImpersonation(t *testing.T, user string) []string {
+	t.Helper()
+	f, err := os.Open(Bed.Config().AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(user)) {
+			continue
+		}
+		var ev struct {
+			auditRecord
+			RequestURI string `json:"requestURI"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == user && ev.ImpersonatedUser == nil {
+			out = append(out, ev.RequestURI)
+		}
+	}
+	return out
+}
+
+// http10Request sends a raw HTTP/1.0 request with a client certificate and
+// the given extra header line to the proxy, and returns the status code.
+func http10Request(t *testing.T, strategy proxyStrategy, pair tls.Certificate, header string) int {
+	t.Helper()
+	u, err := url.Parse(strategy.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(strategy.CA)
+	host := u.Host
+	if u.Port() == "" {
+		host += ":443"
+	}
+	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatalf("dial the proxy: %v", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "GET /api/v1/namespaces HTTP/1.0\r\nHost: %s\r\n%s\r\n\r\n", u.Host, header)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("HTTP/1.0 request to the proxy: %v", err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // selfSubjectReview is what `kubectl auth whoami -o json` prints.
