@@ -74,6 +74,10 @@ type Handler struct {
 	Observe func(Result)
 	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// LogIdentities lets failure reasons name the username or group that
+	// was refused. Off, they name only the rule (personal data stays out
+	// of the log unless the admin opted in).
+	LogIdentities bool
 }
 
 // ServeHTTP routes by path. Only the exact paths of our two group versions
@@ -238,7 +242,7 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 		return fail(err.Error())
 	}
 	u := resp.User
-	if reason := checkUser(u); reason != "" {
+	if reason := checkUser(u, h.LogIdentities); reason != "" {
 		return fail(reason)
 	}
 	res.Username, res.Groups = u.GetName(), u.GetGroups()
@@ -252,14 +256,21 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 }
 
 // checkUser refuses identities a client certificate cannot faithfully carry.
-func checkUser(u user.Info) string {
+// The reason names the refused value only when named is set.
+func checkUser(u user.Info, named bool) string {
+	value := func(v string) string {
+		if named {
+			return fmt.Sprintf(" %q", v)
+		}
+		return ""
+	}
 	switch {
 	case u == nil || u.GetName() == "":
 		return "authenticator returned an empty username"
 	case strings.HasPrefix(u.GetName(), "system:"):
 		// An external identity provider never speaks for Kubernetes' own
 		// identities (system:kube-controller-manager, system:node:...).
-		return fmt.Sprintf("username %q is in the reserved system: namespace", u.GetName())
+		return "username" + value(u.GetName()) + " is in the reserved system: namespace"
 	case u.GetUID() != "":
 		// A certificate has no place for a UID; dropping it silently would
 		// change who the user is.
@@ -269,7 +280,7 @@ func checkUser(u user.Info) string {
 		if strings.HasPrefix(g, "system:") {
 			// system:masters would bypass RBAC entirely; the rest are the
 			// API server's to assign.
-			return fmt.Sprintf("group %q is in the reserved system: namespace", g)
+			return "group" + value(g) + " is in the reserved system: namespace"
 		}
 	}
 	for k := range u.GetExtra() {

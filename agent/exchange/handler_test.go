@@ -287,3 +287,37 @@ func BenchmarkExchange(b *testing.B) {
 		}
 	})
 }
+
+// TestRefusedIdentitiesStayOutOfTheLog: a refused username or group is
+// personal data; the log and the recorded reason name the rule, and the
+// value only when the admin turned identity logging on.
+func TestRefusedIdentitiesStayOutOfTheLog(t *testing.T) {
+	for _, logIdentities := range []bool{false, true} {
+		f := newFixture(t)
+		var logged bytes.Buffer
+		f.handler.Log = slog.New(slog.NewTextHandler(&logged, nil))
+		f.handler.LogIdentities = logIdentities
+		for _, claims := range []map[string]any{
+			{"username": "system:kube-controller-manager"},
+			{"username": "carol", "groups": []string{"devs", "system:masters"}},
+		} {
+			if code, out := do(t, f.handler, http.MethodPost, tcrPath, tcrBody(f.token(t, claims), "JWTAuthenticator", "dex")); code != http.StatusCreated || !bytes.Contains(out, []byte(exchange.FailedMessage)) {
+				t.Fatalf("status %d: %s", code, out)
+			}
+		}
+		var reasons strings.Builder
+		for _, r := range f.results {
+			reasons.WriteString(r.Reason + "\n")
+		}
+		for _, where := range []string{logged.String(), reasons.String()} {
+			if !strings.Contains(where, "reserved system: namespace") {
+				t.Errorf("identity logging %v: the rule is not named: %s", logIdentities, where)
+			}
+			for _, value := range []string{"system:kube-controller-manager", "system:masters"} {
+				if strings.Contains(where, value) != logIdentities {
+					t.Errorf("identity logging %v: %q in %q", logIdentities, value, where)
+				}
+			}
+		}
+	}
+}

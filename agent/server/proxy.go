@@ -99,7 +99,8 @@ func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface,
 		Observe: m.ObserveProxy,
 	}
 	proxy.Init()
-	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: m.Observe}
+	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: m.Observe,
+		LogIdentities: o.LogIdentities}
 	p.server = &proxyserver.Server{
 		Addr: o.ProxyListenAddress, Log: log, Drain: 20 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -143,7 +143,8 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		}
 	}()
 
-	handler := &exchange.Handler{Authenticators: registry, Issuer: issuers, Log: log.With("logger", "exchange"), Observe: m.Observe}
+	handler := &exchange.Handler{Authenticators: registry, Issuer: issuers, Log: log.With("logger", "exchange"), Observe: m.Observe,
+		LogIdentities: o.LogIdentities}
 	srv := &http.Server{
 		Addr:    o.ListenAddress,
 		Handler: frontproxy.Middleware(proxyAuth.Authenticator, log, handler),
