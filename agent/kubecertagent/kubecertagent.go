@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func (a *Agent) Fetch(ctx context.Context) (*certauthority.CA, error) {
 		return nil, err
 	}
 	certPath, keyPath := signingFiles(kcm)
-	pod, err := a.helperPod(ctx, kcm)
+	pod, err := a.helperPod(ctx, kcm, certPath, keyPath)
 	if err != nil {
 		return nil, err
 	}
@@ -132,31 +133,49 @@ func signingFiles(p *corev1.Pod) (cert, key string) {
 	return cert, key
 }
 
-// ensureDeployment runs one helper pod on the controller manager's node with
-// its volumes, as root (the key is root-only), without a ServiceAccount token.
-func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
-	var mounts []corev1.VolumeMount
+// hostFile is where a file the controller manager sees at path lives on
+// its node: under the hostPath volume mounted deepest above path.
+func hostFile(kcm *corev1.Pod, path string) (string, error) {
+	var best *corev1.VolumeMount
 	for _, c := range kcm.Spec.Containers {
-		mounts = append(mounts, c.VolumeMounts...)
-	}
-	for i := range mounts {
-		mounts[i].ReadOnly = true
-	}
-	var volumes []corev1.Volume
-	for _, v := range kcm.Spec.Volumes {
-		if v.HostPath != nil { // projected SA tokens and the like are not ours to copy
-			volumes = append(volumes, v)
-		}
-	}
-	kept := mounts[:0]
-	for _, m := range mounts {
-		for _, v := range volumes {
-			if v.Name == m.Name {
-				kept = append(kept, m)
+		for i, m := range c.VolumeMounts {
+			mp := strings.TrimSuffix(m.MountPath, "/")
+			if (path == mp || strings.HasPrefix(path, mp+"/")) && (best == nil || len(mp) > len(strings.TrimSuffix(best.MountPath, "/"))) {
+				best = &c.VolumeMounts[i]
 			}
 		}
 	}
-	one, no, root := int32(1), false, int64(0)
+	if best != nil {
+		for _, v := range kcm.Spec.Volumes {
+			if v.Name != best.Name || v.HostPath == nil {
+				continue
+			}
+			rest := strings.TrimPrefix(path, strings.TrimSuffix(best.MountPath, "/"))
+			return filepath.Join(v.HostPath.Path, best.SubPath, rest), nil
+		}
+	}
+	return "", fmt.Errorf("kube-controller-manager pod %s/%s reads %s from no hostPath volume; the agent cannot mount it (use the CSR API strategy)", kcm.Namespace, kcm.Name, path)
+}
+
+// ensureDeployment runs one helper pod on the controller manager's node
+// that mounts only the two signing files, read-only, and nothing else of
+// the node's; it runs as root only because the key is root's (0600), with
+// no capabilities, a read-only root filesystem, the runtime's default
+// seccomp profile, and no ServiceAccount token.
+func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath, keyPath string) error {
+	fileType := corev1.HostPathFile
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for _, f := range []struct{ name, path string }{{"signing-cert", certPath}, {"signing-key", keyPath}} {
+		onHost, err := hostFile(kcm, f.path)
+		if err != nil {
+			return err
+		}
+		volumes = append(volumes, corev1.Volume{Name: f.name, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: onHost, Type: &fileType}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: f.name, MountPath: f.path, ReadOnly: true})
+	}
+	one, no, yes, root := int32(1), false, true, int64(0)
 	want := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: podLabels},
 		Spec: appsv1.DeploymentSpec{
@@ -168,18 +187,21 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod) error {
 					NodeName:                     kcm.Spec.NodeName,
 					NodeSelector:                 kcm.Spec.NodeSelector,
 					Tolerations:                  append(kcm.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}),
-					HostNetwork:                  kcm.Spec.HostNetwork,
 					AutomountServiceAccountToken: &no,
 					Volumes:                      volumes,
+					SecurityContext: &corev1.PodSecurityContext{
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
 					Containers: []corev1.Container{{
 						Name:            "sleeper",
 						Image:           a.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Args:            []string{"kube-cert-agent", "sleep"},
-						VolumeMounts:    kept,
+						VolumeMounts:    mounts,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsUser:                &root,
 							AllowPrivilegeEscalation: &no,
+							ReadOnlyRootFilesystem:   &yes,
 							// Root reads the root-owned key as its owner; no capability is needed.
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
@@ -217,13 +239,13 @@ const helperWait = 90 * time.Second
 // lifetime. Leadership is asked again at each poll because replicas start
 // fetching before the election is decided; otherwise the new leader would
 // wait out the whole bound for a Deployment nobody creates.
-func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod) (string, error) {
+func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod, certPath, keyPath string) (string, error) {
 	ensured := false
 	return a.readyPod(ctx, helperWait, func() (bool, error) {
 		if ensured || (a.Manage != nil && !a.Manage()) {
 			return false, nil
 		}
-		if err := a.ensureDeployment(ctx, kcm); err != nil {
+		if err := a.ensureDeployment(ctx, kcm, certPath, keyPath); err != nil {
 			// The previous leader may be writing it at this moment.
 			if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 				return false, nil

@@ -2,6 +2,7 @@ package kubecertagent
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,12 +24,12 @@ func TestReplicaThatBecomesLeaderWhileWaitingCreatesTheHelper(t *testing.T) {
 	var polls atomic.Int32
 	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
 		Manage: func() bool { return polls.Add(1) > 3 }, PollInterval: 5 * time.Millisecond}
-	kcm := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "kcm"}}}}
+	kcm := kubeadmControllerManager()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	pod, err := a.helperPod(ctx, kcm)
+	pod, err := a.helperPod(ctx, kcm, "/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestFollowerOnlyWaits(t *testing.T) {
 		Manage: func() bool { return false }, PollInterval: 5 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, _ = a.helperPod(ctx, &corev1.Pod{})
+	_, _ = a.helperPod(ctx, kubeadmControllerManager(), "/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key")
 	for _, action := range kube.Actions() {
 		if action.GetVerb() != "list" {
 			t.Errorf("a follower did %s %s", action.GetVerb(), action.GetResource().Resource)
@@ -66,10 +67,10 @@ func TestLeaderRetriesAfterACreateRace(t *testing.T) {
 	})
 	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
 		Manage: func() bool { return true }, PollInterval: 5 * time.Millisecond}
-	kcm := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "kcm"}}}}
+	kcm := kubeadmControllerManager()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if pod, err := a.helperPod(ctx, kcm); err != nil || pod != "pinniped-kube-cert-agent-abc" || creates.Load() != 2 {
+	if pod, err := a.helperPod(ctx, kcm, "/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key"); err != nil || pod != "pinniped-kube-cert-agent-abc" || creates.Load() != 2 {
 		t.Fatalf("pod %q, err %v, %d creates", pod, err, creates.Load())
 	}
 }
@@ -88,5 +89,81 @@ func startPod(t *testing.T, kube *fake.Clientset) clienttesting.ReactionFunc {
 			t.Error(err)
 		}
 		return false, nil, nil
+	}
+}
+
+// kubeadmControllerManager is the controller manager pod kubeadm makes: it
+// mounts all of /etc/kubernetes/pki and more of the node.
+func kubeadmControllerManager() *corev1.Pod {
+	dir := corev1.HostPathDirectoryOrCreate
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-node", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{NodeName: "node",
+			Containers: []corev1.Container{{Name: "kube-controller-manager",
+				Command: []string{"kube-controller-manager", "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt", "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key"},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "ca-certs", MountPath: "/etc/ssl/certs", ReadOnly: true},
+					{Name: "k8s-certs", MountPath: "/etc/kubernetes/pki", ReadOnly: true},
+					{Name: "kubeconfig", MountPath: "/etc/kubernetes/controller-manager.conf", ReadOnly: true},
+					{Name: "flexvolume-dir", MountPath: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"},
+				}}},
+			Volumes: []corev1.Volume{
+				{Name: "ca-certs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/ssl/certs", Type: &dir}}},
+				{Name: "k8s-certs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/kubernetes/pki", Type: &dir}}},
+				{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/kubernetes/controller-manager.conf"}}},
+				{Name: "flexvolume-dir", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec", Type: &dir}}},
+			},
+		},
+	}
+}
+
+// TestHelperMountsOnlyTheSigningFiles: the helper sees the two files it
+// reads, read-only, and nothing else of the node; it keeps no capability,
+// runs with the runtime's seccomp profile and cannot write its own files.
+func TestHelperMountsOnlyTheSigningFiles(t *testing.T) {
+	kube := fake.NewClientset()
+	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1"}
+	kcm := kubeadmControllerManager()
+	cert, key := signingFiles(kcm)
+	if err := a.ensureDeployment(context.Background(), kcm, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	d, err := kube.AppsV1().Deployments("pinniped").Get(context.Background(), "pinniped-kube-cert-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	want := map[string]string{"/etc/kubernetes/pki/ca.crt": "/srv/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key": "/srv/kubernetes/pki/ca.key"}
+	if len(spec.Volumes) != 2 || len(spec.Containers) != 1 || len(spec.Containers[0].VolumeMounts) != 2 {
+		t.Fatalf("volumes %+v, containers %d", spec.Volumes, len(spec.Containers))
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		var v *corev1.Volume
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == m.Name {
+				v = &spec.Volumes[i]
+			}
+		}
+		if v == nil || v.HostPath == nil || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathFile || want[m.MountPath] != v.HostPath.Path || !m.ReadOnly {
+			t.Errorf("mount %+v of volume %+v; want the file %s read-only", m, v, want[m.MountPath])
+		}
+	}
+	sc, psc := spec.Containers[0].SecurityContext, spec.SecurityContext
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v: want seccomp RuntimeDefault", psc)
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("container security context %+v", sc)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || spec.HostPID || spec.HostIPC || spec.HostNetwork {
+		t.Errorf("pod spec grants more than needed: %+v", spec)
+	}
+
+	// A controller manager whose key is not on a hostPath cannot be served.
+	inImage := kubeadmControllerManager()
+	inImage.Spec.Containers[0].VolumeMounts = nil
+	if err := a.ensureDeployment(context.Background(), inImage, cert, key); err == nil || !strings.Contains(err.Error(), "no hostPath volume") {
+		t.Fatalf("key outside any hostPath: %v", err)
 	}
 }
