@@ -55,6 +55,9 @@ const (
 	LeaseName            = "pinniped-agent-leader"
 	// ProxyServiceAccountName may only impersonate (see proxyRules).
 	ProxyServiceAccountName = "pinniped-agent-proxy"
+	// KubeCertAgentName is the helper Deployment the agent runs beside
+	// kube-controller-manager (agent/server names it the same).
+	KubeCertAgentName = "pinniped-kube-cert-agent"
 	// PartOfLabel marks every object install creates, and nothing else, so
 	// uninstall can find them.
 	PartOfLabel = "app.kubernetes.io/part-of"
