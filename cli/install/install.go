@@ -33,6 +33,8 @@ type Options struct {
 	Wait      bool
 	Timeout   time.Duration
 	Version   string
+	// KubeCertAgent is --kube-cert-agent.
+	KubeCertAgent bool
 
 	Out, ErrOut io.Writer
 }
@@ -86,6 +88,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	f.StringVar(&o.Render.WebhookEndpoint, "webhook-endpoint", "", "create a WebhookAuthenticator posting TokenReviews to this https URL")
 	f.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
 	f.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
+	f.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
 	f.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
 	f.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
 	f.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
@@ -98,6 +101,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 func (o *Options) Complete() error {
 	o.Render.Namespace = o.Kube.NamespaceOr("pinniped")
 	o.Render.Version = o.Version
+	o.Render.NoKubeCertAgent = !o.KubeCertAgent
 	o.Render.Defaults()
 	if o.Render.Image == "" {
 		tag := o.Version
@@ -178,6 +182,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.DryRun == "server" {
 		fmt.Fprintln(o.ErrOut, "Server-side dry run: the cluster accepted every object; nothing was changed.")
 		return nil
+	}
+	if o.Render.NoKubeCertAgent {
+		// An earlier install's helper still mounts the signing key; the
+		// agent no longer has the permissions to remove it itself.
+		removed, err := in.RemoveKubeCertAgent(ctx, o.Render.Namespace)
+		if err != nil {
+			return err
+		}
+		if removed {
+			fmt.Fprintln(o.ErrOut, "Removed the kube-cert-agent helper of an earlier install (--kube-cert-agent=false).")
+		}
 	}
 	if !o.Wait {
 		fmt.Fprintln(o.ErrOut, "Applied. Not waiting (--wait=false); check with: kubectl get credentialissuer "+render.CredentialIssuerName+" -o yaml")

@@ -106,3 +106,29 @@ func joinNS(ns, name string) string {
 	}
 	return ns + "/" + name
 }
+
+// RemoveKubeCertAgent deletes what an earlier install made for reading the
+// signing key (the helper Deployment and the kube-system Role that finds
+// kube-controller-manager), for an install that turned it off. It reports
+// whether anything was there.
+func (in *Installer) RemoveKubeCertAgent(ctx context.Context, namespace string) (bool, error) {
+	findKCM := render.AppName + "-find-controller-manager"
+	removed := false
+	for _, o := range []struct {
+		gvk             schema.GroupVersionKind
+		namespace, name string
+	}{
+		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, namespace, render.KubeCertAgentName},
+		{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}, "kube-system", findKCM},
+		{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}, "kube-system", findKCM},
+	} {
+		err := scoped(in.Dynamic, resources[o.gvk], o.namespace).Delete(ctx, o.name, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			removed = true
+		case !apierrors.IsNotFound(err):
+			return removed, fmt.Errorf("remove %s %s: %w", o.gvk.Kind, joinNS(o.namespace, o.name), explain(err))
+		}
+	}
+	return removed, nil
+}

@@ -43,6 +43,11 @@ type Config struct {
 	// ProxyAudit is the agent's --proxy-audit (all, changes, none); empty
 	// keeps the agent's default (all).
 	ProxyAudit string
+	// NoKubeCertAgent keeps the agent from ever reading the cluster
+	// signing key: no helper pod beside kube-controller-manager, and none
+	// of the permissions it needs. Clients use the CSR API or the
+	// impersonation proxy instead.
+	NoKubeCertAgent bool
 }
 
 // Names of the fixed objects. Upstream clients look some of them up by

@@ -86,14 +86,14 @@ func Render(c Config) ([]Object, error) {
 			ObjectMeta: meta(AppName, "", "agent"), Rules: policyRules(clusterRules())}, rules: clusterRules()},
 		{obj: clusterRoleBinding(&c, AppName, AppName, rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules())}, rules: namespaceRules()},
+			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules(&c))}, rules: namespaceRules(&c)},
 		{obj: roleBinding(&c, AppName, ns, AppName)},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName+"-cluster-info", "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
 		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", AppName+"-cluster-info")},
-		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(AppName+"-find-controller-manager", "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}, rules: kubeSystemRules()},
-		{obj: roleBinding(&c, AppName+"-find-controller-manager", "kube-system", AppName+"-find-controller-manager")},
+		{obj: unless(c.NoKubeCertAgent, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: meta(AppName+"-find-controller-manager", "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}), rules: kubeSystemRules()},
+		{obj: unless(c.NoKubeCertAgent, roleBinding(&c, AppName+"-find-controller-manager", "kube-system", AppName+"-find-controller-manager"))},
 		// The built-in Role every extension API server needs: it reads the
 		// front-proxy CA and header names from kube-system.
 		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "extension-apiserver-authentication-reader")},
@@ -149,6 +149,9 @@ func Render(c Config) ([]Object, error) {
 		}})
 	}
 	for _, o := range objs {
+		if o.obj == nil {
+			continue
+		}
 		if err := add(o.obj, o.rules); err != nil {
 			return nil, err
 		}
@@ -156,8 +159,20 @@ func Render(c Config) ([]Object, error) {
 	return out, nil
 }
 
+// unless is obj, or no object when skip is set.
+func unless(skip bool, obj runtime.Object) runtime.Object {
+	if skip {
+		return nil
+	}
+	return obj
+}
+
 func agentArgs(c *Config) []string {
-	args := []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + c.Image}
+	helperImage := c.Image
+	if c.NoKubeCertAgent {
+		helperImage = "" // the agent's way of saying: never read the key
+	}
+	args := []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + helperImage}
 	if c.ProxyAudit != "" {
 		args = append(args, "--proxy-audit="+c.ProxyAudit)
 	}

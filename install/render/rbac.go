@@ -63,8 +63,8 @@ func proxyRules() []rule {
 }
 
 // namespaceRules are the agent's permissions in its own namespace.
-func namespaceRules() []rule {
-	return []rule{
+func namespaceRules(c *Config) []rule {
+	rules := []rule{
 		r("keep the serving certificates and the proxy's signer CA in Secrets shared by all replicas, follow the admin's proxy certificate as it rotates, and delete generated ones no longer used",
 			core, []string{"secrets"}, []string{"get", "list", "watch", "create", "update", "delete"}),
 		r("run the impersonation proxy's Service (LoadBalancer or ClusterIP, as the CredentialIssuer says)",
@@ -77,6 +77,17 @@ func namespaceRules() []rule {
 			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"create"}),
 		r("renew the election's Lease",
 			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "update"}, LeaseName),
+	}
+	if c.NoKubeCertAgent {
+		return rules
+	}
+	return append(rules, kubeCertAgentRules()...)
+}
+
+// kubeCertAgentRules let the agent run the helper that reads the signing
+// key (none of them with --kube-cert-agent=false).
+func kubeCertAgentRules() []rule {
+	return []rule{
 		// RBAC cannot limit create by name; get and update are limited.
 		r("run the kube-cert-agent helper pod beside kube-controller-manager",
 			[]string{"apps"}, []string{"deployments"}, []string{"create"}),

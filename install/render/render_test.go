@@ -38,6 +38,8 @@ func TestGoldenManifests(t *testing.T) {
 			OIDCIssuer: "https://dex.example.com", OIDCAudience: "cluster-1", OIDCCABundle: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
 			UsernameClaim: "email", GroupsClaim: "groups", AuthenticatorName: "dex"},
 		"webhook.yaml": {Image: "img", WebhookEndpoint: "https://hook.example.com/authenticate"},
+		// Without the helper: no kube-system Role, no pods/exec, no Deployments.
+		"no-kube-cert-agent.yaml": {Image: "img", NoKubeCertAgent: true},
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
