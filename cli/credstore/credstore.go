@@ -21,28 +21,42 @@ import (
 )
 
 // DefaultLockDir keeps lock files beside the file cache.
-func DefaultLockDir() string { return filepath.Join(ConfigDir(), "locks") }
+func DefaultLockDir() (string, error) {
+	dir, err := ConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "locks"), nil
+}
 
-// ConfigDir is $XDG_CONFIG_HOME/pinniped or ~/.config/pinniped.
-func ConfigDir() string {
+// ConfigDir is $XDG_CONFIG_HOME/pinniped or ~/.config/pinniped. Without a
+// home directory it is <tmp>/pinniped-<uid>, a predictable name in a
+// directory everyone can write: it is used only if this user owns it, it is
+// a real directory and nobody else may enter it (see privateTempDir).
+func ConfigDir() (string, error) {
 	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "pinniped")
+		return filepath.Join(d, "pinniped"), nil
 	}
 	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "pinniped-"+strconvUID())
+	if err != nil || home == "" {
+		return privateTempDir(filepath.Join(os.TempDir(), "pinniped-"+strconvUID()))
 	}
-	return filepath.Join(home, ".config", "pinniped")
+	return filepath.Join(home, ".config", "pinniped"), nil
 }
 
 // Open returns the store the --credential-cache flag asks for:
 // "keyring" (default; falls back to files when no keyring works), "file",
 // "none", or a path (upstream Pinniped's form), meaning files in its directory.
 func Open(mode string, warn io.Writer) (cache.Store, error) {
-	dir := filepath.Join(ConfigDir(), "credentials")
-	switch {
-	case mode == "" || mode == "none":
+	if mode == "" || mode == "none" {
 		return nil, nil
+	}
+	config, err := ConfigDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(config, "credentials")
+	switch {
 	case mode == "file":
 		return &filestore.Store{Dir: dir}, nil
 	case mode == "keyring":
@@ -50,7 +64,7 @@ func Open(mode string, warn io.Writer) (cache.Store, error) {
 			primary:  &keyringstore.Store{Service: "pinniped"},
 			fallback: &filestore.Store{Dir: dir},
 			warn:     warn,
-			marker:   filepath.Join(ConfigDir(), "keyring-unresponsive"),
+			marker:   filepath.Join(config, "keyring-unresponsive"),
 		}, nil
 	case strings.ContainsAny(mode, `/\`):
 		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil

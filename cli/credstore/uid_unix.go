@@ -3,8 +3,37 @@
 package credstore
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 func strconvUID() string { return strconv.Itoa(os.Getuid()) }
+
+// privateTempDir returns dir if it is, or can be made, a directory owned by
+// this user that nobody else may enter, as ssh demands of ~/.ssh: in a
+// world-writable parent, anyone could have made it first, to read what
+// this user writes there or to plant credentials this user would send.
+func privateTempDir(dir string) (string, error) {
+	err := os.Mkdir(dir, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("no home directory, and %s cannot be created: %w; set HOME or XDG_CONFIG_HOME", dir, err)
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("no home directory, and %s cannot be read: %w; set HOME or XDG_CONFIG_HOME", dir, err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	switch {
+	case !info.IsDir():
+		return "", fmt.Errorf("refusing to keep credentials in %s: it is not a directory (a link or a file someone else may have made); remove it, or set HOME or XDG_CONFIG_HOME", dir)
+	case !ok || int(st.Uid) != os.Getuid():
+		return "", fmt.Errorf("refusing to keep credentials in %s: another user owns it; remove it, or set HOME or XDG_CONFIG_HOME", dir)
+	case info.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("refusing to keep credentials in %s: its mode %#o lets others in; run chmod 700 %s, or set HOME or XDG_CONFIG_HOME", dir, info.Mode().Perm(), dir)
+	}
+	return dir, nil
+}

@@ -209,6 +209,10 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 	if err != nil {
 		return nil, err
 	}
+	lockDir, err := credstore.DefaultLockDir()
+	if err != nil {
+		return nil, err
+	}
 	ui := &loginui.Plain{Err: s.ErrOut}
 	if interactive {
 		if f, ok := s.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) { //nolint:gosec // fd fits in int
@@ -216,7 +220,7 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 		}
 	}
 	return &login.Engine{
-		Store: store, LockDir: credstore.DefaultLockDir(), UI: ui, Stdout: s.Out,
+		Store: store, LockDir: lockDir, UI: ui, Stdout: s.Out,
 		Exchange: conciergeclient.Exchange,
 	}, nil
 }
