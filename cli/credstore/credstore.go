@@ -159,8 +159,15 @@ func (s *fallbackStore) Set(ctx context.Context, key string, value []byte) error
 	})
 }
 
+// Delete removes the value from both stores: Get reads the files when the
+// keyring has nothing, so a copy written there while the keyring was
+// unavailable would otherwise come back once it works again.
 func (s *fallbackStore) Delete(ctx context.Context, key string) error {
-	return s.run(func(st cache.Store) error { return st.Delete(ctx, key) })
+	err := s.run(func(st cache.Store) error { return st.Delete(ctx, key) })
+	if s.pick() != s.fallback {
+		err = errors.Join(err, s.fallback.Delete(ctx, key))
+	}
+	return err
 }
 
 func (s *fallbackStore) Describe() string {

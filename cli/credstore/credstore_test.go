@@ -3,10 +3,14 @@ package credstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/zalando/go-keyring"
+
+	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 )
@@ -48,5 +52,58 @@ func TestHungKeyringIsRememberedAcrossProcesses(t *testing.T) {
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("second process waited %v on a keyring known to hang", d)
+	}
+}
+
+// memBackend is a keyring that works.
+type memBackend struct{ m map[string]string }
+
+func (b *memBackend) Get(service, user string) (string, error) {
+	v, ok := b.m[service+"/"+user]
+	if !ok {
+		return "", keyring.ErrNotFound
+	}
+	return v, nil
+}
+
+func (b *memBackend) Set(service, user, value string) error {
+	b.m[service+"/"+user] = value
+	return nil
+}
+
+func (b *memBackend) Delete(service, user string) error {
+	if _, ok := b.m[service+"/"+user]; !ok {
+		return keyring.ErrNotFound
+	}
+	delete(b.m, service+"/"+user)
+	return nil
+}
+
+// TestDeleteReachesTheFileCopy: a value written to files while the keyring
+// hung is gone after a Delete made once the keyring works again; it does
+// not come back through the fallback read.
+func TestDeleteReachesTheFileCopy(t *testing.T) {
+	dir := t.TempDir()
+	files := &filestore.Store{Dir: filepath.Join(dir, "files")}
+	ctx := context.Background()
+	hung := &fallbackStore{
+		primary:  &keyringstore.Store{Service: "t", Timeout: 100 * time.Millisecond, Backend: hungBackend{}},
+		fallback: files, warn: &bytes.Buffer{},
+	}
+	if err := hung.Set(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	working := &fallbackStore{
+		primary:  &keyringstore.Store{Service: "t", Backend: &memBackend{m: map[string]string{}}},
+		fallback: files, warn: &bytes.Buffer{},
+	}
+	if got, err := working.Get(ctx, "k"); err != nil || string(got) != "v" {
+		t.Fatalf("the file copy is not read: %q %v", got, err)
+	}
+	if err := working.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := working.Get(ctx, "k"); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("after Delete the value came back: %q %v", got, err)
 	}
 }

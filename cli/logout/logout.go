@@ -89,13 +89,23 @@ func logoutContext(ctx context.Context, errOut io.Writer, path, contextName, cac
 	if cacheOverride != "" {
 		mode = cacheOverride
 	}
-	engine, err := logincmd.NewEngine(logincmd.Streams{ErrOut: io.Discard}, mode)
-	if err != nil {
-		return err
+	// The keyring's file fallback may hold copies written while the keyring
+	// was unavailable, with an index of their own: forget them there too.
+	modes := []string{mode}
+	if mode == "keyring" {
+		modes = append(modes, "file")
 	}
-	removed, err := engine.Logout(ctx, req, exec)
-	if err != nil {
-		return err
+	removed := false
+	for _, m := range modes {
+		engine, err := logincmd.NewEngine(logincmd.Streams{ErrOut: io.Discard}, m)
+		if err != nil {
+			return err
+		}
+		r, err := engine.Logout(ctx, req, exec)
+		if err != nil {
+			return err
+		}
+		removed = removed || r
 	}
 	if !removed {
 		fmt.Fprintf(errOut, "Nothing cached for context %s; you are logged out.\n", contextName)
