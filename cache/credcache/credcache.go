@@ -1,15 +1,12 @@
 // Package credcache caches short-lived cluster credentials (what `pinniped
-// login` prints for kubectl) in a cache.Store, under canonical keys, and
-// never hands out one that is about to expire.
+// login` prints for kubectl) in a cache.Store, under the keys that package
+// credkey derives, and never hands out one that is about to expire.
 package credcache
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -24,10 +21,6 @@ const DefaultSkew = 30 * time.Second
 
 // MaxEntries bounds the index; the oldest entries are evicted first.
 const MaxEntries = 64
-
-// keyVersion changes whenever what goes into a key changes, so an old binary's
-// entries are never misread.
-const keyVersion = "pinniped-credcache-v1"
 
 // indexKey names the list of live entries; keyrings cannot enumerate.
 const indexKey = "pinniped-credcache-index"
@@ -53,27 +46,6 @@ type indexEntry struct {
 	Label   string    `json:"label,omitempty"`
 	Expires time.Time `json:"expires"`
 	Created time.Time `json:"created"`
-}
-
-// Key derives a cache key from the inputs that determine a credential. The
-// inputs are marshalled as JSON (struct fields in declaration order, map keys
-// sorted), so equal inputs give equal keys whatever the flag order was.
-func Key(inputs any) (string, error) {
-	b, err := json.Marshal(inputs)
-	if err != nil {
-		return "", fmt.Errorf("cache key: %w", err)
-	}
-	return KeyOfJSON(b), nil
-}
-
-// KeyOfJSON is Key for inputs already encoded as encoding/json would encode
-// them: the key is the SHA-256 of {"v":keyVersion,"inputs":inputs}.
-func KeyOfJSON(inputs []byte) string {
-	h := sha256.New()
-	h.Write([]byte(`{"v":"` + keyVersion + `","inputs":`))
-	h.Write(inputs)
-	h.Write([]byte("}"))
-	return "cred-" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Cache reads and writes credentials.

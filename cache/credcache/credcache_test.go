@@ -25,23 +25,6 @@ func cred(exp time.Time) credcache.Credential {
 	return credcache.Credential{ClientCertificateData: "cert", ClientKeyData: "key", ExpirationTimestamp: exp}
 }
 
-func TestKeyIsCanonical(t *testing.T) {
-	type inputs struct {
-		Issuer string            `json:"issuer"`
-		Scopes []string          `json:"scopes"`
-		Extra  map[string]string `json:"extra"`
-	}
-	a, _ := credcache.Key(inputs{"https://x", []string{"a", "b"}, map[string]string{"1": "x", "2": "y"}})
-	b, _ := credcache.Key(inputs{"https://x", []string{"a", "b"}, map[string]string{"2": "y", "1": "x"}})
-	c, _ := credcache.Key(inputs{"https://x", []string{"b", "a"}, nil})
-	if a != b {
-		t.Error("map order changed the key")
-	}
-	if a == c {
-		t.Error("different inputs gave the same key")
-	}
-}
-
 func TestExpirySkew(t *testing.T) {
 	c, clk, _ := newCache(t)
 	ctx := context.Background()

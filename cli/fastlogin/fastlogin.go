@@ -52,7 +52,7 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 		if !loginflags.Parse(o.Flags(), args[2:]) {
 			return false
 		}
-		status = oidc(&o, exec)
+		status = oidc(&o, exec, env)
 	case "static":
 		var s loginflags.Static
 		if !loginflags.Parse(s.Flags(), args[2:]) {
@@ -66,17 +66,13 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 	return execcred.Write(stdout, exec.APIVersion, *status) == nil
 }
 
-func oidc(o *loginflags.OIDC, exec *execcred.Request) *execcred.Status {
+func oidc(o *loginflags.OIDC, exec *execcred.Request, env Env) *execcred.Status {
 	// The engine refuses these however valid a cached credential is.
-	if !strings.HasPrefix(o.Issuer, "https://") || !slices.Contains(loginflags.Flows, o.Flow) {
+	if !strings.HasPrefix(o.Issuer, "https://") || !slices.Contains(loginflags.Flows, o.Flow) || !conciergeValid(&o.Concierge) {
 		return nil
 	}
-	ca, err := o.IssuerCABundle()
+	in, err := o.KeyInputs(env.Getenv)
 	if err != nil {
-		return nil
-	}
-	in := credkey.Inputs{Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, RequestAudience: o.RequestAudience, CABundle: ca}
-	if !withConcierge(&in, &o.Concierge) {
 		return nil
 	}
 	return cached(o.CredentialCache, in, exec)
@@ -91,34 +87,23 @@ func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Sta
 		// The token is the credential: nothing to cache or look up.
 		return &execcred.Status{Token: token}
 	}
-	in := credkey.Inputs{StaticToken: token}
-	if !withConcierge(&in, &s.Concierge) {
+	in, err := s.KeyInputs(token)
+	if err != nil || !conciergeValid(&s.Concierge) {
 		return nil
 	}
 	return cached(s.CredentialCache, in, exec)
 }
 
-func withConcierge(in *credkey.Inputs, c *loginflags.Concierge) bool {
-	if !c.Enabled {
-		return true
-	}
-	ca, err := c.CABundle()
-	if err != nil || !strings.HasPrefix(c.Endpoint, "https://") || c.AuthName == "" {
-		return false
-	}
-	in.Concierge = &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
-		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName, CABundle: ca}
-	return true
+// conciergeValid: what the engine refuses here, the front must not answer.
+func conciergeValid(c *loginflags.Concierge) bool {
+	return !c.Enabled || (strings.HasPrefix(c.Endpoint, "https://") && c.AuthName != "")
 }
 
 func cached(mode string, in credkey.Inputs, exec *execcred.Request) *execcred.Status {
 	if exec.Cluster != nil {
 		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
 	}
-	key, err := credkey.Credential(in)
-	if err != nil {
-		return nil
-	}
+	key := credkey.Credential(in)
 	// Warnings are the engine's to print; a read never writes a file.
 	store, err := credstore.Open(mode, io.Discard)
 	if err != nil || store == nil {

@@ -53,10 +53,7 @@ func setup(t *testing.T, version string) {
 func put(t testing.TB, in credkey.Inputs, expires time.Time) {
 	t.Helper()
 	in.ClusterServer, in.ClusterCA = "https://10.0.0.1:6443", []byte("cluster")
-	key, err := credkey.Credential(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := credkey.Credential(in)
 	store, _ := credstore.Open("file", nil)
 	c := &credcache.Cache{Store: store}
 	if err := c.Put(context.Background(), key, "test", credcache.Credential{ClientCertificateData: "CERT", ClientKeyData: "KEY", ExpirationTimestamp: expires}); err != nil {
@@ -212,5 +209,47 @@ func BenchmarkAnswer(b *testing.B) {
 		if !fastlogin.Answer(args, env, io.Discard) {
 			b.Fatal("no answer")
 		}
+	}
+}
+
+// TestUpstreamProvidersAndPasswordUsersNeverShare: two kubeconfigs on one
+// Supervisor that differ only in the upstream identity provider (or a CI
+// job's PINNIPED_USERNAME) log in as different people: a credential cached
+// for one is never the answer for the other, in the front or the engine.
+func TestUpstreamProvidersAndPasswordUsersNeverShare(t *testing.T) {
+	setup(t, "v1")
+	ldap := oidcArgs("--upstream-identity-provider-name=Corporate LDAP", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password")
+	in := oidcInputs()
+	in.Upstream = credkey.Upstream{Name: "Corporate LDAP", Type: "ldap", Flow: "cli_password"}
+	t.Setenv("PINNIPED_USERNAME", "alice")
+	in.PasswordUser = "alice"
+	put(t, in, time.Now().Add(5*time.Minute))
+	if ok, _ := answer(t, ldap); !ok {
+		t.Fatal("alice's own credential was not found")
+	}
+	var out, errOut bytes.Buffer
+	cmd := logincmd.NewCommand(logincmd.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(ldap[1:])
+	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
+		t.Fatalf("the engine did not find the front's credential: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	for name, args := range map[string][]string{
+		"another provider":      oidcArgs("--upstream-identity-provider-name=GitHub", "--upstream-identity-provider-type=github", "--upstream-identity-provider-flow=cli_password"),
+		"same name, other type": oidcArgs("--upstream-identity-provider-name=Corporate LDAP", "--upstream-identity-provider-type=activedirectory", "--upstream-identity-provider-flow=cli_password"),
+		"no provider":           oidcArgs(),
+	} {
+		if ok, _ := answer(t, args); ok {
+			t.Errorf("%s: answered with Corporate LDAP's credential", name)
+		}
+	}
+	t.Setenv("PINNIPED_USERNAME", "bob")
+	if ok, _ := answer(t, ldap); ok {
+		t.Fatal("bob got alice's credential")
+	}
+	// The environment's flow wins over the flag, as upstream, in the key too.
+	t.Setenv("PINNIPED_USERNAME", "alice")
+	t.Setenv("PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW", "browser_authcode")
+	if ok, _ := answer(t, ldap); ok {
+		t.Fatal("a browser login was answered with the password login's credential")
 	}
 }

@@ -51,6 +51,9 @@ type OIDCRequest struct {
 	Password        string
 	// Concierge is nil when the ID token itself is the credential.
 	Concierge *conciergeclient.Config
+	// Key are the cache-key inputs of this login, derived from the same
+	// flags and environment by loginflags, as the front derives them.
+	Key credkey.Inputs
 }
 
 // Provider is what the engine needs from an OIDC provider.
@@ -105,29 +108,17 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func credentialKey(r *OIDCRequest, exec *execcred.Request, staticToken string) (string, error) {
-	in := credkey.Inputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, RequestAudience: r.RequestAudience,
-		CABundle: r.CABundle, StaticToken: staticToken}
-	if c := r.Concierge; c != nil {
-		in.Concierge = &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.APIGroupSuffix,
-			AuthenticatorType: c.AuthenticatorType, AuthenticatorName: c.AuthenticatorName, CABundle: c.CABundle}
-	}
+// credentialKey adds the cluster kubectl names to a login's key inputs.
+func credentialKey(in credkey.Inputs, exec *execcred.Request) string {
 	if exec != nil && exec.Cluster != nil {
 		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
 	}
 	return credkey.Credential(in)
 }
 
-func sessionKey(r *OIDCRequest) string {
-	return credkey.Session(r.Issuer, r.ClientID, r.Scopes, r.CABundle)
-}
-
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
 func (e *Engine) LoginOIDC(ctx context.Context, r *OIDCRequest, exec *execcred.Request) error {
-	key, err := credentialKey(r, exec, "")
-	if err != nil {
-		return err
-	}
+	key := credentialKey(r.Key, exec)
 	creds := e.credCache()
 	if cred, ok := e.cached(ctx, creds, key); ok {
 		return e.write(exec, cred)
@@ -226,7 +217,7 @@ func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func()
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
 func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
-	sk := sessionKey(r)
+	sk := credkey.Session(r.Key)
 	var session *oidclogin.Tokens
 	if e.Store != nil {
 		if raw, err := e.Store.Get(ctx, sk); err == nil {
@@ -260,7 +251,7 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 
 	var tokens *oidclogin.Tokens
 	switch {
-	case r.Flow == FlowPassword || (r.Username != "" && r.Password != ""):
+	case r.Flow == FlowPassword:
 		if r.Username == "" || r.Password == "" {
 			return nil, false, errors.New("the password flow reads PINNIPED_USERNAME and PINNIPED_PASSWORD from the environment; set both")
 		}
@@ -368,10 +359,7 @@ func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Requ
 	if e.Store == nil {
 		return false, nil
 	}
-	key, err := credentialKey(r, exec, "")
-	if err != nil {
-		return false, err
-	}
+	key := credentialKey(r.Key, exec)
 	removed := false
 	if _, ok, _ := e.credCache().Get(ctx, key); ok {
 		removed = true
@@ -379,7 +367,7 @@ func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Requ
 	if err := e.credCache().Delete(ctx, key); err != nil {
 		return false, err
 	}
-	sk := sessionKey(r)
+	sk := credkey.Session(r.Key)
 	if _, err := e.Store.Get(ctx, sk); err == nil {
 		removed = true
 	}

@@ -21,6 +21,7 @@ import (
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
@@ -118,8 +119,10 @@ func (h *harness) engine(out io.Writer) *login.Engine {
 
 func (h *harness) request(concierge bool) *login.OIDCRequest {
 	r := &login.OIDCRequest{Issuer: h.idp.URL, ClientID: h.idp.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle}
+	r.Key = credkey.Inputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, CABundle: r.CABundle}
 	if concierge {
 		r.Concierge = &conciergeclient.Config{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+		r.Key.Concierge = &credkey.Concierge{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	}
 	return r
 }
@@ -285,7 +288,7 @@ func TestCorruptSessionIsIgnored(t *testing.T) {
 func TestStatic(t *testing.T) {
 	h := newHarness(t)
 	var out bytes.Buffer
-	if err := h.engine(&out).LoginStatic(context.Background(), "tok", nil, interactive); err != nil {
+	if err := h.engine(&out).LoginStatic(context.Background(), "tok", credkey.Inputs{StaticToken: "tok"}, nil, interactive); err != nil {
 		t.Fatal(err)
 	}
 	if decode(t, out.Bytes())["status"].(map[string]any)["token"] != "tok" {
@@ -293,7 +296,8 @@ func TestStatic(t *testing.T) {
 	}
 	conc := &conciergeclient.Config{Endpoint: "https://c", AuthenticatorType: "webhook", AuthenticatorName: "w"}
 	for range 2 {
-		if err := h.engine(io.Discard).LoginStatic(context.Background(), "tok", conc, interactive); err != nil {
+		key := credkey.Inputs{StaticToken: "tok", Concierge: &credkey.Concierge{Endpoint: conc.Endpoint, AuthenticatorType: "webhook", AuthenticatorName: "w"}}
+		if err := h.engine(io.Discard).LoginStatic(context.Background(), "tok", key, conc, interactive); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,12 +6,14 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 )
 
 // LoginStatic prints a credential for a static token: the token itself, or
 // the cluster credential the agent trades it for (cached until it expires).
-func (e *Engine) LoginStatic(ctx context.Context, token string, concierge *conciergeclient.Config, exec *execcred.Request) error {
+// key are its cache-key inputs (loginflags.Static.KeyInputs).
+func (e *Engine) LoginStatic(ctx context.Context, token string, key credkey.Inputs, concierge *conciergeclient.Config, exec *execcred.Request) error {
 	if token == "" {
 		return errors.New("no token: pass --token, or --token-env naming a set environment variable")
 	}
@@ -20,20 +22,17 @@ func (e *Engine) LoginStatic(ctx context.Context, token string, concierge *conci
 		// whoever issued it says.
 		return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{Token: token})
 	}
-	key, err := credentialKey(&OIDCRequest{Concierge: concierge}, exec, token)
-	if err != nil {
-		return err
-	}
 	creds := e.credCache()
-	if cred, ok := e.cached(ctx, creds, key); ok {
+	k := credentialKey(key, exec)
+	if cred, ok := e.cached(ctx, creds, k); ok {
 		return e.write(exec, cred)
 	}
-	unlock, err := e.lock(ctx, key, false)
+	unlock, err := e.lock(ctx, k, false)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if cred, ok := e.cached(ctx, creds, key); ok {
+	if cred, ok := e.cached(ctx, creds, k); ok {
 		return e.write(exec, cred)
 	}
 	cc, err := e.Exchange(ctx, concierge, token)
@@ -42,7 +41,7 @@ func (e *Engine) LoginStatic(ctx context.Context, token string, concierge *conci
 	}
 	cred := &credcache.Credential{Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData, ExpirationTimestamp: cc.ExpirationTimestamp.Time}
 	if creds != nil {
-		if err := creds.Put(ctx, key, "static token via "+concierge.Endpoint, *cred); err != nil {
+		if err := creds.Put(ctx, k, "static token via "+concierge.Endpoint, *cred); err != nil {
 			e.UI.Progress("could not cache the credential: " + err.Error())
 		}
 	}

@@ -141,19 +141,21 @@ func (o *OIDCOptions) complete(exec *execcred.Request) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if v := os.Getenv("PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"); v != "" {
-		o.UpstreamFlow = v
-	}
 	flow := login.Flow(o.Flow)
 	switch flow {
 	case login.FlowAuto, login.FlowBrowser, login.FlowDevice, login.FlowPassword:
 	default:
 		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", o.Flow))
 	}
-	if o.UpstreamFlow == "cli_password" {
+	// The same decision the front's cache key is made from.
+	if _, password := o.PasswordLogin(os.Getenv); password {
 		flow = login.FlowPassword
 	}
 	conc, err := conciergeConfig(&o.Concierge)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	key, err := o.KeyInputs(os.Getenv)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -170,7 +172,8 @@ func (o *OIDCOptions) complete(exec *execcred.Request) error {
 		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca,
 		RequestAudience: o.RequestAudience, Flow: flow, Concierge: conc,
 		Browser:  oidclogin.BrowserOptions{ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen, ExtraParams: extra},
-		Username: os.Getenv("PINNIPED_USERNAME"), Password: os.Getenv("PINNIPED_PASSWORD"),
+		Username: os.Getenv(loginflags.EnvUsername), Password: os.Getenv(loginflags.EnvPassword),
+		Key: key,
 	}
 	return nil
 }

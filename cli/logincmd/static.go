@@ -34,11 +34,15 @@ Prefer --token-env: a token in a kubeconfig is readable by anyone who can read t
 			if err != nil {
 				return err
 			}
+			key, err := flags.KeyInputs(token)
+			if err != nil {
+				return err
+			}
 			engine, err := newEngine(s, flags.CredentialCache, false)
 			if err != nil {
 				return err
 			}
-			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), token, cfg, exec)
+			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), token, key, cfg, exec)
 		},
 	}
 	flagset.Add(cmd.Flags(), flags.Flags())

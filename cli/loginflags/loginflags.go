@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/cli/credkey"
 )
 
 // concierge is how many flags Concierge has.
@@ -66,6 +68,72 @@ type OIDC struct {
 	UpstreamFlow             string
 	Timeout                  time.Duration
 	Concierge                Concierge
+}
+
+// Environment variables a login reads, as upstream Pinniped names them.
+const (
+	EnvUsername = "PINNIPED_USERNAME"
+	EnvPassword = "PINNIPED_PASSWORD"
+	// EnvUpstreamFlow overrides --upstream-identity-provider-flow whenever set.
+	EnvUpstreamFlow = "PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"
+)
+
+// UpstreamFlowIn is the upstream identity provider's flow in this
+// environment: the variable wins over the flag, as upstream.
+func (o *OIDC) UpstreamFlowIn(getenv func(string) string) string {
+	if v := getenv(EnvUpstreamFlow); v != "" {
+		return v
+	}
+	return o.UpstreamFlow
+}
+
+// PasswordLogin reports whether a login with these flags in this
+// environment uses a password (--flow=password, the cli_password flow, or
+// both variables set), and as whom.
+func (o *OIDC) PasswordLogin(getenv func(string) string) (username string, ok bool) {
+	user := getenv(EnvUsername)
+	if o.Flow == "password" || o.UpstreamFlowIn(getenv) == "cli_password" || (user != "" && getenv(EnvPassword) != "") {
+		return user, true
+	}
+	return "", false
+}
+
+// KeyInputs are the cache-key inputs of a login with these flags in this
+// environment (the cluster comes from kubectl, at the call).
+func (o *OIDC) KeyInputs(getenv func(string) string) (credkey.Inputs, error) {
+	ca, err := o.IssuerCABundle()
+	if err != nil {
+		return credkey.Inputs{}, err
+	}
+	user, _ := o.PasswordLogin(getenv)
+	in := credkey.Inputs{Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, RequestAudience: o.RequestAudience, CABundle: ca,
+		Upstream: credkey.Upstream{Name: o.UpstreamName, Flow: o.UpstreamFlowIn(getenv)}, PasswordUser: user}
+	if o.UpstreamName != "" {
+		// The type (default oidc) means something only beside a name.
+		in.Upstream.Type = o.UpstreamTy
+	}
+	if in.Concierge, err = o.Concierge.keyInputs(); err != nil {
+		return credkey.Inputs{}, err
+	}
+	return in, nil
+}
+
+func (c *Concierge) keyInputs() (*credkey.Concierge, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	ca, err := c.CABundle()
+	if err != nil {
+		return nil, err
+	}
+	return &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
+		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName, CABundle: ca}, nil
+}
+
+// KeyInputs are the cache-key inputs of `login static` with token.
+func (s *Static) KeyInputs(token string) (credkey.Inputs, error) {
+	c, err := s.Concierge.keyInputs()
+	return credkey.Inputs{StaticToken: token, Concierge: c}, err
 }
 
 // Flows are the accepted --flow values ("" is the default: browser with a
