@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/lock"
 )
 
 // DefaultSkew: a credential expiring sooner than this is treated as expired,
@@ -53,8 +55,26 @@ type Cache struct {
 	Store cache.Store
 	Now   func() time.Time
 	Skew  time.Duration
+	// LockDir holds the lock that serialises index updates across
+	// processes (kubectl runs many at once); without it, only this
+	// process's own updates are serialised.
+	LockDir string
 
 	mu sync.Mutex // serialises index updates within a process
+}
+
+// lockIndex holds the index for one read-modify-write.
+func (c *Cache) lockIndex(ctx context.Context) (func(), error) {
+	c.mu.Lock()
+	if c.LockDir == "" {
+		return c.mu.Unlock, nil
+	}
+	l, err := lock.Acquire(ctx, c.LockDir, indexKey)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("lock the credential index: %w", err)
+	}
+	return func() { _ = l.Unlock(); c.mu.Unlock() }, nil
 }
 
 func (c *Cache) now() time.Time {
@@ -162,6 +182,11 @@ func (c *Cache) List(ctx context.Context) ([]Entry, error) {
 
 // Clear removes every credential in the index.
 func (c *Cache) Clear(ctx context.Context) (int, error) {
+	unlock, err := c.lockIndex(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	idx, err := c.readIndex(ctx)
 	if err != nil {
 		return 0, err
@@ -190,11 +215,14 @@ func (c *Cache) readIndex(ctx context.Context) ([]indexEntry, error) {
 }
 
 // updateIndex applies fn, then drops expired entries and caps the size,
-// deleting the values of everything it drops. Callers hold the per-key
-// process lock; the index itself is small and rewritten atomically.
+// deleting the values of everything it drops. The index is shared by every
+// pinniped process, so the whole read-modify-write holds its lock.
 func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) []indexEntry) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	unlock, err := c.lockIndex(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	idx, err := c.readIndex(ctx)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package credcache_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +106,41 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("returned an unusable credential from %q", raw)
 		}
 	})
+}
+
+// slowIndex widens the window between reading and writing the index, as a
+// keyring call or a busy disk does.
+type slowIndex struct{ cache.Store }
+
+func (s slowIndex) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == "pinniped-credcache-index" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestIndexUpdatesAcrossProcesses: many processes caching at once (each
+// with its own Cache, as separate kubectl calls have) lose no entry of the
+// shared index.
+func TestIndexUpdatesAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	store := slowIndex{&filestore.Store{Dir: dir + "/creds"}}
+	exp := time.Now().Add(time.Hour)
+	var wg sync.WaitGroup
+	const n = 8
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &credcache.Cache{Store: store, LockDir: dir + "/locks"} // a process of its own
+			if err := c.Put(context.Background(), fmt.Sprintf("k%d", i), "", cred(exp)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	list, err := (&credcache.Cache{Store: store}).List(context.Background())
+	if err != nil || len(list) != n {
+		t.Fatalf("the index lists %d of %d credentials (%v): updates were lost", len(list), n, err)
+	}
 }

@@ -180,7 +180,7 @@ func (e *Engine) credCache() *credcache.Cache {
 	if e.Store == nil {
 		return nil
 	}
-	return &credcache.Cache{Store: e.Store, Now: e.Now}
+	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir}
 }
 
 func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool) {
@@ -196,9 +196,6 @@ func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*c
 }
 
 func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func(), error) {
-	if e.Store == nil || e.LockDir == "" {
-		return func() {}, nil
-	}
 	timeout := e.LockTimeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
@@ -206,9 +203,17 @@ func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func()
 			timeout = 15 * time.Minute // someone may be typing a password in the other login
 		}
 	}
+	return e.lockName(ctx, key, timeout)
+}
+
+// lockName takes the cross-process lock called name, waiting up to timeout.
+func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
+	if e.Store == nil || e.LockDir == "" {
+		return func() {}, nil
+	}
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	l, err := lock.Acquire(lctx, e.LockDir, key)
+	l, err := lock.Acquire(lctx, e.LockDir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +303,14 @@ func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Token
 		e.UI.Progress("could not save the session: " + err.Error())
 		return
 	}
+	// The index is shared by every pinniped process: the read-modify-write
+	// holds its lock, or another process's session would be dropped from it.
+	unlock, err := e.lockName(ctx, sessionIndexKey, time.Minute)
+	if err != nil {
+		e.UI.Progress("could not record the session for logout --all: " + err.Error())
+		return
+	}
+	defer unlock()
 	keys := e.sessionKeys(ctx)
 	if !slices.Contains(keys, key) {
 		keys = append(keys, key)
@@ -328,6 +341,11 @@ func (e *Engine) LogoutAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
+	unlock, err := e.lockName(ctx, sessionIndexKey, time.Minute)
+	if err != nil {
+		return n, err
+	}
+	defer unlock()
 	for _, k := range e.sessionKeys(ctx) {
 		if err := e.Store.Delete(ctx, k); err != nil {
 			return n, err
