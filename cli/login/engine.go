@@ -223,22 +223,23 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
 func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
 	sk := credkey.Session(r.Key)
-	var session *oidclogin.Tokens
-	if e.Store != nil {
-		if raw, err := e.Store.Get(ctx, sk); err == nil {
-			var t oidclogin.Tokens
-			if json.Unmarshal(raw, &t) == nil {
-				session = &t
-			} else {
-				_ = e.Store.Delete(ctx, sk) // corrupt: drop it, never crash
-			}
-		}
-	}
-	needAccess := r.RequestAudience != "" && r.RequestAudience != r.ClientID
-	if session != nil && session.IDToken != "" && session.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
-		(!needAccess || session.AccessTokenExpiry.After(e.now().Add(10*time.Second))) {
+	if session := e.usableSession(ctx, sk, r); session != nil {
 		return session, false, nil
 	}
+	// Clusters reached through one login share its session, but kubectl
+	// calls for them hold different credential locks. Refresh tokens that
+	// rotate are single-use (a second use fails, or revokes the family),
+	// so one refresh or login per session at a time; whoever waited finds
+	// the session the first one saved.
+	unlock, err := e.lock(ctx, sk, exec.Interactive)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	if session := e.usableSession(ctx, sk, r); session != nil {
+		return session, false, nil
+	}
+	session := e.loadSession(ctx, sk)
 
 	p, err := e.Discover(ctx)
 	if err != nil {
@@ -285,6 +286,34 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 	}
 	e.saveSession(ctx, sk, tokens)
 	return tokens, false, nil
+}
+
+// loadSession reads a saved session; a corrupt one is dropped, never a crash.
+func (e *Engine) loadSession(ctx context.Context, key string) *oidclogin.Tokens {
+	if e.Store == nil {
+		return nil
+	}
+	raw, err := e.Store.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	var t oidclogin.Tokens
+	if json.Unmarshal(raw, &t) != nil {
+		_ = e.Store.Delete(ctx, key)
+		return nil
+	}
+	return &t
+}
+
+// usableSession is the saved session when its tokens serve r as they are.
+func (e *Engine) usableSession(ctx context.Context, key string, r *OIDCRequest) *oidclogin.Tokens {
+	s := e.loadSession(ctx, key)
+	needAccess := r.RequestAudience != "" && r.RequestAudience != r.ClientID
+	if s != nil && s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
+		(!needAccess || s.AccessTokenExpiry.After(e.now().Add(10*time.Second))) {
+		return s
+	}
+	return nil
 }
 
 // sessionIndexKey lists session keys so `pinniped logout --all` can find

@@ -347,3 +347,42 @@ func TestCanceledLoginCachesNothing(t *testing.T) {
 		t.Fatalf("a cancelled login cached %d entries", len(entries))
 	}
 }
+
+// TestOneRefreshPerSession: kubectl calls for two clusters behind one login
+// need the same session refreshed at the same moment. Refresh tokens that
+// rotate work once, so only one refresh may run; the other call uses its
+// result instead of failing over to a new login.
+func TestOneRefreshPerSession(t *testing.T) {
+	h := newHarness(t)
+	h.idp.SingleUseRefresh.Store(true)
+	ctx := context.Background()
+	clusterA, clusterB := h.request(true), h.request(true)
+	clusterB.Concierge = &conciergeclient.Config{Endpoint: "https://cluster-b", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	clusterB.Key.Concierge = &credkey.Concierge{Endpoint: "https://cluster-b", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	if err := h.engine(io.Discard).LoginOIDC(ctx, clusterA, interactive); err != nil {
+		t.Fatal(err)
+	}
+	// Both clusters' credentials expired and the ID token is within 10
+	// minutes of its end: both calls need a refresh.
+	h.clk.add(55 * time.Minute)
+	nobody := &execcred.Request{APIVersion: execcred.V1, Interactive: false}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, r := range []*login.OIDCRequest{clusterA, clusterB} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = h.engine(io.Discard).LoginOIDC(ctx, r, nobody)
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("round %d: %v / %v", round, errs[0], errs[1])
+		}
+		if got := h.idp.RefreshGrants.Load(); got != int64(round+1) || h.idp.AuthCodeGrants.Load() != 1 {
+			t.Fatalf("round %d: %d refreshes (want %d), %d logins (want 1)", round, got, round+1, h.idp.AuthCodeGrants.Load())
+		}
+		h.clk.add(55 * time.Minute)
+	}
+}

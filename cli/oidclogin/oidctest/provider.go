@@ -36,6 +36,9 @@ type Provider struct {
 	AuthCodeGrants, RefreshGrants, PasswordGrants, DeviceGrants, ExchangeGrants atomic.Int64
 	// FailRefresh makes refresh grants fail, like a revoked session.
 	FailRefresh atomic.Bool
+	// SingleUseRefresh makes refresh tokens rotate: each works once, as
+	// the Pinniped Supervisor's and providers with reuse detection do.
+	SingleUseRefresh atomic.Bool
 
 	key *ecdsa.PrivateKey
 	mu  sync.Mutex
@@ -43,6 +46,8 @@ type Provider struct {
 	codes map[string]codeInfo
 	// DeviceApproved is closed or set by the test to approve device logins.
 	deviceApproved atomic.Bool
+	// refreshTokens are the refresh tokens not yet used.
+	refreshTokens map[string]bool
 }
 
 type codeInfo struct{ challenge, nonce, redirect string }
@@ -51,7 +56,7 @@ type codeInfo struct{ challenge, nonce, redirect string }
 func New(t testing.TB) *Provider {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	p := &Provider{ClientID: "pinniped-cli", key: key, codes: map[string]codeInfo{}, Now: time.Now}
+	p := &Provider{ClientID: "pinniped-cli", key: key, codes: map[string]codeInfo{}, refreshTokens: map[string]bool{}, Now: time.Now}
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
@@ -127,8 +132,12 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		nonce = info.nonce
 		p.AuthCodeGrants.Add(1)
 	case "refresh_token":
-		if p.FailRefresh.Load() || f.Get("refresh_token") == "" {
-			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked"})
+		p.mu.Lock()
+		unused := p.refreshTokens[f.Get("refresh_token")]
+		delete(p.refreshTokens, f.Get("refresh_token"))
+		p.mu.Unlock()
+		if p.FailRefresh.Load() || f.Get("refresh_token") == "" || (p.SingleUseRefresh.Load() && !unused) {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked, expired or already used"})
 			return
 		}
 		p.RefreshGrants.Add(1)
@@ -152,9 +161,13 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
 		return
 	}
+	refresh := "refresh-" + randomString()
+	p.mu.Lock()
+	p.refreshTokens[refresh] = true
+	p.mu.Unlock()
 	writeJSON(w, 200, map[string]any{
 		"access_token": "access-" + randomString(), "token_type": "bearer", "expires_in": 3600,
-		"refresh_token": "refresh-" + randomString(), "id_token": p.sign(p.ClientID, nonce),
+		"refresh_token": refresh, "id_token": p.sign(p.ClientID, nonce),
 	})
 }
 
