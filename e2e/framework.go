@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,12 +20,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -686,4 +689,57 @@ func StartProcess(t testing.TB, name string, args ...string) {
 			t.Logf("output of %s %s:\n%s", name, strings.Join(args, " "), out.String())
 		}
 	})
+}
+
+// ---- a bare pseudo-terminal ----
+
+// RunInBarePTY runs argv with a new pseudo-terminal as its stdin, stdout and
+// stderr, of the size nobody set: 0 columns by 0 rows, as `script`, a bare
+// pty or an IDE's task runner before it lays out gives. It returns what the
+// program wrote to the terminal and its exit code.
+func RunInBarePTY(t *testing.T, timeout time.Duration, env []string, argv ...string) (string, int) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	fd := int(master.Fd()) //nolint:gosec // fd fits in int
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := unix.IoctlGetWinsize(int(slave.Fd()), unix.TIOCGWINSZ); err != nil || ws.Col != 0 || ws.Row != 0 { //nolint:gosec // fd fits in int
+		t.Fatalf("the new pty is not 0x0: %+v %v", ws, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = slave.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&out, master); close(copied) }() // ends with EIO once the last writer is gone
+	err = cmd.Wait()
+	<-copied
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	return out.String(), code
 }

@@ -323,6 +323,38 @@ func TestTUI(t *testing.T) {
 		}
 	})
 
+	// Terminals too small to draw in, or reporting no size at all, get
+	// plain lines, and a failed login's error always reaches stderr.
+	t.Run("0x0 terminal: plain lines, the error shown", func(t *testing.T) {
+		l := newTUILogin(t, pinniped, "--timeout=4s")
+		out, code := RunInBarePTY(t, 60*time.Second, append(BedEnv(), l.env...), append([]string{l.pinniped}, l.args...)...)
+		if code != 1 || !strings.Contains(out, "Error: ") || !strings.Contains(out, "context deadline exceeded") {
+			t.Fatalf("exit %d, terminal:\n%s", code, out)
+		}
+		if strings.Contains(out, "\x1b[?1049h") || strings.Contains(out, "q cancel") {
+			t.Fatalf("the screen was drawn in a 0x0 terminal:\n%q", out)
+		}
+		if !strings.Contains(out, "Log in by visiting this link") {
+			t.Fatalf("the plain lines are missing:\n%s", out)
+		}
+	})
+
+	t.Run("20x5 terminal: plain lines, the error shown", func(t *testing.T) {
+		l := newTUILogin(t, pinniped, "--timeout=4s")
+		argv := append([]string{"env"}, l.env...)
+		argv = append(argv, "sh", "-c", `"$@" > `+l.outFile+`; echo EXIT=$?; sleep 600`, "sh", l.pinniped)
+		term := NewTmux(t, 20, 5, append(argv, l.args...)...)
+		term.WaitFor(30*time.Second, "the exit", exited)
+		// The whole scroll-back, lines joined: 20 columns wrap everything.
+		all := term.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "main")
+		if !strings.Contains(all, "EXIT=1") || !strings.Contains(all, "Error: ") || !strings.Contains(all, "context deadline exceeded") {
+			t.Fatalf("20x5:\n%s", all)
+		}
+		if strings.Contains(all, "q cancel") {
+			t.Fatalf("the screen was drawn in a 20x5 terminal:\n%s", all)
+		}
+	})
+
 	t.Run("60 columns", func(t *testing.T) {
 		l := newTUILogin(t, pinniped)
 		term := l.inTmux(t, 60)

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -75,8 +76,21 @@ func Usable(in io.Reader, out io.Writer, getenv func(string) string) bool {
 	case "0", "false", "no", "off":
 		return false
 	}
-	return isTerminal(in) && isTerminal(out)
+	if !isTerminal(in) || !isTerminal(out) {
+		return false
+	}
+	// A terminal that reports no size (embedded terminals and IDE task
+	// runners before they lay out, a bare pty) or one too small for the
+	// screen gets plain lines, which always show every message.
+	w, h, err := term.GetSize(int(out.(*os.File).Fd())) //nolint:gosec // fd fits in int
+	return err == nil && w >= MinWidth && h >= MinHeight
 }
+
+// The smallest terminal the login screen is drawn in.
+const (
+	MinWidth  = 40
+	MinHeight = 10
+)
 
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
@@ -239,6 +253,13 @@ func (l *Login) Finish(err error) error {
 	l.mu.Unlock()
 	<-done
 	if err != nil {
+		// In plain lines after the screen has ended, whatever it drew: a
+		// terminal may clear the screen's last frame, or never show it.
+		if errors.Is(err, ErrCanceled) {
+			fmt.Fprintln(l.o.Out, "✗ Login cancelled. Nothing was cached; run the command again to log in.")
+		} else {
+			fmt.Fprintf(l.o.Out, "✗ Login failed: %v\n  Next: %s\n", err, NextStep(err))
+		}
 		return &ShownError{Err: err}
 	}
 	return nil

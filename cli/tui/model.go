@@ -377,11 +377,10 @@ func (m loginModel) final(w int) string {
 		}
 		lines = append(lines, dimStyle.Render("  cached   ")+s.StoredIn)
 		return wrap(strings.Join(lines, "\n"), w) + "\n"
-	case errors.Is(m.err, ErrCanceled):
-		return wrap(errStyle.Render("✗ ")+"Login cancelled. Nothing was cached; run the command again to log in.", w) + "\n"
 	case m.err != nil:
-		return wrap(errStyle.Render("✗ Login failed: ")+m.err.Error(), w) + "\n" +
-			wrap(dimStyle.Render("Next: ")+NextStep(m.err), w) + "\n"
+		// Login.Finish prints the outcome in plain lines once the screen
+		// has ended, so it never depends on this frame staying visible.
+		return ""
 	}
 	return ""
 }
