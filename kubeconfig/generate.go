@@ -1,110 +1,28 @@
 package kubeconfig
 
 import (
-	"encoding/base64"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// LoginParams are the `pinniped login` arguments a kubeconfig carries.
-type LoginParams struct {
-	PinnipedPath string
-	InstallHint  string
-
-	Frontend      Frontend
-	APIGroupSuff  string
-	Authenticator Authenticator
-
-	// Static token login (webhook authenticators).
-	StaticToken, StaticTokenEnv string
-
-	// OIDC login.
-	ClientID        string
-	Scopes          []string
-	ListenPort      int
-	SkipBrowser     bool
-	RequestAudience string
-	OIDCCABundle    []byte
-	Flow            string
-
-	CredentialCache string
-	SessionCache    string
-	SkipListen      bool
-	// Upstream identity provider at a Pinniped Supervisor.
-	UpstreamName, UpstreamType, UpstreamFlow string
-	// NoConcierge makes the ID token itself the credential.
-	NoConcierge bool
+// Exec is how kubectl runs pinniped.
+type Exec struct {
+	Path        string
+	InstallHint string
 }
 
-// Args builds the exec plugin's arguments. No secret is ever put here: a
-// static token appears only if the admin passed it literally with
-// --static-token, and --static-token-env is preferred.
-func (p *LoginParams) Args() []string {
-	var args []string
-	if p.StaticToken != "" || p.StaticTokenEnv != "" {
-		args = append(args, "login", "static")
-	} else {
-		args = append(args, "login", "oidc")
-	}
-	if !p.NoConcierge {
-		args = append(args,
-			"--enable-concierge",
-			"--concierge-api-group-suffix="+p.APIGroupSuff,
-			"--concierge-authenticator-name="+p.Authenticator.Name,
-			"--concierge-authenticator-type="+p.Authenticator.Type,
-			"--concierge-endpoint="+p.Frontend.Endpoint,
-			"--concierge-ca-bundle-data="+base64.StdEncoding.EncodeToString(p.Frontend.CABundle),
-		)
-	}
-	if p.CredentialCache != "" {
-		args = append(args, "--credential-cache="+p.CredentialCache)
-	}
-	switch {
-	case p.StaticToken != "":
-		return append(args, "--token="+p.StaticToken)
-	case p.StaticTokenEnv != "":
-		return append(args, "--token-env="+p.StaticTokenEnv)
-	}
-	args = append(args, "--issuer="+p.Authenticator.Issuer, "--client-id="+p.ClientID, "--scopes="+strings.Join(p.Scopes, ","))
-	if len(p.OIDCCABundle) > 0 {
-		args = append(args, "--ca-bundle-data="+base64.StdEncoding.EncodeToString(p.OIDCCABundle))
-	}
-	if p.RequestAudience != "" {
-		args = append(args, "--request-audience="+p.RequestAudience)
-	}
-	if p.SkipBrowser {
-		args = append(args, "--skip-browser")
-	}
-	if p.ListenPort != 0 {
-		args = append(args, "--listen-port="+strconv.Itoa(p.ListenPort))
-	}
-	if p.Flow != "" {
-		args = append(args, "--flow="+p.Flow)
-	}
-	if p.SkipListen {
-		args = append(args, "--skip-listen")
-	}
-	if p.SessionCache != "" {
-		args = append(args, "--session-cache="+p.SessionCache)
-	}
-	if p.UpstreamName != "" {
-		args = append(args, "--upstream-identity-provider-name="+p.UpstreamName)
-	}
-	if p.UpstreamType != "" {
-		args = append(args, "--upstream-identity-provider-type="+p.UpstreamType)
-	}
-	if p.UpstreamFlow != "" {
-		args = append(args, "--upstream-identity-provider-flow="+p.UpstreamFlow)
-	}
-	return args
+// Login is a login a kubeconfig's user runs (package config's OIDC or Static).
+type Login interface {
+	Args() []string
 }
 
-// Build returns a kubeconfig with one cluster, user and context named name.
-func Build(name string, server string, caBundle []byte, p *LoginParams) *clientcmdapi.Config {
+// Build returns a kubeconfig with one cluster, user and context named name,
+// whose user runs pinniped with login's arguments. No secret is ever put
+// there: a static token appears only if the admin passed it literally.
+func Build(name string, server string, caBundle []byte, pinniped Exec, login Login) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cluster := clientcmdapi.NewCluster()
 	cluster.Server = server
@@ -113,10 +31,10 @@ func Build(name string, server string, caBundle []byte, p *LoginParams) *clientc
 	user := clientcmdapi.NewAuthInfo()
 	user.Exec = &clientcmdapi.ExecConfig{
 		APIVersion:         "client.authentication.k8s.io/v1",
-		Command:            p.PinnipedPath,
-		Args:               p.Args(),
+		Command:            pinniped.Path,
+		Args:               login.Args(),
 		Env:                []clientcmdapi.ExecEnvVar{},
-		InstallHint:        p.InstallHint,
+		InstallHint:        pinniped.InstallHint,
 		ProvideClusterInfo: true,
 		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
@@ -29,29 +30,29 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func params() *kubeconfig.LoginParams {
-	return &kubeconfig.LoginParams{
-		PinnipedPath: "/usr/local/bin/pinniped", InstallHint: "install pinniped",
-		Frontend:      kubeconfig.Frontend{Mode: "TokenCredentialRequestAPI", Endpoint: "https://10.99.0.1:6443", CABundle: []byte("CA")},
-		APIGroupSuff:  "pinniped.dev",
-		Authenticator: kubeconfig.Authenticator{Type: "jwt", Name: "dex", Issuer: "https://dex.example.com", Audience: "cluster-1"},
-		ClientID:      "pinniped-cli", Scopes: []string{"openid", "offline_access", "groups"},
-		RequestAudience: "cluster-1", OIDCCABundle: []byte("DEXCA"),
-	}
+var pinniped = kubeconfig.Exec{Path: "/usr/local/bin/pinniped", InstallHint: "install pinniped"}
+
+func concierge() *config.Concierge {
+	return &config.Concierge{Endpoint: "https://10.99.0.1:6443", CABundle: []byte("CA"), APIGroupSuffix: "pinniped.dev",
+		AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+}
+
+func oidcLogin() *config.OIDC {
+	return &config.OIDC{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid", "offline_access", "groups"},
+		RequestAudience: "cluster-1", CABundle: []byte("DEXCA"), Concierge: concierge()}
 }
 
 func TestGoldenKubeconfigs(t *testing.T) {
-	for name, p := range map[string]*kubeconfig.LoginParams{
-		"oidc.yaml": params(),
-		"static.yaml": func() *kubeconfig.LoginParams {
-			p := params()
-			p.Authenticator = kubeconfig.Authenticator{Type: "webhook", Name: "corp"}
-			p.StaticTokenEnv = "MY_TOKEN"
-			return p
+	for name, p := range map[string]kubeconfig.Login{
+		"oidc.yaml": oidcLogin(),
+		"static.yaml": func() kubeconfig.Login {
+			c := concierge()
+			c.AuthenticatorType, c.AuthenticatorName = "webhook", "corp"
+			return &config.Static{TokenEnv: "MY_TOKEN", Concierge: c}
 		}(),
-		"no-concierge.yaml": func() *kubeconfig.LoginParams { p := params(); p.NoConcierge = true; p.RequestAudience = ""; return p }(),
+		"no-concierge.yaml": func() kubeconfig.Login { c := oidcLogin(); c.Concierge = nil; c.RequestAudience = ""; return c }(),
 	} {
-		cfg := kubeconfig.Build("kind-pinniped", "https://10.99.0.1:6443", []byte("CA"), p)
+		cfg := kubeconfig.Build("kind-pinniped", "https://10.99.0.1:6443", []byte("CA"), pinniped, p)
 		b, err := clientcmd.Write(*cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +68,7 @@ func TestMergeKeepsExistingContexts(t *testing.T) {
 	existing := clientcmdapi.NewConfig()
 	existing.Clusters["prod"] = &clientcmdapi.Cluster{Server: "https://prod"}
 	existing.Contexts["prod"] = &clientcmdapi.Context{Cluster: "prod"}
-	gen := kubeconfig.Build("kind-pinniped", "https://x", nil, params())
+	gen := kubeconfig.Build("kind-pinniped", "https://x", nil, pinniped, oidcLogin())
 	if err := kubeconfig.Merge(existing, gen); err != nil {
 		t.Fatal(err)
 	}

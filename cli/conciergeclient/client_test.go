@@ -17,6 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // TestAgainstTheAgentHandler runs the client against the agent's real
@@ -34,7 +35,7 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	defer srv.Close()
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 
-	cfg := &conciergeclient.Config{Endpoint: srv.URL, CABundle: caPEM, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	cfg := &config.Concierge{Endpoint: srv.URL, CABundle: caPEM, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +57,5 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	_, err = conciergeclient.Exchange(context.Background(), cfg, token)
 	if err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("wrong suffix: %v", err)
-	}
-}
-
-func TestValidate(t *testing.T) {
-	for name, cfg := range map[string]conciergeclient.Config{
-		"http":      {Endpoint: "http://x", AuthenticatorType: "jwt", AuthenticatorName: "a"},
-		"bad type":  {Endpoint: "https://x", AuthenticatorType: "ldap", AuthenticatorName: "a"},
-		"no name":   {Endpoint: "https://x", AuthenticatorType: "jwt"},
-		"bad CA":    {Endpoint: "https://x", AuthenticatorType: "jwt", AuthenticatorName: "a", CABundle: []byte("nope")},
-		"not a URL": {Endpoint: "::", AuthenticatorType: "jwt", AuthenticatorName: "a"},
-	} {
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // The API versions kubectl understands.
@@ -85,4 +87,13 @@ func Write(w io.Writer, apiVersion string, s Status) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// KeyCluster is the cluster a cache key is made for ({} when kubectl said
+// nothing about it).
+func (r *Request) KeyCluster() config.Cluster {
+	if r == nil || r.Cluster == nil {
+		return config.Cluster{}
+	}
+	return config.Cluster{Server: r.Cluster.Server, CA: r.Cluster.CertificateAuthorityData}
 }

@@ -15,12 +15,9 @@ package fastlogin
 import (
 	"context"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
-	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/loginflags"
@@ -67,43 +64,28 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 }
 
 func oidc(o *loginflags.OIDC, exec *execcred.Request, env Env) *execcred.Status {
-	// The engine refuses these however valid a cached credential is.
-	if !strings.HasPrefix(o.Issuer, "https://") || !slices.Contains(loginflags.Flows, o.Flow) || !conciergeValid(&o.Concierge) {
+	c, err := o.Config(env.Getenv)
+	// What the engine would refuse, however valid a cached credential is,
+	// it must also explain.
+	if err != nil || c.Validate() != nil {
 		return nil
 	}
-	in, err := o.KeyInputs(env.Getenv)
-	if err != nil {
-		return nil
-	}
-	return cached(o.CredentialCache, in, exec)
+	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()), exec)
 }
 
 func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Status {
-	token, err := s.ResolveToken(env.LookupEnv)
-	if err != nil || token == "" {
+	c, err := s.Config(env.LookupEnv)
+	if err != nil || c.Validate() != nil {
 		return nil
 	}
-	if !s.Concierge.Enabled {
+	if c.Concierge == nil {
 		// The token is the credential: nothing to cache or look up.
-		return &execcred.Status{Token: token}
+		return &execcred.Status{Token: c.Token}
 	}
-	in, err := s.KeyInputs(token)
-	if err != nil || !conciergeValid(&s.Concierge) {
-		return nil
-	}
-	return cached(s.CredentialCache, in, exec)
+	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()), exec)
 }
 
-// conciergeValid: what the engine refuses here, the front must not answer.
-func conciergeValid(c *loginflags.Concierge) bool {
-	return !c.Enabled || (strings.HasPrefix(c.Endpoint, "https://") && c.AuthName != "")
-}
-
-func cached(mode string, in credkey.Inputs, exec *execcred.Request) *execcred.Status {
-	if exec.Cluster != nil {
-		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
-	}
-	key := credkey.Credential(in)
+func cached(mode, key string, exec *execcred.Request) *execcred.Status {
 	// Warnings are the engine's to print; a read never writes a file.
 	store, err := credstore.Open(mode, io.Discard)
 	if err != nil || store == nil {

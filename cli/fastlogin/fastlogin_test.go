@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
-	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/logincmd"
 )
 
 const (
-	issuerCA    = "-----BEGIN CERTIFICATE-----\nissuer\n-----END CERTIFICATE-----\n"
+	issuerCA    = "-----BEGIN CERTIFICATE-----\naXNzdWVy\n-----END CERTIFICATE-----\n"
 	execInfoFmt = `{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential","spec":{"interactive":false,"cluster":{"server":"https://10.0.0.1:6443","certificate-authority-data":"Y2x1c3Rlcg=="}}}`
 )
 
@@ -48,12 +48,19 @@ func setup(t *testing.T, version string) {
 	t.Setenv("KUBERNETES_EXEC_INFO", strings.Replace(execInfoFmt, "%s", version, 1))
 }
 
-// put caches a credential under the key the front computes for the OIDC
-// arguments above.
-func put(t testing.TB, in credkey.Inputs, expires time.Time) {
+// execCluster is the cluster in KUBERNETES_EXEC_INFO above.
+var execCluster = config.Cluster{Server: "https://10.0.0.1:6443", CA: []byte("cluster")}
+
+// keyed is a login whose cache key put uses.
+type keyed interface {
+	CredentialKey(config.Cluster) string
+}
+
+// put caches a credential under the key of login for the cluster kubectl
+// names in the tests.
+func put(t testing.TB, login keyed, expires time.Time) {
 	t.Helper()
-	in.ClusterServer, in.ClusterCA = "https://10.0.0.1:6443", []byte("cluster")
-	key := credkey.Credential(in)
+	key := login.CredentialKey(execCluster)
 	store, _ := credstore.Open("file", nil)
 	c := &credcache.Cache{Store: store}
 	if err := c.Put(context.Background(), key, "test", credcache.Credential{ClientCertificateData: "CERT", ClientKeyData: "KEY", ExpirationTimestamp: expires}); err != nil {
@@ -61,9 +68,10 @@ func put(t testing.TB, in credkey.Inputs, expires time.Time) {
 	}
 }
 
-func oidcInputs() credkey.Inputs {
-	return credkey.Inputs{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid", "groups"},
-		CABundle: []byte(issuerCA + "\n"), Concierge: &credkey.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
+// oidcInputs is the login oidcArgs asks for, written out by hand.
+func oidcInputs() *config.OIDC {
+	return &config.OIDC{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid", "groups"},
+		CABundle: []byte(issuerCA), Concierge: &config.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
 			AuthenticatorType: "jwt", AuthenticatorName: "dex", CABundle: []byte(conciergeCA)}}
 }
 
@@ -150,7 +158,7 @@ func TestEngineAgreesOnTheKey(t *testing.T) {
 	if ok, _ := answer(t, staticArgs); ok {
 		t.Fatal("static: answered from an empty cache")
 	}
-	put(t, credkey.Inputs{StaticToken: "s3cret", Concierge: &credkey.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
+	put(t, &config.Static{Token: "s3cret", Concierge: &config.Concierge{Endpoint: "https://10.0.0.1:6443", APIGroupSuffix: "pinniped.dev",
 		AuthenticatorType: "webhook", AuthenticatorName: "hook", CABundle: []byte(conciergeCA)}}, time.Now().Add(5*time.Minute))
 	if ok, out := answer(t, staticArgs); !ok || !strings.Contains(out, `"CERT"`) {
 		t.Fatalf("static hit: %v %s", ok, out)
@@ -220,9 +228,9 @@ func TestUpstreamProvidersAndPasswordUsersNeverShare(t *testing.T) {
 	setup(t, "v1")
 	ldap := oidcArgs("--upstream-identity-provider-name=Corporate LDAP", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password")
 	in := oidcInputs()
-	in.Upstream = credkey.Upstream{Name: "Corporate LDAP", Type: "ldap", Flow: "cli_password"}
+	in.Upstream = config.Upstream{Name: "Corporate LDAP", Type: "ldap", Flow: "cli_password"}
 	t.Setenv("PINNIPED_USERNAME", "alice")
-	in.PasswordUser = "alice"
+	in.Username = "alice"
 	put(t, in, time.Now().Add(5*time.Minute))
 	if ok, _ := answer(t, ldap); !ok {
 		t.Fatal("alice's own credential was not found")

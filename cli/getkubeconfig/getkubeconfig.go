@@ -4,8 +4,6 @@ package getkubeconfig
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +19,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 	"github.com/pinniped-kit/pinniped/cli/progress"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
@@ -216,19 +217,14 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	d := &kubeconfig.Discoverer{Dynamic: dyn, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
-	params := &kubeconfig.LoginParams{
-		PinnipedPath: o.PinnipedPath, InstallHint: o.InstallHint, APIGroupSuff: o.APIGroupSuffix,
-		StaticToken: o.StaticToken, StaticTokenEnv: o.StaticTokenEnv, ClientID: o.OIDCClientID,
-		ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, Flow: o.OIDCFlow,
-		CredentialCache: o.CredentialCache, NoConcierge: o.NoConcierge,
-		SessionCache: o.OIDCSessionCache, UpstreamName: o.UpstreamName, UpstreamType: o.UpstreamType, UpstreamFlow: o.UpstreamFlow,
-		SkipListen: o.OIDCSkipListen,
-	}
-	if params.PinnipedPath == "" {
-		params.PinnipedPath = frontPath()
+	pinniped := kubeconfig.Exec{Path: o.PinnipedPath, InstallHint: o.InstallHint}
+	if pinniped.Path == "" {
+		pinniped.Path = frontPath()
 	}
 
 	server, serverCA := cluster.Server, ca
+	var conc *config.Concierge
+	var auth *kubeconfig.Authenticator
 	if !o.NoConcierge {
 		front, err := d.Frontend(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.Frontend{Endpoint: cluster.Server, CABundle: ca})
 		if err != nil {
@@ -242,22 +238,28 @@ func (o *Options) Run(ctx context.Context) error {
 				return fmt.Errorf("--concierge-ca-bundle: %w", err)
 			}
 		}
-		params.Frontend = *front
 		server, serverCA = front.Endpoint, front.CABundle
-		auth, err := o.chooseAuthenticator(ctx, d)
-		if err != nil {
+		if auth, err = o.chooseAuthenticator(ctx, d); err != nil {
 			return err
 		}
-		params.Authenticator = *auth
+		conc = &config.Concierge{Endpoint: front.Endpoint, CABundle: front.CABundle, APIGroupSuffix: o.APIGroupSuffix,
+			AuthenticatorType: auth.Type, AuthenticatorName: auth.Name}
 	}
-	if params.StaticToken == "" && params.StaticTokenEnv == "" {
-		if err := o.completeOIDC(ctx, params); err != nil {
+	var login kubeconfig.Login
+	if o.StaticToken != "" || o.StaticTokenEnv != "" {
+		login = &config.Static{Token: o.StaticToken, TokenEnv: o.StaticTokenEnv, Concierge: conc, CredentialCache: o.CredentialCache}
+	} else {
+		c := &config.OIDC{ClientID: o.OIDCClientID, ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, SkipListen: o.OIDCSkipListen,
+			Flow: config.Flow(o.OIDCFlow), Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.OIDCSessionCache,
+			Upstream: config.Upstream{Name: o.UpstreamName, Type: o.UpstreamType, Flow: o.UpstreamFlow}}
+		if err := o.completeOIDC(ctx, c, auth); err != nil {
 			return err
 		}
+		login = c
 	}
 
 	name := kctx.Cluster + o.NameSuffix
-	gen := kubeconfig.Build(name, server, serverCA, params)
+	gen := kubeconfig.Build(name, server, serverCA, pinniped, login)
 	if !o.SkipValidation {
 		if err := validateEndpoint(ctx, server, serverCA); err != nil {
 			return err
@@ -306,48 +308,48 @@ func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticato
 	return &all[n], nil
 }
 
-func (o *Options) completeOIDC(ctx context.Context, p *kubeconfig.LoginParams) error {
-	issuer := p.Authenticator.Issuer
-	if o.OIDCIssuer != "" {
-		issuer = o.OIDCIssuer
-		p.Authenticator.Issuer = issuer
+// completeOIDC fills in the issuer side of an OIDC login: from the flags,
+// else from the chosen JWTAuthenticator (nil without the agent).
+func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeconfig.Authenticator) error {
+	if auth != nil {
+		c.Issuer, c.CABundle, c.RequestAudience = auth.Issuer, auth.CABundle, auth.Audience
 	}
-	if issuer == "" {
+	if o.OIDCIssuer != "" {
+		c.Issuer = o.OIDCIssuer
+	}
+	if c.Issuer == "" {
 		return errors.New("the chosen authenticator is not a JWTAuthenticator; pass --oidc-issuer, or --static-token-env for a webhook")
 	}
-	p.OIDCCABundle = p.Authenticator.CABundle
 	if o.OIDCCABundlePath != "" {
 		b, err := os.ReadFile(o.OIDCCABundlePath)
 		if err != nil {
 			return fmt.Errorf("--oidc-ca-bundle: %w", err)
 		}
-		p.OIDCCABundle = b
+		c.CABundle = b
 	}
-	p.RequestAudience = p.Authenticator.Audience
 	if o.OIDCRequestAudience != "" {
-		p.RequestAudience = o.OIDCRequestAudience
+		c.RequestAudience = o.OIDCRequestAudience
 	}
-	if p.RequestAudience == p.ClientID {
-		p.RequestAudience = "" // the ID token already has it
+	if c.RequestAudience == c.ClientID {
+		c.RequestAudience = "" // the ID token already has it
 	}
-	disc, err := kubeconfig.DiscoverOIDC(ctx, issuer, p.OIDCCABundle)
+	client, err := httpclient.New(c.CABundle, 15*time.Second)
+	if err != nil {
+		return fmt.Errorf("the CA bundle for %s: %w", c.Issuer, err)
+	}
+	disc, err := discovery.Fetch(ctx, client, c.Issuer)
 	if err != nil {
 		return err
 	}
-	p.Scopes = kubeconfig.FilterScopes(o.OIDCScopes, disc.ScopesSupported)
+	c.Scopes = kubeconfig.FilterScopes(o.OIDCScopes, disc.ScopesSupported)
 	return nil
 }
 
 func validateEndpoint(ctx context.Context, server string, ca []byte) error {
-	pool := x509.NewCertPool()
-	if len(ca) > 0 && !pool.AppendCertsFromPEM(ca) {
-		return errors.New("the endpoint's CA bundle holds no PEM certificate")
+	client, err := httpclient.New(ca, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("the endpoint's CA bundle: %w", err)
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(ca) > 0 {
-		tlsCfg.RootCAs = pool
-	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	var lastErr error
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/healthz", nil)

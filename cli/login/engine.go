@@ -17,44 +17,14 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
-	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
-	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 )
 
 // MinIDTokenLifetime: a cached ID token with less left than this is
 // refreshed first, so the cluster credential made from it is not cut short.
 const MinIDTokenLifetime = 10 * time.Minute
-
-// Flow names an interactive login method.
-type Flow string
-
-// Login methods.
-const (
-	FlowAuto     Flow = ""         // browser, plus the paste prompt when a person is at a terminal
-	FlowBrowser  Flow = "browser"  // browser only
-	FlowDevice   Flow = "device"   // device code
-	FlowPassword Flow = "password" // password grant from PINNIPED_USERNAME/PINNIPED_PASSWORD
-)
-
-// OIDCRequest is what `pinniped login oidc` asks for.
-type OIDCRequest struct {
-	Issuer          string
-	ClientID        string
-	Scopes          []string
-	CABundle        []byte
-	RequestAudience string
-	Flow            Flow
-	Browser         oidclogin.BrowserOptions
-	Username        string // password flow; from the environment, never a flag
-	Password        string
-	// Concierge is nil when the ID token itself is the credential.
-	Concierge *conciergeclient.Config
-	// Key are the cache-key inputs of this login, derived from the same
-	// flags and environment by loginflags, as the front derives them.
-	Key credkey.Inputs
-}
 
 // Provider is what the engine needs from an OIDC provider.
 type Provider interface {
@@ -77,7 +47,7 @@ type Engine struct {
 	// cached path makes no network calls.
 	Discover func(ctx context.Context) (Provider, error)
 	// Exchange trades a token at the agent.
-	Exchange func(ctx context.Context, c *conciergeclient.Config, token string) (*loginv1alpha1.ClusterCredential, error)
+	Exchange func(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error)
 	// LockTimeout bounds waiting for another process's login.
 	LockTimeout time.Duration
 }
@@ -108,17 +78,9 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-// credentialKey adds the cluster kubectl names to a login's key inputs.
-func credentialKey(in credkey.Inputs, exec *execcred.Request) string {
-	if exec != nil && exec.Cluster != nil {
-		in.ClusterServer, in.ClusterCA = exec.Cluster.Server, exec.Cluster.CertificateAuthorityData
-	}
-	return credkey.Credential(in)
-}
-
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
-func (e *Engine) LoginOIDC(ctx context.Context, r *OIDCRequest, exec *execcred.Request) error {
-	key := credentialKey(r.Key, exec)
+func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
+	key := c.CredentialKey(exec.KeyCluster())
 	creds := e.credCache()
 	if cred, ok := e.cached(ctx, creds, key); ok {
 		return e.write(exec, cred)
@@ -134,24 +96,24 @@ func (e *Engine) LoginOIDC(ctx context.Context, r *OIDCRequest, exec *execcred.R
 		return e.write(exec, cred)
 	}
 
-	tokens, refreshed, err := e.idToken(ctx, r, exec)
+	tokens, refreshed, err := e.idToken(ctx, c, exec)
 	if err != nil {
 		return err
 	}
 	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
-	if r.RequestAudience != "" && r.RequestAudience != r.ClientID {
+	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
 		p, err := e.Discover(ctx)
 		if err != nil {
 			return err
 		}
-		if token, expiry, err = p.ExchangeForAudience(ctx, tokens.AccessToken, r.RequestAudience); err != nil {
+		if token, expiry, err = p.ExchangeForAudience(ctx, tokens.AccessToken, c.RequestAudience); err != nil {
 			return err
 		}
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
-	if r.Concierge != nil {
+	if c.Concierge != nil {
 		e.UI.Progress("exchanging the token for a cluster credential")
-		cc, err := e.Exchange(ctx, r.Concierge, token)
+		cc, err := e.Exchange(ctx, c.Concierge, token)
 		if err != nil {
 			return err
 		}
@@ -162,9 +124,9 @@ func (e *Engine) LoginOIDC(ctx context.Context, r *OIDCRequest, exec *execcred.R
 	}
 	storedIn := "nowhere (caching disabled)"
 	if creds != nil {
-		label := r.Issuer
+		label := c.Issuer
 		if exec != nil && exec.Cluster != nil {
-			label = exec.Cluster.Server + " via " + r.Issuer
+			label = exec.Cluster.Server + " via " + c.Issuer
 		}
 		if err := creds.Put(ctx, key, label, *cred); err != nil {
 			e.UI.Progress("could not cache the credential: " + err.Error())
@@ -221,9 +183,9 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
-func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
-	sk := credkey.Session(r.Key)
-	if session := e.usableSession(ctx, sk, r); session != nil {
+func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
+	sk := c.SessionKey()
+	if session := e.usableSession(ctx, sk, c); session != nil {
 		return session, false, nil
 	}
 	// Clusters reached through one login share its session, but kubectl
@@ -236,7 +198,7 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 		return nil, false, err
 	}
 	defer unlock()
-	if session := e.usableSession(ctx, sk, r); session != nil {
+	if session := e.usableSession(ctx, sk, c); session != nil {
 		return session, false, nil
 	}
 	session := e.loadSession(ctx, sk)
@@ -257,19 +219,18 @@ func (e *Engine) idToken(ctx context.Context, r *OIDCRequest, exec *execcred.Req
 
 	var tokens *oidclogin.Tokens
 	switch {
-	case r.Flow == FlowPassword:
-		if r.Username == "" || r.Password == "" {
+	case c.PasswordLogin():
+		if c.Username == "" || c.Password == "" {
 			return nil, false, errors.New("the password flow reads PINNIPED_USERNAME and PINNIPED_PASSWORD from the environment; set both")
 		}
-		e.UI.Progress("logging in as " + r.Username + " with a password")
-		tokens, err = p.PasswordGrant(ctx, r.Username, r.Password)
+		e.UI.Progress("logging in as " + c.Username + " with a password")
+		tokens, err = p.PasswordGrant(ctx, c.Username, c.Password)
 	case !exec.Interactive:
 		return nil, false, fmt.Errorf("%w: kubectl is running without one (spec.interactive=false). Log in from a terminal first, e.g. run the same kubectl command there, or use PINNIPED_USERNAME/PINNIPED_PASSWORD for CI", ErrNeedsInteraction)
-	case r.Flow == FlowDevice:
+	case c.Flow == config.FlowDevice:
 		tokens, err = p.DeviceLogin(ctx, e.UI)
 	default:
-		opts := r.Browser
-		opts.AllowPaste = r.Flow == FlowAuto
+		opts := browserOptions(c)
 		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
 		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
 			e.UI.Progress("switching to the device flow")
@@ -305,10 +266,10 @@ func (e *Engine) loadSession(ctx context.Context, key string) *oidclogin.Tokens 
 	return &t
 }
 
-// usableSession is the saved session when its tokens serve r as they are.
-func (e *Engine) usableSession(ctx context.Context, key string, r *OIDCRequest) *oidclogin.Tokens {
+// usableSession is the saved session when its tokens serve c as they are.
+func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *oidclogin.Tokens {
 	s := e.loadSession(ctx, key)
-	needAccess := r.RequestAudience != "" && r.RequestAudience != r.ClientID
+	needAccess := c.RequestAudience != "" && c.RequestAudience != c.ClientID
 	if s != nil && s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
 		(!needAccess || s.AccessTokenExpiry.After(e.now().Add(10*time.Second))) {
 		return s
@@ -401,12 +362,12 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 }
 
 // Logout forgets the credential and the OIDC session that LoginOIDC would
-// use for r and exec. It reports whether anything was removed.
-func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Request) (bool, error) {
+// use for c and exec. It reports whether anything was removed.
+func (e *Engine) Logout(ctx context.Context, c *config.OIDC, exec *execcred.Request) (bool, error) {
 	if e.Store == nil {
 		return false, nil
 	}
-	key := credentialKey(r.Key, exec)
+	key := c.CredentialKey(exec.KeyCluster())
 	removed := false
 	if _, ok, _ := e.credCache().Get(ctx, key); ok {
 		removed = true
@@ -414,7 +375,7 @@ func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Requ
 	if err := e.credCache().Delete(ctx, key); err != nil {
 		return false, err
 	}
-	sk := credkey.Session(r.Key)
+	sk := c.SessionKey()
 	if _, err := e.Store.Get(ctx, sk); err == nil {
 		removed = true
 	}
@@ -422,4 +383,14 @@ func (e *Engine) Logout(ctx context.Context, r *OIDCRequest, exec *execcred.Requ
 		return removed, err
 	}
 	return removed, nil
+}
+
+// browserOptions are the browser flow's settings for c. The paste prompt is
+// offered only when no flow was chosen.
+func browserOptions(c *config.OIDC) oidclogin.BrowserOptions {
+	o := oidclogin.BrowserOptions{ListenPort: c.ListenPort, SkipBrowser: c.SkipBrowser, SkipListen: c.SkipListen, AllowPaste: c.Flow == config.FlowAuto}
+	if c.Upstream.Name != "" {
+		o.ExtraParams = map[string]string{"pinniped_idp_name": c.Upstream.Name, "pinniped_idp_type": c.Upstream.Type}
+	}
+	return o
 }

@@ -20,10 +20,9 @@ import (
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
-	"github.com/pinniped-kit/pinniped/cli/conciergeclient"
-	"github.com/pinniped-kit/pinniped/cli/credkey"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin/oidctest"
 )
@@ -103,10 +102,10 @@ func (h *harness) engine(out io.Writer) *login.Engine {
 		Store: h.store, LockDir: h.lockDir, Now: h.clk.now, UI: h.ui, Stdout: out,
 		Discover: func(ctx context.Context) (login.Provider, error) {
 			h.discovers.Add(1)
-			return oidclogin.Discover(ctx, oidclogin.Config{Issuer: h.idp.URL, ClientID: h.idp.ClientID,
-				Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle, Now: h.clk.now})
+			return oidclogin.Discover(ctx, &config.OIDC{Issuer: h.idp.URL, ClientID: h.idp.ClientID,
+				Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle}, h.clk.now)
 		},
-		Exchange: func(_ context.Context, _ *conciergeclient.Config, token string) (*loginv1alpha1.ClusterCredential, error) {
+		Exchange: func(_ context.Context, _ *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error) {
 			h.exchanges.Add(1)
 			if token == "" {
 				return nil, errors.New("empty token")
@@ -117,12 +116,10 @@ func (h *harness) engine(out io.Writer) *login.Engine {
 	}
 }
 
-func (h *harness) request(concierge bool) *login.OIDCRequest {
-	r := &login.OIDCRequest{Issuer: h.idp.URL, ClientID: h.idp.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle}
-	r.Key = credkey.Inputs{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, CABundle: r.CABundle}
+func (h *harness) request(concierge bool) *config.OIDC {
+	r := &config.OIDC{Issuer: h.idp.URL, ClientID: h.idp.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: h.idp.CABundle}
 	if concierge {
-		r.Concierge = &conciergeclient.Config{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
-		r.Key.Concierge = &credkey.Concierge{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+		r.Concierge = &config.Concierge{Endpoint: "https://cluster", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	}
 	return r
 }
@@ -141,7 +138,7 @@ func decode(t *testing.T, b []byte) map[string]any {
 func TestDecisionOrder(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	run := func(r *login.OIDCRequest, exec *execcred.Request) (map[string]any, error) {
+	run := func(r *config.OIDC, exec *execcred.Request) (map[string]any, error) {
 		var out bytes.Buffer
 		err := h.engine(&out).LoginOIDC(ctx, r, exec)
 		if err != nil {
@@ -219,7 +216,7 @@ func TestIDTokenWithoutConcierge(t *testing.T) {
 func TestPasswordFlow(t *testing.T) {
 	h := newHarness(t)
 	r := h.request(true)
-	r.Flow, r.Username, r.Password = login.FlowPassword, "alice", "password"
+	r.Flow, r.Username, r.Password = config.FlowPassword, "alice", "password"
 	var out bytes.Buffer
 	// Password logins work without a terminal: that is what CI needs.
 	if err := h.engine(&out).LoginOIDC(context.Background(), r, &execcred.Request{APIVersion: execcred.V1, Interactive: false}); err != nil {
@@ -231,7 +228,7 @@ func TestPasswordFlow(t *testing.T) {
 	r.Password = ""
 	h2 := newHarness(t)
 	r2 := h2.request(true)
-	r2.Flow, r2.Username = login.FlowPassword, "alice"
+	r2.Flow, r2.Username = config.FlowPassword, "alice"
 	if err := h2.engine(io.Discard).LoginOIDC(context.Background(), r2, interactive); err == nil {
 		t.Fatal("password flow without PINNIPED_PASSWORD accepted")
 	}
@@ -288,16 +285,15 @@ func TestCorruptSessionIsIgnored(t *testing.T) {
 func TestStatic(t *testing.T) {
 	h := newHarness(t)
 	var out bytes.Buffer
-	if err := h.engine(&out).LoginStatic(context.Background(), "tok", credkey.Inputs{StaticToken: "tok"}, nil, interactive); err != nil {
+	if err := h.engine(&out).LoginStatic(context.Background(), &config.Static{Token: "tok"}, interactive); err != nil {
 		t.Fatal(err)
 	}
 	if decode(t, out.Bytes())["status"].(map[string]any)["token"] != "tok" {
 		t.Fatal(out.String())
 	}
-	conc := &conciergeclient.Config{Endpoint: "https://c", AuthenticatorType: "webhook", AuthenticatorName: "w"}
+	conc := &config.Concierge{Endpoint: "https://c", AuthenticatorType: "webhook", AuthenticatorName: "w"}
 	for range 2 {
-		key := credkey.Inputs{StaticToken: "tok", Concierge: &credkey.Concierge{Endpoint: conc.Endpoint, AuthenticatorType: "webhook", AuthenticatorName: "w"}}
-		if err := h.engine(io.Discard).LoginStatic(context.Background(), "tok", key, conc, interactive); err != nil {
+		if err := h.engine(io.Discard).LoginStatic(context.Background(), &config.Static{Token: "tok", Concierge: conc}, interactive); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -357,8 +353,7 @@ func TestOneRefreshPerSession(t *testing.T) {
 	h.idp.SingleUseRefresh.Store(true)
 	ctx := context.Background()
 	clusterA, clusterB := h.request(true), h.request(true)
-	clusterB.Concierge = &conciergeclient.Config{Endpoint: "https://cluster-b", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
-	clusterB.Key.Concierge = &credkey.Concierge{Endpoint: "https://cluster-b", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	clusterB.Concierge = &config.Concierge{Endpoint: "https://cluster-b", AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	if err := h.engine(io.Discard).LoginOIDC(ctx, clusterA, interactive); err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +364,7 @@ func TestOneRefreshPerSession(t *testing.T) {
 	for round := range 3 {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
-		for i, r := range []*login.OIDCRequest{clusterA, clusterB} {
+		for i, r := range []*config.OIDC{clusterA, clusterB} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

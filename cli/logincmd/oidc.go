@@ -5,11 +5,8 @@ package logincmd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -18,6 +15,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
@@ -49,30 +47,12 @@ expire, so most kubectl calls cost a cache read.`,
 	return cmd
 }
 
-// conciergeConfig turns the --concierge-* flags into the exchange client's
-// settings; nil when --enable-concierge is off.
-func conciergeConfig(c *loginflags.Concierge) (*conciergeclient.Config, error) {
-	if !c.Enabled {
-		return nil, nil
-	}
-	ca, err := c.CABundle()
-	if err != nil {
-		return nil, err
-	}
-	cfg := &conciergeclient.Config{Endpoint: c.Endpoint, CABundle: ca, APIGroupSuffix: c.Suffix,
-		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
-}
-
 // OIDCOptions are the inputs of `pinniped login oidc`.
 type OIDCOptions struct {
 	loginflags.OIDC
 
 	streams Streams
-	request *login.OIDCRequest
+	config  *config.OIDC
 	exec    *execcred.Request
 }
 
@@ -131,50 +111,14 @@ func (o *OIDCOptions) Complete() error {
 }
 
 func (o *OIDCOptions) complete(exec *execcred.Request) error {
-	var errs []error
-	if o.Issuer == "" {
-		errs = append(errs, errors.New("--issuer is required"))
-	} else if !strings.HasPrefix(o.Issuer, "https://") {
-		errs = append(errs, fmt.Errorf("--issuer %q must be an https URL", o.Issuer))
-	}
-	ca, err := o.IssuerCABundle()
+	c, err := o.Config(os.Getenv)
 	if err != nil {
-		errs = append(errs, err)
-	}
-	flow := login.Flow(o.Flow)
-	switch flow {
-	case login.FlowAuto, login.FlowBrowser, login.FlowDevice, login.FlowPassword:
-	default:
-		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", o.Flow))
-	}
-	// The same decision the front's cache key is made from.
-	if _, password := o.PasswordLogin(os.Getenv); password {
-		flow = login.FlowPassword
-	}
-	conc, err := conciergeConfig(&o.Concierge)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	key, err := o.KeyInputs(os.Getenv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	extra := map[string]string{}
-	if o.UpstreamName != "" {
-		extra["pinniped_idp_name"] = o.UpstreamName
-		extra["pinniped_idp_type"] = o.UpstreamTy
+	if err := c.Validate(); err != nil {
+		return err
 	}
-	o.exec = exec
-	o.request = &login.OIDCRequest{
-		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca,
-		RequestAudience: o.RequestAudience, Flow: flow, Concierge: conc,
-		Browser:  oidclogin.BrowserOptions{ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen, ExtraParams: extra},
-		Username: os.Getenv(loginflags.EnvUsername), Password: os.Getenv(loginflags.EnvPassword),
-		Key: key,
-	}
+	o.exec, o.config = exec, c
 	return nil
 }
 
@@ -189,9 +133,9 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := o.request
+	c := o.config
 	engine.Discover = func(ctx context.Context) (login.Provider, error) {
-		return oidclogin.Discover(ctx, oidclogin.Config{Issuer: r.Issuer, ClientID: r.ClientID, Scopes: r.Scopes, CABundle: r.CABundle})
+		return oidclogin.Discover(ctx, c, nil)
 	}
 	// The interactive screen only when a person can use it: kubectl says
 	// the session is interactive and both stdin and stderr are terminals.
@@ -199,12 +143,12 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	// is unchanged.
 	if o.exec.Interactive && tui.Usable(o.streams.In, o.streams.ErrOut, nil) {
 		screen := tui.NewLogin(tui.LoginOptions{
-			In: o.streams.In, Out: o.streams.ErrOut, Issuer: r.Issuer, Cancel: cancelLogin, Plain: engine.UI,
+			In: o.streams.In, Out: o.streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI,
 		})
 		engine.UI = screen
-		return screen.Finish(engine.LoginOIDC(ctx, r, o.exec))
+		return screen.Finish(engine.LoginOIDC(ctx, c, o.exec))
 	}
-	return engine.LoginOIDC(ctx, r, o.exec)
+	return engine.LoginOIDC(ctx, c, o.exec)
 }
 
 func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, error) {

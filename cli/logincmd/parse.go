@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login"
 )
 
@@ -11,7 +12,7 @@ import (
 // oidc` (those after "oidc") with the same flag definitions, so logout finds
 // exactly the cache entries a login would use. It returns the request and
 // the --credential-cache mode.
-func ParseOIDCArgs(args []string, exec *execcred.Request) (*login.OIDCRequest, string, error) {
+func ParseOIDCArgs(args []string, exec *execcred.Request) (*config.OIDC, string, error) {
 	cmd, o := oidcCommand(Streams{Out: io.Discard, ErrOut: io.Discard})
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, "", err
@@ -19,7 +20,7 @@ func ParseOIDCArgs(args []string, exec *execcred.Request) (*login.OIDCRequest, s
 	if err := o.complete(exec); err != nil {
 		return nil, "", err
 	}
-	return o.request, o.CredentialCache, nil
+	return o.config, o.CredentialCache, nil
 }
 
 // NewEngine opens the cache a login with this --credential-cache uses.

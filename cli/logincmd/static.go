@@ -22,27 +22,22 @@ WebhookAuthenticator) for a short-lived cluster credential and caches that.
 Prefer --token-env: a token in a kubeconfig is readable by anyone who can read the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token, err := flags.ResolveToken(os.LookupEnv)
+			c, err := flags.Config(os.LookupEnv)
 			if err != nil {
 				return err
 			}
-			cfg, err := conciergeConfig(&flags.Concierge)
-			if err != nil {
+			if err := c.Validate(); err != nil {
 				return err
 			}
 			exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
 			if err != nil {
 				return err
 			}
-			key, err := flags.KeyInputs(token)
+			engine, err := newEngine(s, c.CredentialCache, false)
 			if err != nil {
 				return err
 			}
-			engine, err := newEngine(s, flags.CredentialCache, false)
-			if err != nil {
-				return err
-			}
-			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), token, key, cfg, exec)
+			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), c, exec)
 		},
 	}
 	flagset.Add(cmd.Flags(), flags.Flags())

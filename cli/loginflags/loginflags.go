@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/cli/credkey"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // concierge is how many flags Concierge has.
@@ -78,47 +78,33 @@ const (
 	EnvUpstreamFlow = "PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"
 )
 
-// UpstreamFlowIn is the upstream identity provider's flow in this
-// environment: the variable wins over the flag, as upstream.
-func (o *OIDC) UpstreamFlowIn(getenv func(string) string) string {
-	if v := getenv(EnvUpstreamFlow); v != "" {
-		return v
-	}
-	return o.UpstreamFlow
-}
-
-// PasswordLogin reports whether a login with these flags in this
-// environment uses a password (--flow=password, the cli_password flow, or
-// both variables set), and as whom.
-func (o *OIDC) PasswordLogin(getenv func(string) string) (username string, ok bool) {
-	user := getenv(EnvUsername)
-	if o.Flow == "password" || o.UpstreamFlowIn(getenv) == "cli_password" || (user != "" && getenv(EnvPassword) != "") {
-		return user, true
-	}
-	return "", false
-}
-
-// KeyInputs are the cache-key inputs of a login with these flags in this
-// environment (the cluster comes from kubectl, at the call).
-func (o *OIDC) KeyInputs(getenv func(string) string) (credkey.Inputs, error) {
+// Config is the login these flags ask for, in this environment: CA bundles
+// read and decoded, the variables applied (not yet validated).
+func (o *OIDC) Config(getenv func(string) string) (*config.OIDC, error) {
 	ca, err := o.IssuerCABundle()
 	if err != nil {
-		return credkey.Inputs{}, err
+		return nil, err
 	}
-	user, _ := o.PasswordLogin(getenv)
-	in := credkey.Inputs{Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, RequestAudience: o.RequestAudience, CABundle: ca,
-		Upstream: credkey.Upstream{Name: o.UpstreamName, Flow: o.UpstreamFlowIn(getenv)}, PasswordUser: user}
-	if o.UpstreamName != "" {
-		// The type (default oidc) means something only beside a name.
-		in.Upstream.Type = o.UpstreamTy
+	conc, err := o.Concierge.config()
+	if err != nil {
+		return nil, err
 	}
-	if in.Concierge, err = o.Concierge.keyInputs(); err != nil {
-		return credkey.Inputs{}, err
+	c := &config.OIDC{
+		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca, RequestAudience: o.RequestAudience,
+		Flow:     config.Flow(o.Flow),
+		Upstream: config.Upstream{Name: o.UpstreamName, Type: o.UpstreamTy, Flow: o.UpstreamFlow},
+		ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen,
+		Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.SessionCache, Timeout: o.Timeout,
+		Username: getenv(EnvUsername), Password: getenv(EnvPassword),
 	}
-	return in, nil
+	// The variable wins over the flag whenever set, as upstream.
+	if v := getenv(EnvUpstreamFlow); v != "" {
+		c.Upstream.Flow = v
+	}
+	return c, nil
 }
 
-func (c *Concierge) keyInputs() (*credkey.Concierge, error) {
+func (c *Concierge) config() (*config.Concierge, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -126,19 +112,23 @@ func (c *Concierge) keyInputs() (*credkey.Concierge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &credkey.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
+	return &config.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
 		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName, CABundle: ca}, nil
 }
 
-// KeyInputs are the cache-key inputs of `login static` with token.
-func (s *Static) KeyInputs(token string) (credkey.Inputs, error) {
-	c, err := s.Concierge.keyInputs()
-	return credkey.Inputs{StaticToken: token, Concierge: c}, err
+// Config is the static login these flags ask for: the token from --token
+// or the variable --token-env names (not yet validated).
+func (s *Static) Config(lookupEnv func(string) (string, bool)) (*config.Static, error) {
+	token, err := s.ResolveToken(lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	conc, err := s.Concierge.config()
+	if err != nil {
+		return nil, err
+	}
+	return &config.Static{Token: token, TokenEnv: s.TokenEnv, Concierge: conc, CredentialCache: s.CredentialCache}, nil
 }
-
-// Flows are the accepted --flow values ("" is the default: browser with a
-// paste prompt).
-var Flows = []string{"", "browser", "device", "password"}
 
 // Flags lists the flags.
 func (o *OIDC) Flags() []Flag {
@@ -172,18 +162,26 @@ func (o *OIDC) IssuerCABundle() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ca-bundle: %w", err)
 		}
-		out = append(out, b...)
-		out = append(out, '\n')
+		out = joinPEM(out, b)
 	}
 	for _, d := range o.CABundleData {
 		b, err := base64.StdEncoding.DecodeString(d)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-bundle-data is not base64: %w", err)
 		}
-		out = append(out, b...)
-		out = append(out, '\n')
+		out = joinPEM(out, b)
 	}
 	return out, nil
+}
+
+// joinPEM appends bundle b, on a line of its own: a bundle's bytes stay as
+// they were (they are part of cache keys, and a kubeconfig's bundle must
+// read back as written).
+func joinPEM(out, b []byte) []byte {
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return append(out, b...)
 }
 
 // Static are the flags of `pinniped login static`.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin/oidctest"
 )
@@ -75,9 +76,9 @@ func (u *fakeUI) PromptCode(ctx context.Context, _ string) (string, error) {
 
 func discover(t *testing.T, p *oidctest.Provider) *oidclogin.Provider {
 	t.Helper()
-	prov, err := oidclogin.Discover(context.Background(), oidclogin.Config{
+	prov, err := oidclogin.Discover(context.Background(), &config.OIDC{
 		Issuer: p.URL, ClientID: p.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: p.CABundle,
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestPasswordAndRefreshAndExchange(t *testing.T) {
 }
 
 func TestRefusesHTTPIssuer(t *testing.T) {
-	_, err := oidclogin.Discover(context.Background(), oidclogin.Config{Issuer: "http://dex.example.com", ClientID: "x"})
+	_, err := oidclogin.Discover(context.Background(), &config.OIDC{Issuer: "http://dex.example.com", ClientID: "x"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("want an https error, got %v", err)
 	}

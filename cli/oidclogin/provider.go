@@ -1,32 +1,25 @@
 // Package oidclogin gets ID tokens from an OIDC provider: by browser (auth
 // code + PKCE on a loopback listener, with a paste-the-code fallback), by
 // device code, by password grant, or by refresh; and trades them for other
-// audiences (RFC 8693). It uses go-oidc for discovery and verification and
-// golang.org/x/oauth2 for the grants.
+// audiences (RFC 8693). It reads the discovery document with package
+// discovery, verifies with go-oidc and uses golang.org/x/oauth2 for the
+// grants.
 package oidclogin
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
-)
 
-// Config names the provider and client.
-type Config struct {
-	Issuer   string
-	ClientID string
-	Scopes   []string
-	CABundle []byte // PEM; empty means system roots
-	Now      func() time.Time
-}
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+)
 
 // Tokens are what a login yields.
 type Tokens struct {
@@ -49,7 +42,9 @@ var signingAlgs = []string{
 
 // Provider is a discovered OIDC provider.
 type Provider struct {
-	cfg      Config
+	cfg      *config.OIDC
+	now      func() time.Time
+	doc      *discovery.Document
 	http     *http.Client
 	oidc     *oidc.Provider
 	verifier *oidc.IDTokenVerifier
@@ -60,89 +55,46 @@ type Provider struct {
 	TokenURL string
 }
 
-// HTTPClient trusts caBundle (or the system roots), TLS 1.2+, with timeouts.
-func HTTPClient(caBundle []byte) (*http.Client, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("the CA bundle holds no PEM certificate")
-		}
-		tlsCfg.RootCAs = pool
+// Discover reads the provider's discovery document; every endpoint the
+// login sends a secret to must be https. now is the clock ID tokens are
+// checked against (nil: time.Now).
+func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provider, error) {
+	client, err := httpclient.New(c.CABundle, 60*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("the issuer's CA bundle: %w", err)
 	}
-	return &http.Client{
-		Timeout: 60 * time.Second,
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			TLSClientConfig:     tlsCfg,
-			TLSHandshakeTimeout: 10 * time.Second,
-			ForceAttemptHTTP2:   true,
-		},
-	}, nil
-}
-
-func requireHTTPS(what, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s %q is not a URL", what, raw)
-	}
-	if u.Scheme != "https" {
-		return fmt.Errorf("%s %q must use https", what, raw)
-	}
-	return nil
-}
-
-// Discover fetches the provider's discovery document. Every endpoint the
-// login uses must be https.
-func Discover(ctx context.Context, cfg Config) (*Provider, error) {
-	if err := requireHTTPS("issuer", cfg.Issuer); err != nil {
-		return nil, err
-	}
-	client, err := HTTPClient(cfg.CABundle)
+	doc, err := discovery.Fetch(ctx, client, c.Issuer)
 	if err != nil {
 		return nil, err
 	}
 	ctx = oidc.ClientContext(ctx, client)
-	p, err := oidc.NewProvider(ctx, cfg.Issuer)
-	if err != nil {
-		return nil, fmt.Errorf("discover OIDC provider %s: %w", cfg.Issuer, err)
-	}
-	var extra struct {
-		DeviceAuthURL string `json:"device_authorization_endpoint"`
-	}
-	_ = p.Claims(&extra)
+	p := (&oidc.ProviderConfig{
+		IssuerURL: doc.Issuer, AuthURL: doc.AuthorizationEndpoint, TokenURL: doc.TokenEndpoint,
+		DeviceAuthURL: doc.DeviceAuthorizationEndpoint, UserInfoURL: doc.UserInfoEndpoint, JWKSURL: doc.JWKSURI,
+		Algorithms: doc.IDTokenSigningAlgs,
+	}).NewProvider(ctx)
 	ep := p.Endpoint()
-	for what, u := range map[string]string{"authorization endpoint": ep.AuthURL, "token endpoint": ep.TokenURL} {
-		if err := requireHTTPS(what, u); err != nil {
-			return nil, fmt.Errorf("provider %s: %w", cfg.Issuer, err)
-		}
-	}
-	if extra.DeviceAuthURL != "" {
-		if err := requireHTTPS("device authorization endpoint", extra.DeviceAuthURL); err != nil {
-			extra.DeviceAuthURL = ""
-		}
-	}
-	ep.DeviceAuthURL = extra.DeviceAuthURL
 	ep.AuthStyle = oauth2.AuthStyleInParams // public client: client_id in the body, no secret
-	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
 	return &Provider{
-		cfg:  cfg,
+		cfg:  c,
+		now:  now,
+		doc:  doc,
 		http: client,
 		oidc: p,
 		verifier: p.Verifier(&oidc.Config{
-			ClientID:             cfg.ClientID,
+			ClientID:             c.ClientID,
 			SupportedSigningAlgs: signingAlgs,
 			Now:                  now,
 		}),
 		oauth: oauth2.Config{
-			ClientID: cfg.ClientID,
+			ClientID: c.ClientID,
 			Endpoint: ep,
-			Scopes:   cfg.Scopes,
+			Scopes:   c.Scopes,
 		},
-		DeviceAuthURL: extra.DeviceAuthURL,
+		DeviceAuthURL: doc.DeviceAuthorizationEndpoint,
 		TokenURL:      ep.TokenURL,
 	}, nil
 }

@@ -50,7 +50,7 @@ func (p *Provider) ExchangeForAudience(ctx context.Context, accessToken, audienc
 	if out.IssuedTokenType != "urn:ietf:params:oauth:token-type:jwt" {
 		return "", time.Time{}, fmt.Errorf("token exchange for audience %q returned a %q, not a JWT", audience, out.IssuedTokenType)
 	}
-	v := p.oidc.Verifier(&oidc.Config{ClientID: audience, SupportedSigningAlgs: signingAlgs, Now: p.cfg.Now})
+	v := p.oidc.Verifier(&oidc.Config{ClientID: audience, SupportedSigningAlgs: signingAlgs, Now: p.now})
 	idt, err := v.Verify(p.ctx(ctx), out.AccessToken)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("token exchange for audience %q: the returned token does not verify: %w", audience, err)

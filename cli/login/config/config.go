@@ -1,0 +1,198 @@
+// Package config is the one model of what `pinniped login` is asked to do:
+// an OIDC login (with or without the agent's token exchange) or a static
+// token. The lean front binary and the engine both build it from the same
+// flags (package loginflags), validate it with the same Validate, and key
+// their caches with the same CredentialKey and SessionKey, so a credential
+// the engine cached is exactly the one the front finds. `pinniped get
+// kubeconfig` writes a login's flags with Args, so a kubeconfig round-trips.
+//
+// It links only the standard library and the cache's JSON writer: the
+// front runs before nearly every kubectl request.
+package config
+
+import (
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Flow is how an OIDC login asks the person (or the environment) for
+// proof of identity.
+type Flow string
+
+// Login flows.
+const (
+	FlowAuto     Flow = ""         // browser, plus a paste prompt when a person is at a terminal
+	FlowBrowser  Flow = "browser"  // browser only
+	FlowDevice   Flow = "device"   // device code
+	FlowPassword Flow = "password" // password from PINNIPED_USERNAME/PINNIPED_PASSWORD
+)
+
+// Flows are the accepted --flow values.
+var Flows = []Flow{FlowAuto, FlowBrowser, FlowDevice, FlowPassword}
+
+// Upstream flows of a Pinniped Supervisor.
+const (
+	UpstreamFlowBrowser  = "browser_authcode"
+	UpstreamFlowPassword = "cli_password"
+)
+
+// OIDC is `pinniped login oidc`.
+type OIDC struct {
+	Issuer          string
+	ClientID        string
+	Scopes          []string
+	CABundle        []byte // PEM, the issuer's; empty means system roots
+	RequestAudience string
+	Flow            Flow
+	// Upstream is the identity provider behind a Pinniped Supervisor: one
+	// Supervisor can log the same person in as different users through
+	// different providers.
+	Upstream    Upstream
+	ListenPort  int
+	SkipBrowser bool
+	SkipListen  bool
+	// Concierge is nil when the ID token itself is the credential.
+	Concierge *Concierge
+	// CredentialCache is keyring, file, none, or a file path (upstream's form).
+	CredentialCache string
+	// SessionCache is accepted for upstream compatibility and written back
+	// to kubeconfigs; sessions live with CredentialCache.
+	SessionCache string
+	Timeout      time.Duration
+
+	// Username and Password come from the environment, never from flags
+	// or kubeconfigs. The password is in no key.
+	Username, Password string
+}
+
+// Upstream names an identity provider of a Pinniped Supervisor.
+type Upstream struct {
+	Name, Type, Flow string
+}
+
+// Concierge is where a token is exchanged for a cluster credential.
+type Concierge struct {
+	Endpoint          string // https URL of the API server or the impersonation proxy
+	CABundle          []byte // PEM
+	APIGroupSuffix    string
+	AuthenticatorType string // jwt or webhook
+	AuthenticatorName string
+}
+
+// Static is `pinniped login static`.
+type Static struct {
+	// Token is the token itself; TokenEnv names the variable it came
+	// from, which is what a kubeconfig should say.
+	Token, TokenEnv string
+	Concierge       *Concierge
+	CredentialCache string
+}
+
+// PasswordLogin reports whether the login uses a password rather than a
+// person at a browser: --flow=password, the Supervisor's cli_password flow,
+// or both variables set (for CI).
+func (c *OIDC) PasswordLogin() bool {
+	return c.Flow == FlowPassword || c.Upstream.Flow == UpstreamFlowPassword || (c.Username != "" && c.Password != "")
+}
+
+// Validate checks everything that needs no network.
+func (c *OIDC) Validate() error {
+	var errs []error
+	if c.Issuer == "" {
+		errs = append(errs, errors.New("--issuer is required"))
+	} else if err := RequireHTTPS("--issuer", c.Issuer); err != nil {
+		errs = append(errs, err)
+	}
+	if !slices.Contains(Flows, c.Flow) {
+		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", c.Flow))
+	}
+	if len(c.CABundle) > 0 && !hasCertificate(c.CABundle) {
+		errs = append(errs, errors.New("the issuer's CA bundle (--ca-bundle, --ca-bundle-data) holds no PEM certificate"))
+	}
+	if c.Concierge != nil {
+		errs = append(errs, c.Concierge.Validate())
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the static login.
+func (c *Static) Validate() error {
+	var errs []error
+	if c.Token == "" {
+		errs = append(errs, errors.New("no token: pass --token, or --token-env naming a set environment variable"))
+	}
+	if c.Concierge != nil {
+		errs = append(errs, c.Concierge.Validate())
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks where the token would be sent.
+func (c *Concierge) Validate() error {
+	var errs []error
+	if err := RequireHTTPS("--concierge-endpoint", c.Endpoint); err != nil {
+		errs = append(errs, fmt.Errorf("%w: the token would cross the network in clear text", err))
+	}
+	if _, err := c.Kind(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.AuthenticatorName == "" {
+		errs = append(errs, errors.New("--concierge-authenticator-name is required"))
+	}
+	if len(c.CABundle) > 0 && !hasCertificate(c.CABundle) {
+		errs = append(errs, errors.New("--concierge-ca-bundle-data holds no PEM certificate"))
+	}
+	return errors.Join(errs...)
+}
+
+// Kind is the authenticator's resource kind.
+func (c *Concierge) Kind() (string, error) {
+	switch strings.ToLower(c.AuthenticatorType) {
+	case "jwt":
+		return "JWTAuthenticator", nil
+	case "webhook":
+		return "WebhookAuthenticator", nil
+	}
+	return "", fmt.Errorf("--concierge-authenticator-type %q: use jwt or webhook", c.AuthenticatorType)
+}
+
+// Suffix is the agent's API group suffix (default pinniped.dev).
+func (c *Concierge) Suffix() string {
+	if c.APIGroupSuffix == "" {
+		return "pinniped.dev"
+	}
+	return c.APIGroupSuffix
+}
+
+// RequireHTTPS checks that raw is an https URL with a host; what names it
+// in the error (a flag, an endpoint of a discovery document).
+func RequireHTTPS(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%s %q is not a URL", what, raw)
+	}
+	if u.Scheme != "https" {
+		return fmt.Errorf("%s %q must be an https URL", what, raw)
+	}
+	return nil
+}
+
+// hasCertificate: a cheap check (no certificate parsing, which the front
+// must not pay for); the TLS client parses the bundle for real.
+func hasCertificate(bundle []byte) bool {
+	for {
+		var block *pem.Block
+		block, bundle = pem.Decode(bundle)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" {
+			return true
+		}
+	}
+}

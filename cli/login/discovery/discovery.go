@@ -1,0 +1,85 @@
+// Package discovery reads an OIDC issuer's discovery document
+// (/.well-known/openid-configuration), once, for both `pinniped login`
+// and `pinniped get kubeconfig`: the endpoints a login uses, the scopes and
+// response modes the issuer supports, and whether it is a Pinniped
+// Supervisor (which lists its identity providers at an endpoint of its own).
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+)
+
+// Document is what the CLI reads of a discovery document.
+type Document struct {
+	Issuer                      string   `json:"issuer"`
+	AuthorizationEndpoint       string   `json:"authorization_endpoint"`
+	TokenEndpoint               string   `json:"token_endpoint"`
+	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"`
+	JWKSURI                     string   `json:"jwks_uri"`
+	UserInfoEndpoint            string   `json:"userinfo_endpoint"`
+	ScopesSupported             []string `json:"scopes_supported"`
+	ResponseModesSupported      []string `json:"response_modes_supported"`
+	IDTokenSigningAlgs          []string `json:"id_token_signing_alg_values_supported"`
+	// Supervisor is set by a Pinniped Supervisor only.
+	Supervisor *struct {
+		IdentityProvidersEndpoint string `json:"pinniped_identity_providers_endpoint"`
+	} `json:"discovery.supervisor.pinniped.dev/v1alpha1"`
+}
+
+// maxDocument bounds what is read: real documents are a few KiB.
+const maxDocument = 1 << 20
+
+// Fetch reads issuer's discovery document with client. The document must
+// name the issuer exactly, and every endpoint a login sends a secret to
+// must be https; a device endpoint that is not is dropped (the device flow
+// is then unavailable), not an error.
+func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, error) {
+	if err := config.RequireHTTPS("issuer", issuer); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(issuer, "/")+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the OIDC issuer %s is unreachable from here: %w", issuer, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("OIDC discovery at %s: HTTP %d (is this the issuer's exact URL?)", issuer, resp.StatusCode)
+	}
+	var d Document
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxDocument)).Decode(&d); err != nil {
+		return nil, fmt.Errorf("OIDC discovery at %s: not a discovery document: %w", issuer, err)
+	}
+	if d.Issuer != issuer {
+		return nil, fmt.Errorf("OIDC discovery at %s names the issuer %q; the issuer must match it exactly", issuer, d.Issuer)
+	}
+	for what, u := range map[string]string{"authorization endpoint": d.AuthorizationEndpoint, "token endpoint": d.TokenEndpoint, "jwks_uri": d.JWKSURI} {
+		if err := config.RequireHTTPS(what, u); err != nil {
+			return nil, fmt.Errorf("OIDC provider %s: %w", issuer, err)
+		}
+	}
+	if d.DeviceAuthorizationEndpoint != "" && config.RequireHTTPS("", d.DeviceAuthorizationEndpoint) != nil {
+		d.DeviceAuthorizationEndpoint = ""
+	}
+	if d.UserInfoEndpoint != "" && config.RequireHTTPS("", d.UserInfoEndpoint) != nil {
+		d.UserInfoEndpoint = ""
+	}
+	if s := d.Supervisor; s != nil && !strings.HasPrefix(s.IdentityProvidersEndpoint, issuer) {
+		// Upstream's rule: the list must come from the Supervisor itself.
+		d.Supervisor = nil
+	}
+	return &d, nil
+}
+
+// IsSupervisor reports whether the issuer is a Pinniped Supervisor.
+func (d *Document) IsSupervisor() bool { return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != "" }

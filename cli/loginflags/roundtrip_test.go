@@ -1,0 +1,64 @@
+package loginflags_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+)
+
+func noEnv(string) string { return "" }
+
+// parseBoth reads args (after "login oidc") with the front's parser and
+// with pflag, as the engine does; both must give the same login.
+func parseBoth(t *testing.T, args []string) *config.OIDC {
+	t.Helper()
+	var front loginflags.OIDC
+	if !loginflags.Parse(front.Flags(), args) {
+		t.Fatalf("the front declined %q", args)
+	}
+	var engine loginflags.OIDC
+	fs := pflag.NewFlagSet("oidc", pflag.ContinueOnError)
+	flagset.Add(fs, engine.Flags())
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("pflag: %v", err)
+	}
+	a, errA := front.Config(noEnv)
+	b, errB := engine.Config(noEnv)
+	if errA != nil || errB != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("front %+v (%v), engine %+v (%v)", a, errA, b, errB)
+	}
+	return a
+}
+
+// TestKubeconfigArgsRoundTrip: the flags get kubeconfig writes for a login
+// read back into the same login, so what a kubeconfig says is what runs.
+func TestKubeconfigArgsRoundTrip(t *testing.T) {
+	full := &config.OIDC{Issuer: "https://dex.example.com/x", ClientID: "cli", Scopes: []string{"openid", "groups", "pinniped:request-audience"},
+		CABundle: []byte("-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n"), RequestAudience: "cluster-a",
+		Flow: config.FlowDevice, Upstream: config.Upstream{Name: "Corporate LDAP", Type: "ldap", Flow: config.UpstreamFlowPassword},
+		ListenPort: 48095, SkipBrowser: true, SkipListen: true, CredentialCache: "file", SessionCache: "/tmp/sessions.yaml",
+		Concierge: &config.Concierge{Endpoint: "https://10.0.0.1:6443", CABundle: []byte("agent CA"), APIGroupSuffix: "example.io",
+			AuthenticatorType: "jwt", AuthenticatorName: "dex"},
+		Timeout: 15 * time.Minute}
+	minimal := &config.OIDC{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid"},
+		CredentialCache: "keyring", Timeout: 15 * time.Minute, Upstream: config.Upstream{Type: "oidc"}}
+	for name, want := range map[string]*config.OIDC{"every field": full, "defaults": minimal} {
+		args := want.Args()
+		if args[0] != "login" || args[1] != "oidc" {
+			t.Fatalf("%s: %q", name, args)
+		}
+		got := parseBoth(t, args[2:])
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n wrote %q\n read  %+v\n want  %+v", name, args, got, want)
+		}
+		if got.CredentialKey(config.Cluster{}) != want.CredentialKey(config.Cluster{}) || got.SessionKey() != want.SessionKey() {
+			t.Errorf("%s: the keys changed in the round trip", name)
+		}
+	}
+}
