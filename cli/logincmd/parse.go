@@ -4,8 +4,8 @@ import (
 	"io"
 
 	"github.com/pinniped-kit/pinniped/cli/execcred"
-	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // ParseOIDCArgs reads the arguments a kubeconfig passes to `pinniped login

@@ -91,8 +91,8 @@ func (o *OIDC) Config(getenv func(string) string) (*config.OIDC, error) {
 	}
 	c := &config.OIDC{
 		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca, RequestAudience: o.RequestAudience,
-		Flow:     config.Flow(o.Flow),
-		Upstream: config.Upstream{Name: o.UpstreamName, Type: o.UpstreamTy, Flow: o.UpstreamFlow},
+		Flow:       config.Flow(o.Flow),
+		Upstream:   config.Upstream{Name: o.UpstreamName, Type: o.UpstreamTy, Flow: o.UpstreamFlow},
 		ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen,
 		Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.SessionCache, Timeout: o.Timeout,
 		Username: getenv(EnvUsername), Password: getenv(EnvPassword),

@@ -82,4 +82,6 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 }
 
 // IsSupervisor reports whether the issuer is a Pinniped Supervisor.
-func (d *Document) IsSupervisor() bool { return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != "" }
+func (d *Document) IsSupervisor() bool {
+	return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != ""
+}
