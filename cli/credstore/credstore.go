@@ -171,10 +171,26 @@ func (s *fallbackStore) Delete(ctx context.Context, key string) error {
 }
 
 func (s *fallbackStore) Describe() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.useFiles {
-		return s.fallback.Describe()
+	return s.pick().Describe()
+}
+
+// Everywhere returns every store a login with --credential-cache=mode may
+// have written to, each on its own, for logout and status to look in: for
+// the keyring mode, the OS keyring (unless there is surely none here) and
+// its file fallback, where copies are written while the keyring is
+// unavailable. Calls to the keyring may then fail; the caller says so and
+// goes on with the files.
+func Everywhere(mode string) ([]cache.Store, error) {
+	st, err := Open(mode, io.Discard)
+	if err != nil || st == nil {
+		return nil, err
 	}
-	return s.primary.Describe()
+	f, ok := st.(*fallbackStore)
+	if !ok {
+		return []cache.Store{st}, nil
+	}
+	if f.primary.UnavailableWithoutCalling() != nil {
+		return []cache.Store{f.fallback}, nil
+	}
+	return []cache.Store{f.primary, f.fallback}, nil
 }

@@ -6,17 +6,16 @@ package login
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/oidclogin"
@@ -28,10 +27,10 @@ const MinIDTokenLifetime = 10 * time.Minute
 
 // Provider is what the engine needs from an OIDC provider.
 type Provider interface {
-	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*oidclogin.Tokens, error)
-	DeviceLogin(ctx context.Context, ui oidclogin.UI) (*oidclogin.Tokens, error)
-	PasswordGrant(ctx context.Context, username, password string) (*oidclogin.Tokens, error)
-	Refresh(ctx context.Context, refreshToken string) (*oidclogin.Tokens, error)
+	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
+	DeviceLogin(ctx context.Context, ui oidclogin.UI) (*sessions.Tokens, error)
+	PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error)
+	Refresh(ctx context.Context, refreshToken string) (*sessions.Tokens, error)
 	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
 }
 
@@ -183,7 +182,7 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
-func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*oidclogin.Tokens, bool, error) {
+func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
 	if session := e.usableSession(ctx, sk, c); session != nil {
 		return session, false, nil
@@ -217,7 +216,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		e.UI.Progress("could not refresh (" + err.Error() + "); logging in again")
 	}
 
-	var tokens *oidclogin.Tokens
+	var tokens *sessions.Tokens
 	switch {
 	case c.PasswordLogin():
 		if c.Username == "" || c.Password == "" {
@@ -249,25 +248,16 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 	return tokens, false, nil
 }
 
-// loadSession reads a saved session; a corrupt one is dropped, never a crash.
-func (e *Engine) loadSession(ctx context.Context, key string) *oidclogin.Tokens {
+// loadSession reads a saved session (nil without a cache).
+func (e *Engine) loadSession(ctx context.Context, key string) *sessions.Tokens {
 	if e.Store == nil {
 		return nil
 	}
-	raw, err := e.Store.Get(ctx, key)
-	if err != nil {
-		return nil
-	}
-	var t oidclogin.Tokens
-	if json.Unmarshal(raw, &t) != nil {
-		_ = e.Store.Delete(ctx, key)
-		return nil
-	}
-	return &t
+	return e.sessions().Get(ctx, key)
 }
 
 // usableSession is the saved session when its tokens serve c as they are.
-func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *oidclogin.Tokens {
+func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *sessions.Tokens {
 	s := e.loadSession(ctx, key)
 	needAccess := c.RequestAudience != "" && c.RequestAudience != c.ClientID
 	if s != nil && s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
@@ -277,80 +267,17 @@ func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) 
 	return nil
 }
 
-// sessionIndexKey lists session keys so `pinniped logout --all` can find
-// them; keyrings cannot enumerate.
-const sessionIndexKey = "pinniped-session-index"
-
-func (e *Engine) saveSession(ctx context.Context, key string, t *oidclogin.Tokens) {
+func (e *Engine) saveSession(ctx context.Context, key string, t *sessions.Tokens) {
 	if e.Store == nil {
 		return
 	}
-	b, err := json.Marshal(t) //nolint:gosec // the session goes to the secret store (keyring or 0600 file) on purpose
-	if err == nil {
-		err = e.Store.Set(ctx, key, b)
-	}
-	if err != nil {
+	if err := e.sessions().Put(ctx, key, t); err != nil {
 		e.UI.Progress("could not save the session: " + err.Error())
-		return
-	}
-	// The index is shared by every pinniped process: the read-modify-write
-	// holds its lock, or another process's session would be dropped from it.
-	unlock, err := e.lockName(ctx, sessionIndexKey, time.Minute)
-	if err != nil {
-		e.UI.Progress("could not record the session for logout --all: " + err.Error())
-		return
-	}
-	defer unlock()
-	keys := e.sessionKeys(ctx)
-	if !slices.Contains(keys, key) {
-		keys = append(keys, key)
-		if len(keys) > credcache.MaxEntries {
-			_ = e.Store.Delete(ctx, keys[0])
-			keys = keys[1:]
-		}
-		if b, err := json.Marshal(keys); err == nil {
-			_ = e.Store.Set(ctx, sessionIndexKey, b)
-		}
 	}
 }
 
-func (e *Engine) sessionKeys(ctx context.Context) []string {
-	var keys []string
-	if raw, err := e.Store.Get(ctx, sessionIndexKey); err == nil {
-		_ = json.Unmarshal(raw, &keys)
-	}
-	return keys
-}
-
-// LogoutAll forgets every cached credential and session in the store.
-func (e *Engine) LogoutAll(ctx context.Context) (int, error) {
-	if e.Store == nil {
-		return 0, nil
-	}
-	n, err := e.credCache().Clear(ctx)
-	if err != nil {
-		return n, err
-	}
-	unlock, err := e.lockName(ctx, sessionIndexKey, time.Minute)
-	if err != nil {
-		return n, err
-	}
-	defer unlock()
-	for _, k := range e.sessionKeys(ctx) {
-		if err := e.Store.Delete(ctx, k); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, e.Store.Delete(ctx, sessionIndexKey)
-}
-
-// Cached lists cached credentials, without secrets.
-func (e *Engine) Cached(ctx context.Context) ([]credcache.Entry, error) {
-	if e.Store == nil {
-		return nil, nil
-	}
-	return e.credCache().List(ctx)
+func (e *Engine) sessions() *sessions.Cache {
+	return &sessions.Cache{Store: e.Store, LockDir: e.LockDir}
 }
 
 func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
@@ -359,30 +286,6 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 		ExpirationTimestamp: &exp, Token: c.Token,
 		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,
 	})
-}
-
-// Logout forgets the credential and the OIDC session that LoginOIDC would
-// use for c and exec. It reports whether anything was removed.
-func (e *Engine) Logout(ctx context.Context, c *config.OIDC, exec *execcred.Request) (bool, error) {
-	if e.Store == nil {
-		return false, nil
-	}
-	key := c.CredentialKey(exec.KeyCluster())
-	removed := false
-	if _, ok, _ := e.credCache().Get(ctx, key); ok {
-		removed = true
-	}
-	if err := e.credCache().Delete(ctx, key); err != nil {
-		return false, err
-	}
-	sk := c.SessionKey()
-	if _, err := e.Store.Get(ctx, sk); err == nil {
-		removed = true
-	}
-	if err := e.Store.Delete(ctx, sk); err != nil {
-		return removed, err
-	}
-	return removed, nil
 }
 
 // browserOptions are the browser flow's settings for c. The paste prompt is

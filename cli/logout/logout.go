@@ -1,5 +1,7 @@
 // Package logout implements `pinniped logout` and `pinniped status`: forget
-// cached credentials, and show what is cached where, never the secrets.
+// cached credentials and sessions, and show what is cached where, never
+// the secrets. Both talk to the caches directly, in every store a login may
+// have written to.
 package logout
 
 import (
@@ -7,14 +9,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
+	"os"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/execcred"
-	"github.com/pinniped-kit/pinniped/cli/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
 )
 
 // NewLogoutCommand returns `pinniped logout`.
@@ -27,27 +36,19 @@ func NewLogoutCommand(errOut io.Writer) *cobra.Command {
 		Long: `logout removes the cached cluster credential and OIDC session (ID and refresh
 tokens) that "pinniped login" keeps for the current kubeconfig context (or
 --context), so the next kubectl call logs in again. --all forgets everything.
+Both look in the OS keyring and in its file fallback.
 Credentials already handed to kubectl stay valid until they expire (minutes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if all {
-				total := 0
-				for _, mode := range []string{"keyring", "file"} {
-					engine, err := logincmd.NewEngine(logincmd.Streams{ErrOut: io.Discard}, mode)
-					if err != nil {
-						return err
-					}
-					n, err := engine.LogoutAll(ctx)
-					if err != nil {
-						return err
-					}
-					total += n
+				n, err := forgetAll(cmd.Context(), errOut)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", total)
+				fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
 				return nil
 			}
-			return logoutContext(ctx, errOut, kubeconfigPath, contextName, cacheMode)
+			return logoutContext(cmd.Context(), errOut, kubeconfigPath, contextName, cacheMode)
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
@@ -57,9 +58,69 @@ Credentials already handed to kubectl stay valid until they expire (minutes).`,
 	return cmd
 }
 
-func logoutContext(ctx context.Context, errOut io.Writer, path, contextName, cacheOverride string) error {
+// isKeyring: the OS keyring may not answer; that is reported, and the
+// files are still dealt with.
+func isKeyring(st cache.Store) bool {
+	_, ok := st.(*keyringstore.Store)
+	return ok
+}
+
+// caches are the credential and session caches of one store.
+type caches struct {
+	store cache.Store
+	creds *credcache.Cache
+	sess  *sessions.Cache
+}
+
+// storesFor is credstore.Everywhere; tests put a keyring of their own there.
+var storesFor = credstore.Everywhere
+
+func cachesFor(mode string) ([]caches, error) {
+	stores, err := storesFor(mode)
+	if err != nil {
+		return nil, err
+	}
+	lockDir, err := credstore.DefaultLockDir()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]caches, len(stores))
+	for i, st := range stores {
+		out[i] = caches{st, &credcache.Cache{Store: st, LockDir: lockDir}, &sessions.Cache{Store: st, LockDir: lockDir}}
+	}
+	return out, nil
+}
+
+// forgetAll clears every store, each with its own index. A keyring that
+// does not answer is reported, not fatal: the files are still cleared.
+func forgetAll(ctx context.Context, errOut io.Writer) (int, error) {
+	all, err := cachesFor("keyring")
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, c := range all {
+		n, err := c.creds.Clear(ctx)
+		if err == nil {
+			var m int
+			m, err = c.sess.Clear(ctx)
+			n += m
+		}
+		if err != nil {
+			if isKeyring(c.store) {
+				fmt.Fprintf(errOut, "! %s: %v; what it holds was not removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
+				continue
+			}
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func logoutContext(ctx context.Context, errOut io.Writer, kubeconfigPath, contextName, cacheOverride string) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
+	rules.ExplicitPath = kubeconfigPath
 	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
@@ -72,47 +133,85 @@ func logoutContext(ctx context.Context, errOut io.Writer, path, contextName, cac
 		return fmt.Errorf("kubeconfig has no context %q", contextName)
 	}
 	user := raw.AuthInfos[kctx.AuthInfo]
-	if user == nil || user.Exec == nil || filepath.Base(user.Exec.Command) != "pinniped" || len(user.Exec.Args) < 2 || user.Exec.Args[0] != "login" {
+	if user == nil || user.Exec == nil || !isPinniped(user.Exec.Command) || len(user.Exec.Args) < 2 || user.Exec.Args[0] != "login" {
 		return fmt.Errorf("context %q does not log in with pinniped; nothing to forget", contextName)
 	}
 	if user.Exec.Args[1] != "oidc" {
 		return errors.New("static-token logins keep no session; their cached cluster credential expires within minutes (use --all to remove it now)")
 	}
+	// The kubeconfig's own environment for the plugin comes first: the
+	// keys of a password login depend on PINNIPED_USERNAME.
+	env := map[string]string{}
+	for _, e := range user.Exec.Env {
+		env[e.Name] = e.Value
+	}
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	login, err := flagset.ParseOIDC(user.Exec.Args[2:], getenv)
+	if err != nil {
+		return fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", contextName, err)
+	}
 	exec := &execcred.Request{APIVersion: execcred.V1}
 	if c := raw.Clusters[kctx.Cluster]; c != nil && user.Exec.ProvideClusterInfo {
 		exec.Cluster = &execcred.Cluster{Server: c.Server, CertificateAuthorityData: c.CertificateAuthorityData}
 	}
-	req, mode, err := logincmd.ParseOIDCArgs(user.Exec.Args[2:], exec)
-	if err != nil {
-		return fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", contextName, err)
-	}
+	mode := login.CredentialCache
 	if cacheOverride != "" {
 		mode = cacheOverride
 	}
-	// The keyring's file fallback may hold copies written while the keyring
-	// was unavailable, with an index of their own: forget them there too.
-	modes := []string{mode}
-	if mode == "keyring" {
-		modes = append(modes, "file")
+	all, err := cachesFor(mode)
+	if err != nil {
+		return err
 	}
+	key, sk := login.CredentialKey(exec.KeyCluster()), login.SessionKey()
 	removed := false
-	for _, m := range modes {
-		engine, err := logincmd.NewEngine(logincmd.Streams{ErrOut: io.Discard}, m)
+	for _, c := range all {
+		had, err := forget(ctx, c, key, sk)
 		if err != nil {
+			if isKeyring(c.store) {
+				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
+				continue
+			}
 			return err
 		}
-		r, err := engine.Logout(ctx, req, exec)
-		if err != nil {
-			return err
-		}
-		removed = removed || r
+		removed = removed || had
 	}
-	if !removed {
+	switch {
+	case removed:
+		fmt.Fprintf(errOut, "Logged out of %s: the next kubectl call will log in again.\n", contextName)
+	case login.PasswordLogin() && login.Username == "":
+		// The keys name the user of a password login; without it this may
+		// have looked for the wrong entries.
+		fmt.Fprintf(errOut, "Nothing cached for context %s under the user of this shell (PINNIPED_USERNAME is not set). Set it as when logging in, or use pinniped logout --all.\n", contextName)
+	default:
 		fmt.Fprintf(errOut, "Nothing cached for context %s; you are logged out.\n", contextName)
-		return nil
 	}
-	fmt.Fprintf(errOut, "Logged out of %s: the next kubectl call will log in again.\n", contextName)
 	return nil
+}
+
+// forget removes one credential and one session from c; it reports whether
+// either was there.
+func forget(ctx context.Context, c caches, key, sessionKey string) (bool, error) {
+	_, hadCred, err := c.creds.Get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if err := c.creds.Delete(ctx, key); err != nil {
+		return hadCred, err
+	}
+	hadSession, err := c.sess.Delete(ctx, sessionKey)
+	return hadCred || hadSession, err
+}
+
+// isPinniped reports whether an exec entry's command is pinniped, written
+// as a Unix or a Windows path.
+func isPinniped(command string) bool {
+	base := path.Base(strings.ReplaceAll(command, `\`, "/"))
+	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe")
 }
 
 // NewStatusCommand returns `pinniped status`.
@@ -120,29 +219,29 @@ func NewStatusCommand(out io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show which cluster credentials are cached, where, and until when",
-		Args:  cobra.NoArgs,
+		Long: `status lists the cluster credentials "pinniped login" has cached, in the OS
+keyring and in its file fallback, with when each expires. It never shows a
+secret.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			all, err := cachesFor("keyring")
+			if err != nil {
+				return err
+			}
 			any := false
-			seen := map[string]bool{}
-			for _, mode := range []string{"keyring", "file"} {
-				engine, err := logincmd.NewEngine(logincmd.Streams{ErrOut: io.Discard}, mode)
-				if err != nil {
-					return err
-				}
-				entries, err := engine.Cached(cmd.Context())
-				// Without a keyring, both modes end up in the same files.
-				where := engine.Store.Describe()
-				if seen[where] {
+			for _, c := range all {
+				entries, err := c.creds.List(cmd.Context())
+				if err != nil && isKeyring(c.store) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "! %s: %v\n", c.store.Describe(), err)
 					continue
 				}
-				seen[where] = true
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", c.store.Describe(), err)
 				}
 				for _, e := range entries {
 					any = true
 					fmt.Fprintf(out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
-						time.Until(e.Expires).Round(time.Second), e.Expires.Local().Format(time.Kitchen), engine.Store.Describe())
+						time.Until(e.Expires).Round(time.Second), e.Expires.Local().Format(time.Kitchen), c.store.Describe())
 				}
 			}
 			if !any {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 )
 
 // BrowserOptions tune the browser flow.
@@ -53,7 +55,7 @@ type callbackResult struct {
 // BrowserLogin runs the authorization code flow with PKCE (S256), state and
 // nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
 // person, whichever comes first.
-func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*Tokens, error) {
+func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*sessions.Tokens, error) {
 	state, err := randomString()
 	if err != nil {
 		return nil, err

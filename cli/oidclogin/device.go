@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 )
 
 // ErrNoDeviceFlow means the provider does not advertise a device endpoint.
@@ -12,7 +14,7 @@ var ErrNoDeviceFlow = errors.New("the identity provider does not support the dev
 // DeviceLogin runs the OAuth 2.0 device authorization grant (RFC 8628): the
 // person enters a short code on any device with a browser. It ends when the
 // person approves, the code expires, or ctx ends.
-func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*Tokens, error) {
+func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, error) {
 	if p.DeviceAuthURL == "" {
 		return nil, ErrNoDeviceFlow
 	}

@@ -16,22 +16,11 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 )
-
-// Tokens are what a login yields.
-type Tokens struct {
-	IDToken           string    `json:"idToken"`
-	IDTokenExpiry     time.Time `json:"idTokenExpiry"`
-	AccessToken       string    `json:"accessToken,omitempty"`
-	AccessTokenExpiry time.Time `json:"accessTokenExpiry,omitzero"`
-	RefreshToken      string    `json:"refreshToken,omitempty"`
-	// Username and Groups are read from the verified ID token, for display.
-	Username string   `json:"username,omitempty"`
-	Groups   []string `json:"groups,omitempty"`
-}
 
 // signingAlgs are the asymmetric algorithms accepted for ID tokens; HS256
 // would let anyone holding the client secret mint tokens.
@@ -105,7 +94,7 @@ func (p *Provider) ctx(ctx context.Context) context.Context {
 
 // tokens verifies the ID token in an OAuth2 response. wantNonce is checked
 // when non-empty.
-func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce string) (*Tokens, error) {
+func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce string) (*sessions.Tokens, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
 		return nil, errors.New("the provider returned no ID token (is the openid scope requested?)")
@@ -125,7 +114,7 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 		Groups            any    `json:"groups"`
 	}
 	_ = idt.Claims(&claims)
-	t := &Tokens{
+	t := &sessions.Tokens{
 		IDToken:       raw,
 		IDTokenExpiry: idt.Expiry,
 		AccessToken:   tok.AccessToken,
@@ -166,7 +155,7 @@ func stringList(v any) []string {
 
 // Refresh trades a refresh token for fresh tokens. The provider may rotate
 // the refresh token; the result carries whichever is current.
-func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*Tokens, error) {
+func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.TokenSource(p.ctx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
 		return nil, fmt.Errorf("refresh: %w", err)
@@ -179,7 +168,7 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*Tokens, e
 
 // PasswordGrant logs in with a username and password (resource owner
 // password credentials). For CI; the provider must allow it.
-func (p *Provider) PasswordGrant(ctx context.Context, username, password string) (*Tokens, error) {
+func (p *Provider) PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.PasswordCredentialsToken(p.ctx(ctx), username, password)
 	if err != nil {
 		return nil, fmt.Errorf("password login: %w", err)

@@ -6,10 +6,12 @@ package flagset
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/loginflags"
 )
 
@@ -35,4 +37,22 @@ func Add(fs *pflag.FlagSet, flags []loginflags.Flag) {
 			_ = fs.MarkHidden(f.Name)
 		}
 	}
+}
+
+// ParseOIDC reads the arguments of `pinniped login oidc` (those after
+// "oidc", as a kubeconfig's exec entry has them) with pflag, exactly as the
+// engine's command reads them, into the login they ask for in getenv's
+// environment.
+func ParseOIDC(args []string, getenv func(string) string) (*config.OIDC, error) {
+	var o loginflags.OIDC
+	fs := pflag.NewFlagSet("oidc", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	Add(fs, o.Flags())
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o.Config(getenv)
 }

@@ -1,0 +1,150 @@
+// Package sessions caches OIDC sessions (the ID, access and refresh tokens
+// of a login) in a cache.Store, beside the cluster credentials package
+// credcache keeps, and lists them so every one can be forgotten at once:
+// keyrings cannot enumerate. Keys come from the login model
+// (config.OIDC.SessionKey).
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/lock"
+)
+
+// Tokens are what a login yields, and what a session keeps.
+type Tokens struct {
+	IDToken           string    `json:"idToken"`
+	IDTokenExpiry     time.Time `json:"idTokenExpiry"`
+	AccessToken       string    `json:"accessToken,omitempty"`
+	AccessTokenExpiry time.Time `json:"accessTokenExpiry,omitzero"`
+	RefreshToken      string    `json:"refreshToken,omitempty"`
+	// Username and Groups are read from the verified ID token, for display.
+	Username string   `json:"username,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+}
+
+// indexKey names the list of session keys.
+const indexKey = "pinniped-session-index"
+
+// MaxEntries bounds the index; the oldest sessions are forgotten first.
+const MaxEntries = 64
+
+// Cache reads and writes sessions.
+type Cache struct {
+	Store cache.Store
+	// LockDir holds the lock that serialises index updates across
+	// processes; without it, only this process's own are serialised.
+	LockDir string
+
+	mu sync.Mutex
+}
+
+// Get returns the session under key, or nil. A corrupt one is removed:
+// never a crash, at worst a new login.
+func (c *Cache) Get(ctx context.Context, key string) *Tokens {
+	raw, err := c.Store.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	var t Tokens
+	if json.Unmarshal(raw, &t) != nil {
+		_ = c.Store.Delete(ctx, key)
+		return nil
+	}
+	return &t
+}
+
+// Put saves a session and lists it.
+func (c *Cache) Put(ctx context.Context, key string, t *Tokens) error {
+	b, err := json.Marshal(t) //nolint:gosec // the session goes to the secret store (keyring or 0600 file) on purpose
+	if err != nil {
+		return err
+	}
+	if err := c.Store.Set(ctx, key, b); err != nil {
+		return err
+	}
+	return c.updateIndex(ctx, func(keys []string) ([]string, []string) {
+		if slices.Contains(keys, key) {
+			return keys, nil
+		}
+		keys = append(keys, key)
+		if len(keys) > MaxEntries {
+			return keys[1:], keys[:1]
+		}
+		return keys, nil
+	})
+}
+
+// Delete forgets one session. It reports whether there was one.
+func (c *Cache) Delete(ctx context.Context, key string) (bool, error) {
+	_, err := c.Store.Get(ctx, key)
+	existed := err == nil
+	if err := c.Store.Delete(ctx, key); err != nil {
+		return existed, err
+	}
+	return existed, c.updateIndex(ctx, func(keys []string) ([]string, []string) {
+		return slices.DeleteFunc(keys, func(k string) bool { return k == key }), nil
+	})
+}
+
+// Clear forgets every listed session and returns how many there were.
+func (c *Cache) Clear(ctx context.Context) (int, error) {
+	n := 0
+	err := c.updateIndex(ctx, func(keys []string) ([]string, []string) {
+		n = len(keys)
+		return nil, keys
+	})
+	return n, err
+}
+
+// Keys lists the sessions.
+func (c *Cache) Keys(ctx context.Context) []string {
+	return c.readIndex(ctx)
+}
+
+func (c *Cache) readIndex(ctx context.Context) []string {
+	var keys []string
+	if raw, err := c.Store.Get(ctx, indexKey); err == nil {
+		_ = json.Unmarshal(raw, &keys) // a corrupt index is rebuilt from scratch
+	}
+	return keys
+}
+
+// updateIndex applies fn, which returns the new list and the sessions to
+// delete. The index is shared by every pinniped process, so the whole
+// read-modify-write holds its lock.
+func (c *Cache) updateIndex(ctx context.Context, fn func([]string) (keep, drop []string)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.LockDir != "" {
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		l, err := lock.Acquire(lctx, c.LockDir, indexKey)
+		if err != nil {
+			return fmt.Errorf("lock the session index: %w", err)
+		}
+		defer func() { _ = l.Unlock() }()
+	}
+	keep, drop := fn(c.readIndex(ctx))
+	var errs []error
+	for _, k := range drop {
+		if err := c.Store.Delete(ctx, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if keep == nil {
+		return errors.Join(append(errs, c.Store.Delete(ctx, indexKey))...)
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return err
+	}
+	return errors.Join(append(errs, c.Store.Set(ctx, indexKey, b))...)
+}

@@ -1,0 +1,94 @@
+package sessions_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
+)
+
+func TestPutGetDeleteClear(t *testing.T) {
+	dir := t.TempDir()
+	c := &sessions.Cache{Store: &filestore.Store{Dir: dir + "/creds"}, LockDir: dir + "/locks"}
+	ctx := context.Background()
+	if c.Get(ctx, "sess-a") != nil {
+		t.Fatal("a session from nowhere")
+	}
+	want := &sessions.Tokens{IDToken: "id", IDTokenExpiry: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), RefreshToken: "r", Username: "alice", Groups: []string{"devs"}}
+	for _, k := range []string{"sess-a", "sess-b", "sess-a"} {
+		if err := c.Put(ctx, k, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Get(ctx, "sess-a"); got == nil || got.RefreshToken != "r" || got.Username != "alice" || !got.IDTokenExpiry.Equal(want.IDTokenExpiry) {
+		t.Fatalf("read back %+v", got)
+	}
+	if keys := c.Keys(ctx); len(keys) != 2 {
+		t.Fatalf("index %v", keys)
+	}
+	if had, err := c.Delete(ctx, "sess-a"); err != nil || !had {
+		t.Fatalf("delete: %v %v", had, err)
+	}
+	if had, _ := c.Delete(ctx, "sess-a"); had {
+		t.Fatal("deleted twice")
+	}
+	if n, err := c.Clear(ctx); err != nil || n != 1 || c.Get(ctx, "sess-b") != nil || len(c.Keys(ctx)) != 0 {
+		t.Fatalf("clear: %d %v", n, err)
+	}
+}
+
+// TestCorruptSessionIsDropped: a corrupt value is a miss, never a crash,
+// and it is removed.
+func TestCorruptSessionIsDropped(t *testing.T) {
+	store := &filestore.Store{Dir: t.TempDir()}
+	ctx := context.Background()
+	_ = store.Set(ctx, "sess-x", []byte("{corrupt"))
+	c := &sessions.Cache{Store: store}
+	if c.Get(ctx, "sess-x") != nil {
+		t.Fatal("a corrupt session was returned")
+	}
+	if files, _ := filepath.Glob(filepath.Join(store.Dir, "*.cred")); len(files) != 0 {
+		t.Fatalf("left %v", files)
+	}
+	_ = os.RemoveAll(store.Dir)
+}
+
+// slowIndex widens the window between reading and writing the index.
+type slowIndex struct{ cache.Store }
+
+func (s slowIndex) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == "pinniped-session-index" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestIndexAcrossProcesses: sessions saved by many processes at once all
+// stay listed, so logout --all finds every one of them.
+func TestIndexAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	store := slowIndex{&filestore.Store{Dir: dir + "/creds"}}
+	const n = 8
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &sessions.Cache{Store: store, LockDir: dir + "/locks"} // a process of its own
+			if err := c.Put(context.Background(), fmt.Sprintf("sess-%d", i), &sessions.Tokens{IDToken: "t"}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if keys := (&sessions.Cache{Store: store}).Keys(context.Background()); len(keys) != n {
+		t.Fatalf("the session index lists %d of %d sessions: %v", len(keys), n, keys)
+	}
+}

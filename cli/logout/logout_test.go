@@ -1,0 +1,161 @@
+package logout
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zalando/go-keyring"
+
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+)
+
+// memKeyring is an OS keyring that works.
+type memKeyring map[string]string
+
+func (m memKeyring) Get(service, user string) (string, error) {
+	v, ok := m[service+"/"+user]
+	if !ok {
+		return "", keyring.ErrNotFound
+	}
+	return v, nil
+}
+func (m memKeyring) Set(service, user, value string) error { m[service+"/"+user] = value; return nil }
+func (m memKeyring) Delete(service, user string) error {
+	if _, ok := m[service+"/"+user]; !ok {
+		return keyring.ErrNotFound
+	}
+	delete(m, service+"/"+user)
+	return nil
+}
+
+// setup makes a keyring and its file fallback the stores logout and status
+// look in, and a kubeconfig whose context logs in with args.
+func setup(t *testing.T, args []string, env map[string]string) (keyringStore, files cache.Store, kubeconfig string) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	keyringStore = &keyringstore.Store{Service: "pinniped", Backend: memKeyring{}}
+	files = &filestore.Store{Dir: filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "pinniped", "credentials")}
+	storesFor = func(string) ([]cache.Store, error) { return []cache.Store{keyringStore, files}, nil }
+	t.Cleanup(func() { storesFor = nil })
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\"}\n")
+	b.WriteString("contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n")
+	b.WriteString("      command: C:\\\\Program Files\\\\pinniped\\\\pinniped.exe\n      provideClusterInfo: true\n      interactiveMode: IfAvailable\n      args:\n")
+	for _, a := range args {
+		b.WriteString("      - \"" + a + "\"\n")
+	}
+	b.WriteString("      env:\n")
+	for k, v := range env {
+		b.WriteString("      - {name: " + k + ", value: " + v + "}\n")
+	}
+	if len(env) == 0 {
+		b.WriteString("      - {name: UNRELATED, value: x}\n")
+	}
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyringStore, files, kubeconfig
+}
+
+var ldapArgs = []string{"login", "oidc", "--issuer=https://supervisor.example.com", "--client-id=pinniped-cli",
+	"--upstream-identity-provider-name=LDAP", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password"}
+
+// cacheLogin caches a credential and a session in st under the keys the
+// login of args (with env) uses for the kubeconfig's cluster.
+func cacheLogin(t *testing.T, st cache.Store, args []string, env map[string]string) {
+	t.Helper()
+	c, err := flagset.ParseOIDC(args[2:], func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cred := credcache.Credential{Token: "t", ExpirationTimestamp: time.Now().Add(time.Hour)}
+	if err := (&credcache.Cache{Store: st}).Put(ctx, c.CredentialKey(config.Cluster{Server: "https://10.0.0.1:6443"}), "label", cred); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&sessions.Cache{Store: st}).Put(ctx, c.SessionKey(), &sessions.Tokens{IDToken: "id", RefreshToken: "r"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func empty(t *testing.T, stores ...cache.Store) {
+	t.Helper()
+	for _, st := range stores {
+		list, _ := (&credcache.Cache{Store: st}).List(context.Background())
+		keys := (&sessions.Cache{Store: st}).Keys(context.Background())
+		if len(list) != 0 || len(keys) != 0 {
+			t.Errorf("%s still holds %d credentials and %d sessions", st.Describe(), len(list), len(keys))
+		}
+	}
+}
+
+// TestLogoutReachesTheKeyringAndItsFiles: a context's credential and
+// session are removed from the keyring and from the file fallback (copies
+// written there while the keyring hung), with the user named in the
+// kubeconfig's own environment, whatever this shell has.
+func TestLogoutReachesTheKeyringAndItsFiles(t *testing.T) {
+	env := map[string]string{"PINNIPED_USERNAME": "alice"}
+	kr, files, kubeconfig := setup(t, ldapArgs, env)
+	cacheLogin(t, kr, ldapArgs, env)
+	cacheLogin(t, files, ldapArgs, env)
+	t.Setenv("PINNIPED_USERNAME", "someone-else")
+	var out bytes.Buffer
+	if err := logoutContext(context.Background(), &out, kubeconfig, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Logged out of c") {
+		t.Fatalf("said %q", out.String())
+	}
+	empty(t, kr, files)
+}
+
+// TestLogoutAllClearsEachStoreOnItsOwn: entries only the file fallback
+// lists are removed even when the keyring has an index of its own.
+func TestLogoutAllClearsEachStoreOnItsOwn(t *testing.T) {
+	kr, files, _ := setup(t, ldapArgs, nil)
+	cacheLogin(t, kr, ldapArgs, map[string]string{"PINNIPED_USERNAME": "alice"})
+	cacheLogin(t, files, ldapArgs, map[string]string{"PINNIPED_USERNAME": "bob"})
+	var out bytes.Buffer
+	n, err := forgetAll(context.Background(), &out)
+	if err != nil || n != 4 {
+		t.Fatalf("removed %d, %v", n, err)
+	}
+	empty(t, kr, files)
+}
+
+// TestLogoutWithoutThePasswordUser: when the keys depend on a username this
+// shell does not have, logout says so instead of "you are logged out".
+func TestLogoutWithoutThePasswordUser(t *testing.T) {
+	kr, _, kubeconfig := setup(t, ldapArgs, nil)
+	cacheLogin(t, kr, ldapArgs, map[string]string{"PINNIPED_USERNAME": "alice"})
+	t.Setenv("PINNIPED_USERNAME", "")
+	var out bytes.Buffer
+	if err := logoutContext(context.Background(), &out, kubeconfig, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "PINNIPED_USERNAME is not set") {
+		t.Fatalf("said %q", out.String())
+	}
+}
+
+func TestIsPinniped(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"pinniped": true, "/usr/local/bin/pinniped": true, `C:\Program Files\pinniped\pinniped.exe`: true, `C:\tools\PINNIPED.EXE`: true,
+		"kubectl": false, "/usr/bin/pinniped-engine": false, `C:\x\pinniped-agent.exe`: false,
+	} {
+		if isPinniped(cmd) != want {
+			t.Errorf("%s: %v", cmd, !want)
+		}
+	}
+}
