@@ -239,7 +239,12 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 
 	resp, err := h.Authenticators.AuthenticateToken(ctx, key, spec.Token)
 	if err != nil {
-		return fail(err.Error())
+		reason := err.Error()
+		var refused *tokenauth.RefusedError
+		if h.LogIdentities && errors.As(err, &refused) && refused.Detail != "" {
+			reason += ": " + refused.Detail
+		}
+		return fail(reason)
 	}
 	u := resp.User
 	if reason := checkUser(u, h.LogIdentities); reason != "" {

@@ -34,13 +34,21 @@ func assertedIdentity(ctx context.Context) (http.Header, bool) {
 // headers other than the proxy's decision; it is a bug, never sent.
 var errIdentityMismatch = errors.New("identity headers differ from the proxy's decision")
 
-// identityCheck wraps the transports to the API server.
-type identityCheck struct{ next http.RoundTripper }
+// identityCheck wraps the transports to the API server. On the transports
+// that carry the proxy's own ServiceAccount, impersonate is set: a request
+// without an Impersonate-User would run as that account itself.
+type identityCheck struct {
+	next        http.RoundTripper
+	impersonate bool
+}
 
 func (c *identityCheck) RoundTrip(r *http.Request) (*http.Response, error) {
 	want, ok := assertedIdentity(r.Context())
 	if !ok {
 		return nil, fmt.Errorf("%w: the request has no identity decision", errIdentityMismatch)
+	}
+	if c.impersonate && want.Get("Impersonate-User") == "" {
+		return nil, fmt.Errorf("%w: a request on the impersonating transport names nobody to impersonate", errIdentityMismatch)
 	}
 	got := http.Header{}
 	for k, vs := range r.Header {

@@ -21,7 +21,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // differ from it in any way; only the exact decision is sent.
 func TestIdentityCheckFailsClosed(t *testing.T) {
 	next := &countingTransport{}
-	check := &identityCheck{next: next}
+	check := &identityCheck{next: next, impersonate: true}
 	decided := http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}}
 	for name, c := range map[string]struct {
 		decision http.Header
@@ -37,8 +37,8 @@ func TestIdentityCheckFailsClosed(t *testing.T) {
 		"an Authorization added":     {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "Authorization": {"Bearer x"}}, false},
 		"a non-canonical duplicate":  {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "impersonate-user": {"admin"}}, false},
 		"exactly the decision":       {decided, decided.Clone(), true},
-		"anonymous, nothing":         {http.Header{}, http.Header{"Accept": {"*/*"}}, true},
-		"anonymous with an identity": {http.Header{}, http.Header{"X-Remote-User": {"admin"}}, false},
+		"nobody to impersonate":      {http.Header{}, http.Header{"Accept": {"*/*"}}, false},
+		"an empty user":              {http.Header{"Impersonate-User": {""}}, http.Header{"Impersonate-User": {""}}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := next.calls
@@ -61,5 +61,32 @@ func TestIdentityCheckFailsClosed(t *testing.T) {
 				t.Fatalf("refusal error %v", err)
 			}
 		})
+	}
+}
+
+// TestDirectTransportsSendNoIdentity: on the transports without the
+// agent's credentials, an anonymous request goes with no identity header,
+// and any identity header the decision does not hold is refused.
+func TestDirectTransportsSendNoIdentity(t *testing.T) {
+	next := &countingTransport{}
+	check := &identityCheck{next: next}
+	for name, c := range map[string]struct {
+		headers http.Header
+		sent    bool
+	}{
+		"anonymous, nothing":         {http.Header{"Accept": {"*/*"}}, true},
+		"anonymous with an identity": {http.Header{"X-Remote-User": {"admin"}}, false},
+	} {
+		before := next.calls
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://kube-apiserver/api", nil)
+		req = withIdentity(req, http.Header{})
+		req.Header = c.headers
+		resp, err := check.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		if sent := next.calls != before; sent != c.sent {
+			t.Errorf("%s: sent %v (%v)", name, sent, err)
+		}
 	}
 }

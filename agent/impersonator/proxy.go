@@ -103,7 +103,7 @@ type Observation struct {
 
 // Init builds the reverse proxies; call once before serving.
 func (p *Proxy) Init() {
-	mk := func(rt http.RoundTripper) *httputil.ReverseProxy {
+	mk := func(rt http.RoundTripper, impersonate bool) *httputil.ReverseProxy {
 		return &httputil.ReverseProxy{
 			// The identity headers are set here because nothing of the
 			// reverse proxy runs after Rewrite: headers set before ServeHTTP
@@ -119,7 +119,7 @@ func (p *Proxy) Init() {
 					}
 				}
 			},
-			Transport: &identityCheck{next: rt},
+			Transport: &identityCheck{next: rt, impersonate: impersonate},
 			// No timed flushing: the reverse proxy flushes every write of a
 			// response of unknown length (watches, logs -f, streamed lists)
 			// at once by itself, and responses of known length go out in
@@ -136,9 +136,9 @@ func (p *Proxy) Init() {
 			},
 		}
 	}
-	p.proxy, p.upgradeProxy = mk(p.Transport), mk(p.UpgradeTransport)
+	p.proxy, p.upgradeProxy = mk(p.Transport, true), mk(p.UpgradeTransport, true)
 	if p.DirectTransport != nil && p.DirectUpgradeTransport != nil {
-		p.direct, p.directUpgrade = mk(p.DirectTransport), mk(p.DirectUpgradeTransport)
+		p.direct, p.directUpgrade = mk(p.DirectTransport, false), mk(p.DirectUpgradeTransport, false)
 	}
 }
 

@@ -169,7 +169,7 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 	for _, f := range []struct{ name, path string }{{"signing-cert", certPath}, {"signing-key", keyPath}} {
 		onHost, err := hostFile(kcm, f.path)
 		if err != nil {
-			return err
+			return errors.Join(err, a.disableHelper(ctx))
 		}
 		volumes = append(volumes, corev1.Volume{Name: f.name, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: onHost, Type: &fileType}}})
@@ -224,7 +224,29 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 		return err
 	}
 	got.Spec.Template = want.Spec.Template
+	got.Spec.Replicas = want.Spec.Replicas // back from disableHelper
 	got.Labels = want.Labels
+	_, err = deployments.Update(ctx, got, metav1.UpdateOptions{})
+	return err
+}
+
+// disableHelper stops a helper an earlier version made (which may mount
+// more of the node) when this one cannot run it: no replicas, no volumes.
+func (a *Agent) disableHelper(ctx context.Context) error {
+	deployments := a.Kube.AppsV1().Deployments(a.Namespace)
+	got, err := deployments.Get(ctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	zero := int32(0)
+	got.Spec.Replicas = &zero
+	got.Spec.Template.Spec.Volumes = nil
+	for i := range got.Spec.Template.Spec.Containers {
+		got.Spec.Template.Spec.Containers[i].VolumeMounts = nil
+	}
 	_, err = deployments.Update(ctx, got, metav1.UpdateOptions{})
 	return err
 }

@@ -160,10 +160,23 @@ func TestHelperMountsOnlyTheSigningFiles(t *testing.T) {
 		t.Errorf("pod spec grants more than needed: %+v", spec)
 	}
 
-	// A controller manager whose key is not on a hostPath cannot be served.
+	// A controller manager whose key is not on a hostPath cannot be served;
+	// a helper made earlier (maybe by a version that mounted more) stops.
 	inImage := kubeadmControllerManager()
 	inImage.Spec.Containers[0].VolumeMounts = nil
 	if err := a.ensureDeployment(context.Background(), inImage, cert, key); err == nil || !strings.Contains(err.Error(), "no hostPath volume") {
 		t.Fatalf("key outside any hostPath: %v", err)
+	}
+	d, _ = kube.AppsV1().Deployments("pinniped").Get(context.Background(), "pinniped-kube-cert-agent", metav1.GetOptions{})
+	if *d.Spec.Replicas != 0 || len(d.Spec.Template.Spec.Volumes) != 0 || len(d.Spec.Template.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Fatalf("the earlier helper still runs: %+v", d.Spec)
+	}
+	// Once the key is reachable again, the helper comes back.
+	if err := a.ensureDeployment(context.Background(), kcm, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = kube.AppsV1().Deployments("pinniped").Get(context.Background(), "pinniped-kube-cert-agent", metav1.GetOptions{})
+	if *d.Spec.Replicas != 1 || len(d.Spec.Template.Spec.Volumes) != 2 {
+		t.Fatalf("the helper did not come back: %+v", d.Spec)
 	}
 }

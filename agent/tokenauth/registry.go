@@ -21,6 +21,15 @@ type Key struct {
 
 func (k Key) String() string { return k.Kind + "/" + k.Name }
 
+// RefusedError is an authenticator's refusal with its own words, which may
+// name the person (a webhook's status.error): the message leaves them out,
+// and callers add Detail only where identities may be logged.
+type RefusedError struct {
+	By, Detail string
+}
+
+func (e *RefusedError) Error() string { return e.By + " refused the token" }
+
 // ErrNotFound means no ready authenticator has that key.
 var ErrNotFound = errors.New("no such authenticator, or it is not ready")
 

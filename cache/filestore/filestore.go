@@ -43,6 +43,9 @@ func (s *Store) ensureDir() error {
 	if err != nil {
 		return err
 	}
+	if !ownedByMe(info) {
+		return fmt.Errorf("credential directory %s belongs to another user; remove it, or point the cache elsewhere", s.Dir)
+	}
 	if info.Mode().Perm()&0o077 != 0 {
 		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory needs x; 0700 is owner-only
 			return fmt.Errorf("credential directory %s is readable by others and cannot be fixed: %w", s.Dir, err)

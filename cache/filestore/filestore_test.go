@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -108,5 +109,35 @@ func TestConcurrentWritersNeverTear(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestPlantedCredentialIsRefused: a value file another user wrote (in a
+// directory others could write to) is never read as this user's, and a
+// directory another user owns is never written to.
+func TestPlantedCredentialIsRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make files another user owns")
+	}
+	s := &filestore.Store{Dir: t.TempDir()}
+	ctx := context.Background()
+	if err := s.Set(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(s.Dir, "*.cred"))
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	if err := os.Chown(files[0], 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Get(ctx, "k"); err == nil || !strings.Contains(err.Error(), "another user") {
+		t.Fatalf("read a planted value: %q %v", v, err)
+	}
+	if err := os.Chown(s.Dir, 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(ctx, "k2", []byte("v")); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("wrote into another user's directory: %v", err)
 	}
 }

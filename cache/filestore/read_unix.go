@@ -3,9 +3,12 @@
 package filestore
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
+
+var errNotOwned = errors.New("the file belongs to another user; remove it")
 
 // readFile is os.ReadFile in plain system calls. The cached-login path reads
 // one small file per kubectl call, and an *os.File costs start-up time that
@@ -26,10 +29,19 @@ func readFile(name string) ([]byte, error) {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer func() { _ = syscall.Close(fd) }()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
+	}
+	// A credential someone else wrote is not this user's: in a directory
+	// others could write to, it would be planted, and sending it would act
+	// as whoever planted it.
+	if int(st.Uid) != os.Geteuid() {
+		return nil, &os.PathError{Op: "open", Path: name, Err: errNotOwned}
+	}
 	// One read for the whole file, as os.ReadFile sizes its buffer.
 	size := 512
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < 1<<20 {
+	if st.Size > 0 && st.Size < 1<<20 {
 		size = int(st.Size) + 1
 	}
 	b := make([]byte, 0, size)
@@ -49,4 +61,9 @@ func readFile(name string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+func ownedByMe(info os.FileInfo) bool {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

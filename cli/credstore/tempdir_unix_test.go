@@ -30,6 +30,12 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 			must(t, os.Symlink(other, dir))
 		}, "not a directory"},
 		{"a file", func(t *testing.T, dir string) { must(t, os.WriteFile(dir, nil, 0o600)) }, "not a directory"},
+		{"a parent anyone may write to, not sticky", func(t *testing.T, dir string) {
+			must(t, os.Chmod(filepath.Dir(dir), 0o777))
+		}, "without the sticky bit"},
+		{"a sticky parent anyone may write to", func(t *testing.T, dir string) {
+			must(t, os.Chmod(filepath.Dir(dir), 0o777|os.ModeSticky))
+		}, ""},
 		{"another user's", func(t *testing.T, dir string) {
 			if os.Getuid() != 0 {
 				t.Skip("needs root to make a directory another user owns")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -18,7 +19,16 @@ func strconvUID() string { return strconv.Itoa(os.Getuid()) }
 // world-writable parent, anyone could have made it first, to read what
 // this user writes there or to plant credentials this user would send.
 func privateTempDir(dir string) (string, error) {
-	err := os.Mkdir(dir, 0o700)
+	// Only a parent where nobody can rename or remove another user's
+	// entries: not writable by others, or sticky as /tmp is.
+	parent, err := os.Stat(filepath.Dir(dir))
+	if err != nil {
+		return "", fmt.Errorf("no home directory, and %s cannot be read: %w; set HOME or XDG_CONFIG_HOME", filepath.Dir(dir), err)
+	}
+	if parent.Mode().Perm()&0o002 != 0 && parent.Mode()&fs.ModeSticky == 0 {
+		return "", fmt.Errorf("refusing to keep credentials under %s: anyone may replace what is in it (it is world-writable without the sticky bit); set HOME or XDG_CONFIG_HOME", filepath.Dir(dir))
+	}
+	err = os.Mkdir(dir, 0o700)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("no home directory, and %s cannot be created: %w; set HOME or XDG_CONFIG_HOME", dir, err)
 	}

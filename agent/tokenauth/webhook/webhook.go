@@ -35,6 +35,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
+
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
 // Timeout bounds one TokenReview round trip.
@@ -171,7 +173,7 @@ func (r *reviewer) review(ctx context.Context, version, token string) (*authenti
 	}
 	if !status.Authenticated {
 		if status.Error != "" {
-			return nil, false, fmt.Errorf("the webhook refused the token: %s", status.Error)
+			return nil, false, &tokenauth.RefusedError{By: "the webhook", Detail: status.Error}
 		}
 		return nil, false, nil
 	}

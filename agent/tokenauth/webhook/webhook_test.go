@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
 )
 
@@ -140,7 +142,7 @@ func TestRefusals(t *testing.T) {
 		wantErr string
 	}{
 		"not authenticated": {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false}}`), ""},
-		"webhook error":     {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"token revoked"}}`), "token revoked"},
+		"webhook error":     {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"token of carol revoked"}}`), "the webhook refused the token"},
 		"no username":       {answer(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{}}}`), "named no user"},
 		"not JSON":          {answer(`<html>`), "not a TokenReview"},
 		"forbidden":         {func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }, "HTTP 403"},
@@ -164,6 +166,12 @@ func TestRefusals(t *testing.T) {
 			}
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+			// The webhook's own words may name the person: only in the
+			// error's detail, never in its message.
+			var refused *tokenauth.RefusedError
+			if err != nil && (strings.Contains(err.Error(), "carol") || errors.As(err, &refused) && refused.Detail != "token of carol revoked") {
+				t.Errorf("err %v: the webhook's words in the message, or lost", err)
 			}
 		})
 	}
