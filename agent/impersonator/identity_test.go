@@ -28,17 +28,17 @@ func TestIdentityCheckFailsClosed(t *testing.T) {
 		headers  http.Header
 		sent     bool
 	}{
-		"no decision":                {nil, http.Header{}, false},
-		"no decision, no headers":    {nil, nil, false},
-		"decided but headers gone":   {decided, http.Header{}, false},
-		"a group missing":            {decided, http.Header{"Impersonate-User": {"alice"}}, false},
-		"another user":               {decided, http.Header{"Impersonate-User": {"admin"}, "Impersonate-Group": {"devs"}}, false},
-		"an extra group":             {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs", "system:masters"}}, false},
-		"an Authorization added":     {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "Authorization": {"Bearer x"}}, false},
-		"a non-canonical duplicate":  {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "impersonate-user": {"admin"}}, false},
-		"exactly the decision":       {decided, decided.Clone(), true},
-		"nobody to impersonate":      {http.Header{}, http.Header{"Accept": {"*/*"}}, false},
-		"an empty user":              {http.Header{"Impersonate-User": {""}}, http.Header{"Impersonate-User": {""}}, false},
+		"no decision":               {nil, http.Header{}, false},
+		"no decision, no headers":   {nil, nil, false},
+		"decided but headers gone":  {decided, http.Header{}, false},
+		"a group missing":           {decided, http.Header{"Impersonate-User": {"alice"}}, false},
+		"another user":              {decided, http.Header{"Impersonate-User": {"admin"}, "Impersonate-Group": {"devs"}}, false},
+		"an extra group":            {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs", "system:masters"}}, false},
+		"an Authorization added":    {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "Authorization": {"Bearer x"}}, false},
+		"a non-canonical duplicate": {decided, http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}, "impersonate-user": {"admin"}}, false},
+		"exactly the decision":      {decided, decided.Clone(), true},
+		"nobody to impersonate":     {http.Header{}, http.Header{"Accept": {"*/*"}}, false},
+		"an empty user":             {http.Header{"Impersonate-User": {""}}, http.Header{"Impersonate-User": {""}}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := next.calls
