@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -166,8 +167,10 @@ func (o *Options) Validate() error {
 	if o.Merge && o.Output == "" {
 		errs = append(errs, errors.New("--merge needs -o naming the kubeconfig to add to"))
 	}
-	if o.OIDCIssuer != "" && !strings.HasPrefix(o.OIDCIssuer, "https://") {
-		errs = append(errs, fmt.Errorf("--oidc-issuer %q must be https", o.OIDCIssuer))
+	if o.OIDCIssuer != "" {
+		if err := httpsurl.Check("--oidc-issuer", o.OIDCIssuer); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, errors.New("--timeout must be positive"))

@@ -33,6 +33,7 @@ func TestFrontStaysTiny(t *testing.T) {
 			"github.com/pinniped-kit/pinniped/cli/handoff",
 			"github.com/pinniped-kit/pinniped/cli/loginflags",
 			"github.com/pinniped-kit/pinniped/cli/login/config",
+			"github.com/pinniped-kit/pinniped/agent/apis/httpsurl",
 			"github.com/pinniped-kit/pinniped/cli/credstore",
 			"github.com/pinniped-kit/pinniped/cli/execcred",
 			"github.com/pinniped-kit/pinniped/cache",

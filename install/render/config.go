@@ -8,11 +8,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
 // Config says what to render.
@@ -115,7 +116,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("choose one authenticator: --oidc-issuer or --webhook-endpoint, not both"))
 	}
 	if c.OIDCIssuer != "" {
-		if err := httpsURL("--oidc-issuer", c.OIDCIssuer); err != nil {
+		if err := httpsurl.Check("--oidc-issuer", c.OIDCIssuer); err != nil {
 			errs = append(errs, err)
 		}
 		if c.OIDCAudience == "" {
@@ -125,7 +126,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--oidc-audience and --oidc-ca-bundle need --oidc-issuer"))
 	}
 	if c.WebhookEndpoint != "" {
-		if err := httpsURL("--webhook-endpoint", c.WebhookEndpoint); err != nil {
+		if err := httpsurl.Check("--webhook-endpoint", c.WebhookEndpoint); err != nil {
 			errs = append(errs, err)
 		}
 	} else if len(c.WebhookCABundle) > 0 {
@@ -147,17 +148,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func httpsURL(flag, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s %q is not a URL", flag, raw)
-	}
-	if u.Scheme != "https" {
-		return fmt.Errorf("%s %q must use https", flag, raw)
-	}
-	return nil
 }
 
 func b64(pem []byte) string {

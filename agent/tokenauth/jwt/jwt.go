@@ -17,6 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
 // Leeway tolerates a small clock difference between the issuer and the
@@ -44,8 +46,9 @@ type Authenticator struct {
 
 var _ authenticator.Token = (*Authenticator)(nil)
 
-// ErrInsecureIssuer is returned for issuers that are not https URLs.
-var ErrInsecureIssuer = errors.New("issuer must be an https URL")
+// ErrInsecureIssuer is wrapped by the error for an issuer that is not an
+// https URL.
+var ErrInsecureIssuer = httpsurl.ErrNotHTTPS
 
 // HTTPClient builds the client used for discovery and JWKS fetches: the
 // given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
@@ -60,13 +63,10 @@ func HTTPClient(caBundle []byte) (*http.Client, error) {
 
 // ValidateIssuer checks the issuer URL without contacting it.
 func ValidateIssuer(issuer string) error {
-	u, err := url.Parse(issuer)
-	if err != nil {
-		return fmt.Errorf("issuer %q is not a URL: %w", issuer, err)
+	if err := httpsurl.Check("issuer", issuer); err != nil {
+		return err
 	}
-	if u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("issuer %q: %w", issuer, ErrInsecureIssuer)
-	}
+	u, _ := url.Parse(issuer)
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return fmt.Errorf("issuer %q must not have a query, fragment or user info", issuer)
 	}
@@ -122,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if err := provider.Claims(&claims); err != nil || claims.JWKSURI == "" {
 		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("discovery document of %s has no jwks_uri", cfg.Issuer))
 	}
-	if u, err := url.Parse(claims.JWKSURI); err != nil || u.Scheme != "https" {
+	if httpsurl.Check("jwks_uri", claims.JWKSURI) != nil {
 		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, cfg.Issuer))
 	}
 	if err := probeKeys(ctx, client, claims.JWKSURI); err != nil {

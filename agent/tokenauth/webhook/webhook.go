@@ -37,6 +37,8 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
 
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
 // Timeout bounds one TokenReview round trip.
@@ -74,14 +76,7 @@ var _ authenticator.Token = (*Authenticator)(nil)
 
 // ValidateEndpoint checks the URL without contacting it.
 func ValidateEndpoint(endpoint string) error {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return fmt.Errorf("endpoint %q is not a URL: %w", endpoint, err)
-	}
-	if u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("endpoint %q must be an https URL: tokens must not cross the network in clear text", endpoint)
-	}
-	return nil
+	return httpsurl.Check("endpoint", endpoint)
 }
 
 // New builds the authenticator. It does not contact the webhook; the

@@ -14,10 +14,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
 // Flow is how an OIDC login asks the person (or the environment) for
@@ -105,7 +106,7 @@ func (c *OIDC) Validate() error {
 	var errs []error
 	if c.Issuer == "" {
 		errs = append(errs, errors.New("--issuer is required"))
-	} else if err := RequireHTTPS("--issuer", c.Issuer); err != nil {
+	} else if err := httpsurl.Check("--issuer", c.Issuer); err != nil {
 		errs = append(errs, err)
 	}
 	if !slices.Contains(Flows, c.Flow) {
@@ -135,8 +136,8 @@ func (c *Static) Validate() error {
 // Validate checks where the token would be sent.
 func (c *Concierge) Validate() error {
 	var errs []error
-	if err := RequireHTTPS("--concierge-endpoint", c.Endpoint); err != nil {
-		errs = append(errs, fmt.Errorf("%w: the token would cross the network in clear text", err))
+	if err := httpsurl.Check("--concierge-endpoint", c.Endpoint); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := c.Kind(); err != nil {
 		errs = append(errs, err)
@@ -167,19 +168,6 @@ func (c *Concierge) Suffix() string {
 		return "pinniped.dev"
 	}
 	return c.APIGroupSuffix
-}
-
-// RequireHTTPS checks that raw is an https URL with a host; what names it
-// in the error (a flag, an endpoint of a discovery document).
-func RequireHTTPS(what, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s %q is not a URL", what, raw)
-	}
-	if u.Scheme != "https" {
-		return fmt.Errorf("%s %q must be an https URL", what, raw)
-	}
-	return nil
 }
 
 // hasCertificate: a cheap check (no certificate parsing, which the front

@@ -13,7 +13,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
 // Document is what the CLI reads of a discovery document.
@@ -41,7 +41,7 @@ const maxDocument = 1 << 20
 // must be https; a device endpoint that is not is dropped (the device flow
 // is then unavailable), not an error.
 func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, error) {
-	if err := config.RequireHTTPS("issuer", issuer); err != nil {
+	if err := httpsurl.Check("issuer", issuer); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(issuer, "/")+"/.well-known/openid-configuration", nil)
@@ -64,14 +64,14 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 		return nil, fmt.Errorf("OIDC discovery at %s names the issuer %q; the issuer must match it exactly", issuer, d.Issuer)
 	}
 	for what, u := range map[string]string{"authorization endpoint": d.AuthorizationEndpoint, "token endpoint": d.TokenEndpoint, "jwks_uri": d.JWKSURI} {
-		if err := config.RequireHTTPS(what, u); err != nil {
+		if err := httpsurl.Check(what, u); err != nil {
 			return nil, fmt.Errorf("OIDC provider %s: %w", issuer, err)
 		}
 	}
-	if d.DeviceAuthorizationEndpoint != "" && config.RequireHTTPS("", d.DeviceAuthorizationEndpoint) != nil {
+	if d.DeviceAuthorizationEndpoint != "" && httpsurl.Check("", d.DeviceAuthorizationEndpoint) != nil {
 		d.DeviceAuthorizationEndpoint = ""
 	}
-	if d.UserInfoEndpoint != "" && config.RequireHTTPS("", d.UserInfoEndpoint) != nil {
+	if d.UserInfoEndpoint != "" && httpsurl.Check("", d.UserInfoEndpoint) != nil {
 		d.UserInfoEndpoint = ""
 	}
 	if s := d.Supervisor; s != nil && !strings.HasPrefix(s.IdentityProvidersEndpoint, issuer) {
