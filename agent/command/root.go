@@ -3,33 +3,16 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pinniped-kit/pinniped/cli/version"
 )
 
-// BuildInfo describes the running build; main fills it from -ldflags.
-type BuildInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit"`
-	BuildDate string `json:"buildDate,omitempty"`
-	GoVersion string `json:"goVersion"`
-	Platform  string `json:"platform"`
-}
-
 // NewRoot builds the `pinniped-agent` command.
-func NewRoot(out, errOut io.Writer, info BuildInfo) *cobra.Command {
-	if info.Version == "" {
-		info.Version = "dev"
-	}
-	if info.Commit == "" {
-		info.Commit = "unknown"
-	}
-	info.GoVersion, info.Platform = runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH
-
+func NewRoot(out, errOut io.Writer, info version.Info) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pinniped-agent",
 		Short: "The in-cluster half of pinniped",
@@ -51,26 +34,12 @@ You do not normally run it by hand.`,
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 
-	var asJSON bool
-	versionCmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, commit and Go version of this binary",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(info)
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s (commit %s, %s, %s)\n", info.Version, info.Commit, info.GoVersion, info.Platform)
-			return err
-		},
-	}
-	versionCmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	root.AddCommand(versionCmd, newServeCommand(), newKubeCertAgentCommand())
+	root.AddCommand(version.NewCommand("pinniped-agent", info), newServeCommand(), newKubeCertAgentCommand())
 	return root
 }
 
 // Execute runs the agent's command line and returns the exit code.
-func Execute(ctx context.Context, out, errOut io.Writer, info BuildInfo, args []string) int {
+func Execute(ctx context.Context, out, errOut io.Writer, info version.Info, args []string) int {
 	root := NewRoot(out, errOut, info)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {

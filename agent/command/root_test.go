@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/pinniped-kit/pinniped/cli/version"
 )
 
 func TestVersionAndErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
-	info := BuildInfo{Version: "v9.9.9", Commit: "deadbee"}
-	if code := Execute(context.Background(), &out, &errOut, info, []string{"version", "--json"}); code != 0 {
+	info := version.Info{Version: "v9.9.9", Commit: "deadbee"}
+	if code := Execute(context.Background(), &out, &errOut, info, []string{"version", "-o", "json"}); code != 0 {
 		t.Fatalf("code %d, stderr %q", code, errOut.String())
 	}
-	var got BuildInfo
+	var got version.Info
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Version != "v9.9.9" || got.Commit != "deadbee" || got.GoVersion == "" {
 		t.Fatalf("version --json: %q (%v)", out.String(), err)
 	}

@@ -158,8 +158,8 @@ func chunkKey(key string, i int) string {
 }
 
 // format tags the value encoding in the header: "pv2" is base64 of the
-// value. Earlier versions wrote "pv1" (gzip, then base64); see
-// RegisterLegacyFormat.
+// value. A value of another format (pre-release builds wrote "pv1") is a
+// miss, and the next write replaces it, chunks and all.
 const format = "pv2"
 
 // header is "<format>:<chunks>:<sha256 of the encoded value, 16 hex>:".
@@ -178,18 +178,6 @@ func parseHeader(v string) (tag string, n int, sum, rest string, ok bool) {
 	return parts[0], n, parts[2], parts[3], true
 }
 
-// legacy decodes values in formats earlier versions wrote, by tag.
-var legacy = map[string]func(encoded string) ([]byte, error){}
-
-// RegisterLegacyFormat lets Get read values written in an older format.
-// pinniped-engine registers gzip's ("pv1") at start-up. The lean front does
-// not: compress/gzip's start-up cost is paid on every kubectl call there,
-// so it sees such a value as missing and hands the call to the engine,
-// which reads it; the next write stores the current format.
-func RegisterLegacyFormat(tag string, decode func(encoded string) ([]byte, error)) {
-	legacy[tag] = decode
-}
-
 func checksum(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
@@ -205,8 +193,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("read from the OS keyring: %w", err)
 	}
 	tag, n, sum, encoded, ok := parseHeader(first)
-	if !ok || (tag != format && legacy[tag] == nil) {
-		return nil, cache.ErrNotFound // not ours, or a format this binary cannot read
+	if !ok || tag != format {
+		return nil, cache.ErrNotFound // not ours, or a format this binary does not read
 	}
 	var b strings.Builder
 	b.WriteString(encoded)
@@ -222,9 +210,6 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	if checksum(b.String()) != sum {
 		return nil, cache.ErrNotFound // torn by a concurrent writer
-	}
-	if tag != format {
-		return legacy[tag](b.String())
 	}
 	return decode(b.String())
 }

@@ -1,7 +1,7 @@
 // Package conciergeclient trades an identity-provider token for a cluster
 // credential at the agent's TokenCredentialRequest API (through the cluster's
 // API server or the impersonation proxy). It is plain HTTPS and JSON: the
-// request is anonymous, and client-go would only slow the CLI's start-up.
+// request is anonymous, so a client with credentials would only add weight.
 package conciergeclient
 
 import (

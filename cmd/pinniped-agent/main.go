@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/pinniped-kit/pinniped/agent/command"
+	buildinfo "github.com/pinniped-kit/pinniped/cli/version"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
@@ -19,7 +20,7 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	info := command.BuildInfo{Version: version, Commit: commit, BuildDate: date}
+	info := buildinfo.Info{Version: version, Commit: commit, BuildDate: date}
 	code := command.Execute(ctx, os.Stdout, os.Stderr, info, os.Args[1:])
 	stop()
 	os.Exit(code)

@@ -11,8 +11,6 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/pinniped-kit/pinniped/cache/keyringstore"
-	"github.com/pinniped-kit/pinniped/cache/keyringstore/gzipformat"
 	"github.com/pinniped-kit/pinniped/cli/commands"
 	cliversion "github.com/pinniped-kit/pinniped/cli/version"
 )
@@ -25,9 +23,6 @@ var (
 )
 
 func main() {
-	// Keyring values cached by versions before pv2 were gzipped. Only the
-	// engine reads them; the front leaves them to it (see keyringstore).
-	keyringstore.RegisterLegacyFormat(gzipformat.Tag, gzipformat.Decode)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	info := cliversion.Info{Version: version, Commit: commit, BuildDate: date}
