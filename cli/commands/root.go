@@ -14,7 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
-	"github.com/pinniped-kit/pinniped/cli/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/version"
 	"github.com/pinniped-kit/pinniped/cli/whoami"

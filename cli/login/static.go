@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
-	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 

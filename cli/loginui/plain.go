@@ -17,7 +17,7 @@ import (
 	"github.com/pkg/browser"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
 // Plain is the line-by-line UI.

@@ -22,8 +22,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/execcred"
-	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 // NewLogoutCommand returns `pinniped logout`.

@@ -17,7 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 // memKeyring is an OS keyring that works.

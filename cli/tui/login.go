@@ -14,7 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/loginui"
-	"github.com/pinniped-kit/pinniped/cli/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
 // LoginOptions configure Login.

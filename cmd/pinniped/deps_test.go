@@ -29,13 +29,13 @@ func TestFrontStaysTiny(t *testing.T) {
 		}
 		allowed := []string{
 			"github.com/pinniped-kit/pinniped/cmd/pinniped",
-			"github.com/pinniped-kit/pinniped/cli/fastlogin",
+			"github.com/pinniped-kit/pinniped/cli/login/fastlogin",
 			"github.com/pinniped-kit/pinniped/cli/handoff",
-			"github.com/pinniped-kit/pinniped/cli/loginflags",
+			"github.com/pinniped-kit/pinniped/cli/login/loginflags",
 			"github.com/pinniped-kit/pinniped/cli/login/config",
 			"github.com/pinniped-kit/pinniped/agent/apis/httpsurl",
 			"github.com/pinniped-kit/pinniped/cli/credstore",
-			"github.com/pinniped-kit/pinniped/cli/execcred",
+			"github.com/pinniped-kit/pinniped/cli/login/execcred",
 			"github.com/pinniped-kit/pinniped/cache",
 			"github.com/zalando/go-keyring",
 			"github.com/godbus/dbus/v5",
@@ -44,7 +44,7 @@ func TestFrontStaysTiny(t *testing.T) {
 			"golang.org/x/sys/",
 		}
 		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, "github.com/pinniped-kit/pinniped/cli/fastlogin") {
+		if !slices.Contains(deps, "github.com/pinniped-kit/pinniped/cli/login/fastlogin") {
 			t.Fatalf("go list (%s) did not list the front's own packages; got:\n%s", goos, out)
 		}
 		for _, dep := range deps {

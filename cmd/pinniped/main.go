@@ -8,7 +8,7 @@ package main
 import (
 	"os"
 
-	"github.com/pinniped-kit/pinniped/cli/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/loginflags"
-	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 func noEnv(string) string { return "" }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pinniped-kit/pinniped/cli/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 )
 
 func TestParseRequest(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pinniped-kit/pinniped/cli/execcred"
-	"github.com/pinniped-kit/pinniped/cli/loginflags"
-	"github.com/pinniped-kit/pinniped/cli/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 func newStaticCommand(s Streams) *cobra.Command {

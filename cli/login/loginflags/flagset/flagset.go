@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 )
 
 // Add registers flags on fs. A flag whose Target and Default do not match

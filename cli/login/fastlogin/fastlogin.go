@@ -19,8 +19,8 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/execcred"
-	"github.com/pinniped-kit/pinniped/cli/loginflags"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 )
 
 // Env is the process environment.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/oidclogin"
-	"github.com/pinniped-kit/pinniped/cli/oidclogin/oidctest"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
 )
 
 // fakeUI records what a person would see, and plays the browser: opening a
