@@ -16,8 +16,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
-	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 

@@ -20,9 +20,9 @@ import (
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
-	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
 )

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
-	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 )
 
 // LoginStatic prints a credential for a static token: the token itself, or

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/loginui"
 )
 
 // LoginOptions configure Login.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 )
 

@@ -11,15 +11,15 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
-	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/loginui"
 	"github.com/pinniped-kit/pinniped/cli/tui"
 )
 
