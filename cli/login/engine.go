@@ -111,7 +111,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
 	if c.Concierge != nil {
-		e.UI.Progress("exchanging the token for a cluster credential")
+		e.UI.Step("exchanging the token for a cluster credential")
 		cc, err := e.Exchange(ctx, c.Concierge, token)
 		if err != nil {
 			return err
@@ -128,7 +128,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 			label = exec.Cluster.Server + " via " + c.Issuer
 		}
 		if err := creds.Put(ctx, key, label, *cred); err != nil {
-			e.UI.Progress("could not cache the credential: " + err.Error())
+			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will log in again; check the cache's disk and permissions")
 		} else {
 			storedIn = e.Store.Describe()
 		}
@@ -150,7 +150,7 @@ func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*c
 	}
 	cred, ok, err := c.Get(ctx, key)
 	if err != nil {
-		e.UI.Progress("credential cache unreadable, logging in again: " + err.Error())
+		e.UI.Warn("the credential cache is unreadable ("+err.Error()+")", "logging in again")
 		return nil, false
 	}
 	return cred, ok
@@ -207,13 +207,13 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		return nil, false, err
 	}
 	if session != nil && session.RefreshToken != "" {
-		e.UI.Progress("refreshing your session")
+		e.UI.Step("refreshing your session")
 		fresh, err := p.Refresh(ctx, session.RefreshToken)
 		if err == nil {
 			e.saveSession(ctx, sk, fresh)
 			return fresh, true, nil
 		}
-		e.UI.Progress("could not refresh (" + err.Error() + "); logging in again")
+		e.UI.Warn("could not refresh the session ("+err.Error()+")", "logging in again")
 	}
 
 	var tokens *sessions.Tokens
@@ -222,7 +222,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		if c.Username == "" || c.Password == "" {
 			return nil, false, errors.New("the password flow reads PINNIPED_USERNAME and PINNIPED_PASSWORD from the environment; set both")
 		}
-		e.UI.Progress("logging in as " + c.Username + " with a password")
+		e.UI.Step("logging in as " + c.Username + " with a password")
 		tokens, err = p.PasswordGrant(ctx, c.Username, c.Password)
 	case !exec.Interactive:
 		return nil, false, fmt.Errorf("%w: kubectl is running without one (spec.interactive=false). Log in from a terminal first, e.g. run the same kubectl command there, or use PINNIPED_USERNAME/PINNIPED_PASSWORD for CI", ErrNeedsInteraction)
@@ -232,7 +232,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		opts := browserOptions(c)
 		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
 		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
-			e.UI.Progress("switching to the device flow")
+			e.UI.Step("switching to the device flow")
 			tokens, err = p.DeviceLogin(ctx, e.UI)
 		}
 	}
@@ -272,7 +272,7 @@ func (e *Engine) saveSession(ctx context.Context, key string, t *sessions.Tokens
 		return
 	}
 	if err := e.sessions().Put(ctx, key, t); err != nil {
-		e.UI.Progress("could not save the session: " + err.Error())
+		e.UI.Warn("could not save the session ("+err.Error()+")", "the next login will ask you again")
 	}
 }
 

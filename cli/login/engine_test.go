@@ -46,7 +46,8 @@ type browserUI struct {
 	onDeviceCode func()
 }
 
-func (u *browserUI) Progress(string)     {}
+func (u *browserUI) Step(string)         {}
+func (u *browserUI) Warn(string, string) {}
 func (u *browserUI) ShowLoginURL(string) {}
 func (u *browserUI) ShowDeviceCode(string, string, string) {
 	if u.onDeviceCode != nil {

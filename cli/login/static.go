@@ -39,7 +39,7 @@ func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcr
 	cred := &credcache.Credential{Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData, ExpirationTimestamp: cc.ExpirationTimestamp.Time}
 	if creds != nil {
 		if err := creds.Put(ctx, key, "static token via "+c.Concierge.Endpoint, *cred); err != nil {
-			e.UI.Progress("could not cache the credential: " + err.Error())
+			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will ask the agent again")
 		}
 	}
 	return e.write(exec, cred)

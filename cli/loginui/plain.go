@@ -35,8 +35,17 @@ type Plain struct {
 
 var _ login.UI = (*Plain)(nil)
 
-// Progress implements login.UI.
-func (p *Plain) Progress(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
+// Step implements login.UI.
+func (p *Plain) Step(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
+
+// Warn implements login.UI.
+func (p *Plain) Warn(problem, next string) {
+	if next == "" {
+		fmt.Fprintf(p.Err, "! %s\n", problem)
+		return
+	}
+	fmt.Fprintf(p.Err, "! %s: %s\n", problem, next)
+}
 
 // ShowLoginURL implements login.UI.
 func (p *Plain) ShowLoginURL(url string) {

@@ -151,7 +151,7 @@ func (l *Login) start() bool {
 		l.failed = true
 		err := l.runErr
 		l.mu.Unlock()
-		l.o.Plain.Progress("the interactive screen could not start (" + errString(err) + "); plain output instead")
+		l.o.Plain.Warn("the interactive screen could not start ("+errString(err)+")", "plain output instead")
 		return false
 	}
 }
@@ -170,13 +170,22 @@ func (l *Login) send(msg tea.Msg) {
 	prog.Send(msg) // a no-op once the program has ended
 }
 
-// Progress implements login.UI.
-func (l *Login) Progress(msg string) {
+// Step implements login.UI.
+func (l *Login) Step(msg string) {
 	if !l.running() {
-		l.o.Plain.Progress(msg)
+		l.o.Plain.Step(msg)
 		return
 	}
-	l.send(progressMsg{msg})
+	l.send(stepMsg{msg})
+}
+
+// Warn implements login.UI: a note that stays on the screen.
+func (l *Login) Warn(problem, next string) {
+	if !l.running() {
+		l.o.Plain.Warn(problem, next)
+		return
+	}
+	l.send(warnMsg{problem, next})
 }
 
 // ShowLoginURL implements login.UI; the screen starts here.

@@ -32,7 +32,7 @@ func newTestLogin(cancel context.CancelCauseFunc) (*Login, *syncBuf, *syncBuf) {
 // starts the screen; what it prints is the plain renderer's.
 func TestLoginStaysPlainUntilNeeded(t *testing.T) {
 	l, screen, plain := newTestLogin(nil)
-	l.Progress("refreshing your session")
+	l.Step("refreshing your session")
 	l.Success(login.Summary{Username: "alice", Refreshed: true, StoredIn: "the OS keyring", Expires: time.Now().Add(time.Hour)})
 	if err := l.Finish(nil); err != nil {
 		t.Fatal(err)
@@ -47,12 +47,12 @@ func TestLoginStaysPlainUntilNeeded(t *testing.T) {
 
 func TestLoginScreenLifecycle(t *testing.T) {
 	l, screen, plain := newTestLogin(nil)
-	l.Progress("discovering the issuer") // before the screen: plain
+	l.Step("discovering the issuer") // before the screen: plain
 	l.ShowLoginURL(authURL)
 	if err := l.OpenBrowser(authURL); err != nil {
 		t.Fatal(err)
 	}
-	l.Progress("waiting for you to log in")
+	l.Step("waiting for you to log in")
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 	if _, err := l.PromptCode(ctx, "paste"); !errors.Is(err, context.Canceled) {

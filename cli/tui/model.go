@@ -21,7 +21,8 @@ var ErrCanceled = errors.New("you cancelled the login; nothing was cached")
 
 // Messages from the engine (sent by Login) to the model.
 type (
-	progressMsg   struct{ text string }
+	stepMsg       struct{ text string }
+	warnMsg       struct{ problem, next string }
 	loginURLMsg   struct{ url string }
 	browserMsg    struct{ err error }
 	deviceCodeMsg struct{ uri, code, complete string }
@@ -100,14 +101,17 @@ func (m loginModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		var cmd tea.Cmd
 		m.spinner, cmd = m.spinner.Update(msg)
 		return m, cmd
-	case progressMsg:
-		if isWarning(msg.text) {
-			m.notes = append(m.notes, msg.text)
-			if len(m.notes) > 3 {
-				m.notes = m.notes[len(m.notes)-3:]
-			}
-		} else {
-			m.step = msg.text
+	case stepMsg:
+		m.step = msg.text
+		return m, nil
+	case warnMsg:
+		note := msg.problem
+		if msg.next != "" {
+			note += ": " + msg.next
+		}
+		m.notes = append(m.notes, note)
+		if len(m.notes) > 3 {
+			m.notes = m.notes[len(m.notes)-3:]
 		}
 		return m, nil
 	case loginURLMsg:
@@ -383,18 +387,6 @@ func (m loginModel) final(w int) string {
 		return ""
 	}
 	return ""
-}
-
-// isWarning tells a problem worth keeping on screen from a step. The engine
-// speaks in free text (the plain renderer prints every message alike), and
-// its problem reports all start with one of these.
-func isWarning(msg string) bool {
-	for _, p := range []string{"could not", "cannot", "that does not look like", "the identity provider does not support", "credential cache unreadable"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // NextStep says what a person can do about a failed login.

@@ -77,7 +77,7 @@ func (f *fixture) screen() string { return ansi.Strip(f.m.render()) }
 var authURL = "https://dex.example.com:5556/auth?client_id=pinniped-cli&code_challenge=abc&redirect_uri=http%3A%2F%2F127.0.0.1%3A41234%2Fcallback&state=xyz"
 
 func browserWaiting(f *fixture) {
-	f.run(loginURLMsg{authURL}, browserMsg{nil}, progressMsg{"waiting for you to log in"}, promptMsg{text: "paste", reply: f.reply})
+	f.run(loginURLMsg{authURL}, browserMsg{nil}, stepMsg{"waiting for you to log in"}, promptMsg{text: "paste", reply: f.reply})
 }
 
 func TestLoginModelStates(t *testing.T) {
@@ -106,7 +106,7 @@ func TestLoginModelStates(t *testing.T) {
 			name: "no browser could be opened",
 			setup: func(f *fixture) {
 				f.run(loginURLMsg{authURL}, browserMsg{errors.New("no opener")},
-					progressMsg{"could not open a browser (no opener); open the link above by hand"}, progressMsg{"waiting for you to log in"})
+					warnMsg{"could not open a browser (no opener)", "open the link above by hand"}, stepMsg{"waiting for you to log in"})
 			},
 			want: []string{"No browser could be opened here", "! could not open a browser", "waiting for you to log in"},
 		},
@@ -134,7 +134,7 @@ func TestLoginModelStates(t *testing.T) {
 					t.Fatal("the prompt stayed open after enter")
 				}
 				// The flow refuses it and asks again: the prompt reopens at once.
-				f.run(progressMsg{"that does not look like an authorization code or redirect URL; try again"}, promptMsg{text: "paste", reply: f.reply})
+				f.run(warnMsg{"that does not look like an authorization code or redirect URL", "paste the code again"}, promptMsg{text: "paste", reply: f.reply})
 				if !f.m.pasting || !strings.Contains(f.screen(), "! that does not look like") {
 					t.Fatalf("a refused paste should reopen the prompt with the reason:\n%s", f.screen())
 				}
@@ -213,7 +213,7 @@ func TestLoginModelStates(t *testing.T) {
 			setup: func(f *fixture) {
 				browserWaiting(f)
 				f.run(key("d"), deviceCodeMsg{uri: "https://dex.example.com:5556/device", code: "WDJB-MJHT", complete: "https://dex.example.com:5556/device?user_code=WDJB-MJHT"},
-					progressMsg{"waiting for you to approve the login on the other device"})
+					stepMsg{"waiting for you to approve the login on the other device"})
 			},
 			want:    []string{"Open https://dex.example.com:5556/device on any device and enter the code:", "│  WDJB-MJHT  │", "approve the login", "o open browser"},
 			notWant: []string{"paste code", "d device code", "switching"},
@@ -266,7 +266,7 @@ func TestLoginModelStates(t *testing.T) {
 			width: 60,
 			setup: func(f *fixture) {
 				browserWaiting(f)
-				f.run(progressMsg{"could not open a browser (exec: \"xdg-open\": executable file not found in $PATH); open the link above by hand"})
+				f.run(warnMsg{"could not open a browser (exec: \"xdg-open\": executable file not found in $PATH)", "open the link above by hand"})
 			},
 			want: []string{"o open browser", "q cancel"},
 		},

@@ -74,7 +74,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 			if !o.AllowPaste {
 				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
 			}
-			ui.Progress(fmt.Sprintf("cannot listen for the callback (%v); paste the code instead", err))
+			ui.Warn(fmt.Sprintf("cannot listen for the callback (%v)", err), "paste the code instead")
 		} else {
 			redirect = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
 			srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
@@ -97,7 +97,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	ui.ShowLoginURL(authURL)
 	if !o.SkipBrowser && !o.SkipListen {
 		if err := ui.OpenBrowser(authURL); err != nil {
-			ui.Progress("could not open a browser (" + err.Error() + "); open the link above by hand")
+			ui.Warn("could not open a browser ("+err.Error()+")", "open the link above by hand")
 		}
 	}
 	pasteCtx, stopPaste := context.WithCancel(ctx)
@@ -111,7 +111,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 				}
 				code, err := codeFromPaste(in, state)
 				if errors.Is(err, errBadPaste) {
-					ui.Progress(err.Error())
+					ui.Warn(err.Error(), "paste the code again")
 					continue
 				}
 				results <- callbackResult{code: code, err: err}
@@ -119,7 +119,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 			}
 		}()
 	}
-	ui.Progress("waiting for you to log in")
+	ui.Step("waiting for you to log in")
 
 	var code string
 	for code == "" {
@@ -135,13 +135,13 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 			switch req {
 			case RequestOpenBrowser:
 				if err := ui.OpenBrowser(authURL); err != nil {
-					ui.Progress("could not open a browser (" + err.Error() + "); open the link by hand")
+					ui.Warn("could not open a browser ("+err.Error()+")", "open the link by hand")
 				}
 			case RequestDeviceFlow:
 				// Checked here, not by the UI: only the provider's discovery
 				// document says whether the device flow exists.
 				if p.DeviceAuthURL == "" {
-					ui.Progress(ErrNoDeviceFlow.Error())
+					ui.Warn(ErrNoDeviceFlow.Error(), "finish the login in the browser")
 					continue
 				}
 				return nil, ErrSwitchToDevice
@@ -149,7 +149,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 		}
 	}
 	stopPaste()
-	ui.Progress("exchanging the authorization code")
+	ui.Step("exchanging the authorization code")
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {
 		return nil, fmt.Errorf("exchange the authorization code: %w", err)

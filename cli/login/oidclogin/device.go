@@ -23,7 +23,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 		return nil, fmt.Errorf("start device login: %w", err)
 	}
 	ui.ShowDeviceCode(da.VerificationURI, da.UserCode, da.VerificationURIComplete)
-	ui.Progress("waiting for you to approve the login on the other device")
+	ui.Step("waiting for you to approve the login on the other device")
 	if !da.Expiry.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, da.Expiry)
@@ -48,7 +48,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 					page = da.VerificationURI
 				}
 				if err := ui.OpenBrowser(page); err != nil {
-					ui.Progress("could not open a browser (" + err.Error() + "); open the link on any device")
+					ui.Warn("could not open a browser ("+err.Error()+")", "open the link on any device")
 				}
 			}
 		}

@@ -31,10 +31,15 @@ type fakeUI struct {
 	requests chan oidclogin.Request
 }
 
-func (u *fakeUI) Progress(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
+func (u *fakeUI) Step(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
+func (u *fakeUI) Warn(problem, next string) {
+	u.mu.Lock()
+	u.shown = append(u.shown, problem+": "+next)
+	u.mu.Unlock()
+}
 func (u *fakeUI) ShowLoginURL(string) {}
 func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
-	u.Progress("code " + code + " at " + uri)
+	u.Step("code " + code + " at " + uri)
 }
 
 func (u *fakeUI) Requests() <-chan oidclogin.Request { return u.requests }

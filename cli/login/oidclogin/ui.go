@@ -9,8 +9,11 @@ import (
 // two implementations; a non-interactive caller passes one whose Prompt
 // returns ErrNoPrompt.
 type UI interface {
-	// Progress says what is happening now.
-	Progress(msg string)
+	// Step says what is happening now.
+	Step(msg string)
+	// Warn reports a problem the login works around, and what the person
+	// can do about it (next may be empty).
+	Warn(problem, next string)
 	// OpenBrowser tries to open url; an error means the person must open it.
 	OpenBrowser(url string) error
 	// ShowLoginURL shows the URL to open by hand.
