@@ -23,7 +23,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
-	"github.com/pinniped-kit/pinniped/cli/progress"
+	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
@@ -300,8 +300,8 @@ func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticato
 	for i, a := range all {
 		list[i] = fmt.Sprintf("%s/%s", a.Type, a.Name)
 	}
-	n, err := progress.Choose(o.In, o.ErrOut, "The cluster has several authenticators. Which one should users log in with?", list)
-	if errors.Is(err, progress.ErrNotATerminal) {
+	n, err := ui.Choose(o.In, o.ErrOut, "The cluster has several authenticators. Which one should users log in with?", list)
+	if errors.Is(err, ui.ErrNotATerminal) {
 		return nil, fmt.Errorf("the cluster has %d authenticators (%s); choose one with --concierge-authenticator-type and --concierge-authenticator-name",
 			len(all), strings.Join(list, ", "))
 	}

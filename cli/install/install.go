@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
-	"github.com/pinniped-kit/pinniped/cli/progress"
+	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/install/apply"
 	"github.com/pinniped-kit/pinniped/install/render"
 )
@@ -172,8 +172,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := progress.For(o.ErrOut)
-	defer progress.Close(p)
+	p := ui.For(o.ErrOut)
+	defer ui.Close(p)
 	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server"}
 	fmt.Fprintf(o.ErrOut, "Installing pinniped agent %s into %s (namespace %s)\n", o.Render.Image, cfg.Host, o.Render.Namespace)
 	if err := in.Apply(ctx, objs); err != nil {

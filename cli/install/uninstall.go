@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
-	"github.com/pinniped-kit/pinniped/cli/progress"
+	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/install/apply"
 )
 
@@ -29,8 +29,8 @@ touched. Users' cached credentials stop working when they expire.`,
 			}
 			ns := kube.NamespaceOr("pinniped")
 			fmt.Fprintf(errOut, "Removing pinniped from %s (namespace %s)\n", cfg.Host, ns)
-			p := progress.For(errOut)
-			defer progress.Close(p)
+			p := ui.For(errOut)
+			defer ui.Close(p)
 			in := &apply.Installer{Dynamic: dyn, Progress: p}
 			return in.Uninstall(cmd.Context(), ns)
 		},

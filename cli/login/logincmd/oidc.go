@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login"
@@ -19,8 +18,9 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
-	"github.com/pinniped-kit/pinniped/cli/loginui"
-	"github.com/pinniped-kit/pinniped/cli/tui"
+	"github.com/pinniped-kit/pinniped/cli/ui/plain"
+	"github.com/pinniped-kit/pinniped/cli/ui/tty"
+	"github.com/pinniped-kit/pinniped/cli/ui/tui"
 )
 
 // Streams are the process's standard streams.
@@ -141,7 +141,7 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	// the session is interactive and both stdin and stderr are terminals.
 	// It draws nothing until the login needs the person, so the cached path
 	// is unchanged.
-	if o.exec.Interactive && tui.Usable(o.streams.In, o.streams.ErrOut, nil) {
+	if o.exec.Interactive && tty.ScreenUsable(o.streams.In, o.streams.ErrOut, nil) {
 		screen := tui.NewLogin(tui.LoginOptions{
 			In: o.streams.In, Out: o.streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI,
 		})
@@ -160,11 +160,9 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 	if err != nil {
 		return nil, err
 	}
-	ui := &loginui.Plain{Err: s.ErrOut}
-	if interactive {
-		if f, ok := s.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) { //nolint:gosec // fd fits in int
-			ui.In = f
-		}
+	ui := &plain.Login{Err: s.ErrOut}
+	if interactive && tty.IsTerminal(s.In) {
+		ui.In = s.In
 	}
 	return &login.Engine{
 		Store: store, LockDir: lockDir, UI: ui, Stdout: s.Out,

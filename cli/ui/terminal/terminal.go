@@ -1,4 +1,7 @@
-package progress
+// Package terminal reports the steps of a long wait on a terminal without
+// the keyboard: the running step on one line with a spinner, redrawn in
+// place.
+package terminal
 
 import (
 	"fmt"
@@ -7,10 +10,10 @@ import (
 	"time"
 )
 
-// Terminal shows the running step on one line with a spinner and the time
+// Steps shows the running step on one line with a spinner and the time
 // spent, redrawn in place; finished steps stay as "✓" lines. Use it only
-// when the writer is a terminal (NO_COLOR and TERM=dumb get Plain).
-type Terminal struct {
+// when the writer is a terminal (NO_COLOR and TERM=dumb get plain lines).
+type Steps struct {
 	W        io.Writer
 	Interval time.Duration // redraw period; default 100ms
 
@@ -25,7 +28,7 @@ type Terminal struct {
 var frames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // Step starts a step and its spinner.
-func (t *Terminal) Step(msg string) {
+func (t *Steps) Step(msg string) {
 	t.finish()
 	t.mu.Lock()
 	t.step, t.started, t.frame = msg, time.Now(), 0
@@ -56,7 +59,7 @@ func (t *Terminal) Step(msg string) {
 }
 
 // Done ends the running step (if any) and prints msg as finished.
-func (t *Terminal) Done(msg string) {
+func (t *Steps) Done(msg string) {
 	elapsed := t.finish()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -68,7 +71,7 @@ func (t *Terminal) Done(msg string) {
 }
 
 // finish stops the spinner and returns how long the step ran.
-func (t *Terminal) finish() time.Duration {
+func (t *Steps) finish() time.Duration {
 	t.mu.Lock()
 	stop, done, started := t.stop, t.done, t.started
 	t.stop, t.done, t.step = nil, nil, ""
@@ -81,7 +84,7 @@ func (t *Terminal) finish() time.Duration {
 	return time.Since(started)
 }
 
-func (t *Terminal) drawLocked() {
+func (t *Steps) drawLocked() {
 	if t.step == "" {
 		return
 	}

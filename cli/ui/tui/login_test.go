@@ -10,13 +10,13 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/loginui"
+	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 )
 
 func newTestLogin(cancel context.CancelCauseFunc) (*Login, *syncBuf, *syncBuf) {
-	var screen, plain syncBuf
+	var screen, plainOut syncBuf
 	l := NewLogin(LoginOptions{
-		Out: &screen, Issuer: issuer, Cancel: cancel, Plain: &loginui.Plain{Err: &plain},
+		Out: &screen, Issuer: issuer, Cancel: cancel, Plain: &plain.Login{Err: &plainOut},
 		Getenv: func(k string) string {
 			if k == "BROWSER" {
 				return "true"
@@ -25,7 +25,7 @@ func newTestLogin(cancel context.CancelCauseFunc) (*Login, *syncBuf, *syncBuf) {
 		},
 		programOptions: testProgram(),
 	})
-	return l, &screen, &plain
+	return l, &screen, &plainOut
 }
 
 // TestLoginStaysPlainUntilNeeded: a refresh (progress, then success) never

@@ -1,7 +1,8 @@
-// Package loginui shows a login's progress to a person. Plain writes lines
-// to stderr (never stdout, which carries the credential for kubectl); the
-// interactive TUI is a second implementation of the same interface.
-package loginui
+// Package plain is the line-by-line form of what commands show a person: a
+// login's progress (Login), a long wait's steps (Steps) and a numbered
+// chooser (Choose). It writes to stderr, never stdout, which carries the
+// credential for kubectl. Package tui draws the same things as screens.
+package plain
 
 import (
 	"bufio"
@@ -20,8 +21,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
-// Plain is the line-by-line UI.
-type Plain struct {
+// Login is a login's progress in lines.
+type Login struct {
 	Err io.Writer
 	// In is the terminal to read pasted codes from; nil means no prompts.
 	In io.Reader
@@ -33,13 +34,13 @@ type Plain struct {
 	mu    sync.Mutex
 }
 
-var _ login.UI = (*Plain)(nil)
+var _ login.UI = (*Login)(nil)
 
 // Step implements login.UI.
-func (p *Plain) Step(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
+func (p *Login) Step(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
 
 // Warn implements login.UI.
-func (p *Plain) Warn(problem, next string) {
+func (p *Login) Warn(problem, next string) {
 	if next == "" {
 		fmt.Fprintf(p.Err, "! %s\n", problem)
 		return
@@ -48,14 +49,14 @@ func (p *Plain) Warn(problem, next string) {
 }
 
 // ShowLoginURL implements login.UI.
-func (p *Plain) ShowLoginURL(url string) {
+func (p *Login) ShowLoginURL(url string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.Err, "Log in by visiting this link:\n\n    %s\n\n", url)
 }
 
 // ShowDeviceCode implements login.UI.
-func (p *Plain) ShowDeviceCode(uri, code, complete string) {
+func (p *Login) ShowDeviceCode(uri, code, complete string) {
 	fmt.Fprintf(p.Err, "To log in, open %s on any device and enter the code:\n\n    %s\n\n", uri, code)
 	if complete != "" {
 		// On a line of its own, so a double-click or a terminal's link
@@ -65,11 +66,11 @@ func (p *Plain) ShowDeviceCode(uri, code, complete string) {
 }
 
 // OpenBrowser implements login.UI.
-func (p *Plain) OpenBrowser(url string) error { return OpenURL(p.Getenv, url) }
+func (p *Login) OpenBrowser(url string) error { return OpenURL(p.Getenv, url) }
 
 // Requests implements login.UI. Lines typed at the plain prompt are codes,
 // so there is no way to ask for anything else: the channel is nil.
-func (p *Plain) Requests() <-chan oidclogin.Request { return nil }
+func (p *Login) Requests() <-chan oidclogin.Request { return nil }
 
 // OpenURL opens url in a browser: $BROWSER first (as many tools honour it),
 // else the platform's opener. getenv nil means os.Getenv. The TUI shares
@@ -114,7 +115,7 @@ func OpenURL(getenv func(string) string, url string) error {
 // PromptCode implements login.UI. Lines are read by one goroutine for the
 // life of the process, so a prompt abandoned when the browser wins does not
 // swallow the next answer.
-func (p *Plain) PromptCode(ctx context.Context, prompt string) (string, error) {
+func (p *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 	if p.In == nil {
 		<-ctx.Done()
 		return "", ctx.Err()
@@ -144,7 +145,7 @@ func (p *Plain) PromptCode(ctx context.Context, prompt string) (string, error) {
 }
 
 // Success implements login.UI.
-func (p *Plain) Success(s login.Summary) {
+func (p *Login) Success(s login.Summary) {
 	verb := "Logged in"
 	if s.Refreshed {
 		verb = "Session refreshed"

@@ -1,4 +1,4 @@
-package progress
+package terminal
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 
 func TestTerminalSpinsThenSettles(t *testing.T) {
 	var out syncBuf
-	term := &Terminal{W: &out, Interval: 10 * time.Millisecond}
+	term := &Steps{W: &out, Interval: 10 * time.Millisecond}
 	term.Step("waiting: agent Deployment available")
 	time.Sleep(60 * time.Millisecond)
 	term.Done("agent Deployment available")
@@ -36,16 +36,5 @@ func TestTerminalSpinsThenSettles(t *testing.T) {
 	time.Sleep(40 * time.Millisecond)
 	if out.String() != before {
 		t.Fatal("the spinner kept drawing after Done")
-	}
-}
-
-func TestPlainIsOneLinePerEvent(t *testing.T) {
-	var out bytes.Buffer
-	p := &Plain{W: &out}
-	p.Step("waiting: x")
-	p.Done("x")
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "• waiting: x") || !strings.HasPrefix(lines[1], "✓ x") || strings.Contains(out.String(), "\r") {
-		t.Fatalf("%q", out.String())
 	}
 }

@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
-	"github.com/pinniped-kit/pinniped/cli/loginui"
+	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 )
 
 // LoginOptions configure Login.
@@ -60,41 +58,6 @@ var _ login.UI = (*Login)(nil)
 // NewLogin returns the screen; nothing is drawn yet.
 func NewLogin(o LoginOptions) *Login {
 	return &Login{o: o, requests: make(chan oidclogin.Request, 1)}
-}
-
-// Usable says whether the screen can be used: stdin and stderr are
-// terminals, TERM is not dumb, NO_COLOR is unset (people who set it want
-// plain output) and PINNIPED_TUI is not 0/false (an escape hatch).
-func Usable(in io.Reader, out io.Writer, getenv func(string) string) bool {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if getenv("TERM") == "dumb" || getenv("NO_COLOR") != "" {
-		return false
-	}
-	switch getenv("PINNIPED_TUI") {
-	case "0", "false", "no", "off":
-		return false
-	}
-	if !isTerminal(in) || !isTerminal(out) {
-		return false
-	}
-	// A terminal that reports no size (embedded terminals and IDE task
-	// runners before they lay out, a bare pty) or one too small for the
-	// screen gets plain lines, which always show every message.
-	w, h, err := term.GetSize(int(out.(*os.File).Fd())) //nolint:gosec // fd fits in int
-	return err == nil && w >= MinWidth && h >= MinHeight
-}
-
-// The smallest terminal the login screen is drawn in.
-const (
-	MinWidth  = 40
-	MinHeight = 10
-)
-
-func isTerminal(v any) bool {
-	f, ok := v.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) //nolint:gosec // fd fits in int
 }
 
 // running reports whether the screen is up.
@@ -208,7 +171,7 @@ func (l *Login) ShowDeviceCode(uri, code, complete string) {
 
 // OpenBrowser implements login.UI.
 func (l *Login) OpenBrowser(url string) error {
-	err := loginui.OpenURL(l.o.Getenv, url)
+	err := plain.OpenURL(l.o.Getenv, url)
 	if l.running() {
 		l.send(browserMsg{err})
 	}

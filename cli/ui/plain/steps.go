@@ -1,7 +1,4 @@
-// Package progress reports the steps of a long wait to a person. Plain is
-// one line per event, for logs and non-terminals; the interactive renderer
-// builds on the same interface.
-package progress
+package plain
 
 import (
 	"fmt"
@@ -10,8 +7,9 @@ import (
 	"time"
 )
 
-// Plain writes "• step" when a step starts and "✓ step (1.2s)" when it ends.
-type Plain struct {
+// Steps reports a long wait's steps: "• step" when a step starts and
+// "✓ step (1.2s)" when it ends.
+type Steps struct {
 	W   io.Writer
 	Now func() time.Time
 
@@ -19,7 +17,7 @@ type Plain struct {
 	start time.Time
 }
 
-func (p *Plain) now() time.Time {
+func (p *Steps) now() time.Time {
 	if p.Now != nil {
 		return p.Now()
 	}
@@ -27,7 +25,7 @@ func (p *Plain) now() time.Time {
 }
 
 // Step announces a step.
-func (p *Plain) Step(msg string) {
+func (p *Steps) Step(msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.start = p.now()
@@ -35,7 +33,7 @@ func (p *Plain) Step(msg string) {
 }
 
 // Done reports the end of a step.
-func (p *Plain) Done(msg string) {
+func (p *Steps) Done(msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.start.IsZero() {
