@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
@@ -22,6 +23,11 @@ import (
 
 // NewRoot builds the `pinniped` command with every subcommand.
 func NewRoot(streams genericiooptions.IOStreams, info version.Info) *cobra.Command {
+	return newRoot(cmdutil.New(streams, info))
+}
+
+func newRoot(f *cmdutil.Factory) *cobra.Command {
+	streams, info := f.IO, f.Version
 	root := &cobra.Command{
 		Use:   "pinniped",
 		Short: "Log in to any Kubernetes cluster with your company identity",
@@ -52,7 +58,7 @@ which is cached in your OS keyring until it expires.`,
 		logincmd.NewCommand(logincmd.Streams{In: streams.In, Out: streams.Out, ErrOut: streams.ErrOut}),
 		logout.NewLogoutCommand(streams.ErrOut),
 		logout.NewStatusCommand(streams.Out),
-		whoami.NewCommand(streams.Out),
+		whoami.NewCmdWhoami(f, nil),
 	)
 	return root
 }

@@ -1,8 +1,6 @@
 // Package kubeflags adds kubectl's standard cluster flags (--kubeconfig,
-// --context, -n/--namespace, --server, --token, ...) to a command. It builds
-// on client-go's clientcmd directly rather than cli-runtime's
-// genericclioptions, which would add ~7 ms of package init to every
-// `pinniped login` that kubectl runs.
+// --context, -n/--namespace, --server, --token, ...) to a command, on
+// client-go's clientcmd.
 package kubeflags
 
 import (
@@ -68,4 +66,24 @@ func (f *Flags) NamespaceOr(def string) string {
 		return f.overrides.Context.Namespace
 	}
 	return def
+}
+
+// Cluster is the name of the kubeconfig cluster the flags select: the
+// --cluster override, else the cluster of the --context (or current) context.
+func (f *Flags) Cluster() string {
+	if f.overrides.Context.Cluster != "" {
+		return f.overrides.Context.Cluster
+	}
+	raw, err := f.ClientConfig().RawConfig()
+	if err != nil {
+		return ""
+	}
+	name := f.overrides.CurrentContext
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	if c := raw.Contexts[name]; c != nil {
+		return c.Cluster
+	}
+	return ""
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 )
 
@@ -36,50 +37,73 @@ type Result struct {
 	Source   string              `json:"source"`
 }
 
-// NewCommand returns `pinniped whoami`.
-func NewCommand(out io.Writer) *cobra.Command {
-	kube := kubeflags.New()
-	var output string
-	var timeout time.Duration
+// Options are the inputs of `pinniped whoami`.
+type Options struct {
+	Kube    *kubeflags.Flags
+	Output  string
+	Timeout time.Duration
+
+	f *cmdutil.Factory
+}
+
+// NewCmdWhoami returns `pinniped whoami`; runF (nil: Options.Run) does the work.
+func NewCmdWhoami(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Kube: kubeflags.New(), f: f}
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the username and groups the cluster sees for your current kubeconfig",
 		Long: `whoami asks the cluster who you are: the pinniped agent's WhoAmIRequest API
 when the agent is installed, else Kubernetes' own SelfSubjectReview. It logs
 you in first if your kubeconfig needs it.`,
+		Example: `  pinniped whoami
+  pinniped whoami --context=prod -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case "text", "json", "yaml":
-			default:
-				return fmt.Errorf("-o %q: use text, json or yaml", output)
-			}
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			dyn, cfg, err := kube.Dynamic()
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			raw, _ := kube.ClientConfig().RawConfig()
-			res, err := ask(ctx, dynamicCreator{dyn: dyn})
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			res.Server = cfg.Host
-			if c := raw.Contexts[raw.CurrentContext]; c != nil {
-				res.Cluster = c.Cluster
-			}
-			return render(out, output, res)
+			return o.Run(cmd.Context())
 		},
 	}
-	kube.AddTo(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or yaml")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
+	o.Kube.AddTo(cmd.Flags())
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, json or yaml")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: no limit)")
 	return cmd
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	switch o.Output {
+	case "text", "json", "yaml":
+	default:
+		return fmt.Errorf("-o %q: use text, json or yaml", o.Output)
+	}
+	if o.Timeout < 0 {
+		return errors.New("--timeout must not be negative")
+	}
+	return nil
+}
+
+// Run asks the cluster and prints the answer.
+func (o *Options) Run(ctx context.Context) error {
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	dyn, cfg, err := o.f.Dynamic(o.Kube)
+	if err != nil {
+		return err
+	}
+	res, err := ask(ctx, dynamicCreator{dyn: dyn})
+	if err != nil {
+		return err
+	}
+	res.Server, res.Cluster = cfg.Host, o.Kube.Cluster()
+	return render(o.f.IO.Out, o.Output, res)
 }
 
 // creator creates one object and returns the server's answer.

@@ -1,0 +1,67 @@
+// Package cmdutil is what every `pinniped` command shares: one Factory
+// holding the process's streams, environment, clock, browser opener and
+// cluster clients. Commands take it and a run function, as gh's do
+// (NewCmdX(f, runF)): the command turns flags into options and validates
+// them; runF (the options' Run when nil) does the work. Tests pass their
+// own runF to check parsing, and a Factory of fakes to check Run.
+package cmdutil
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+	"github.com/pinniped-kit/pinniped/cli/ui/plain"
+	"github.com/pinniped-kit/pinniped/cli/version"
+)
+
+// Factory is the outside world as commands see it.
+type Factory struct {
+	IO genericiooptions.IOStreams
+	// Getenv and LookupEnv read the environment.
+	Getenv    func(string) string
+	LookupEnv func(string) (string, bool)
+	Now       func() time.Time
+	// Browser opens a URL for the person ($BROWSER, else the platform's opener).
+	Browser func(url string) error
+	// Dynamic builds a cluster client from a command's kubeconfig flags.
+	Dynamic func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error)
+	// Version is this build.
+	Version version.Info
+}
+
+// New is the real world: the process's streams and environment.
+func New(streams genericiooptions.IOStreams, info version.Info) *Factory {
+	return &Factory{
+		IO:        streams,
+		Getenv:    os.Getenv,
+		LookupEnv: os.LookupEnv,
+		Now:       time.Now,
+		Browser:   func(url string) error { return plain.OpenURL(os.Getenv, url) },
+		Dynamic:   func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error) { return k.Dynamic() },
+		Version:   info,
+	}
+}
+
+// Test is a Factory for tests: streams of their own, an empty environment
+// unless env says otherwise, a fixed clock, and no browser or cluster
+// unless the test puts one there.
+func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	return &Factory{
+		IO:        genericiooptions.IOStreams{In: in, Out: out, ErrOut: errOut},
+		Getenv:    func(k string) string { return env[k] },
+		LookupEnv: lookup,
+		Now:       func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) },
+		Browser:   func(string) error { return os.ErrNotExist },
+		Dynamic: func(*kubeflags.Flags) (dynamic.Interface, *rest.Config, error) {
+			return nil, nil, os.ErrNotExist
+		},
+		Version: version.Info{Version: "v0.0.0-test", Commit: "test"},
+	}
+}

@@ -1,0 +1,115 @@
+package whoami
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+)
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- {name: dev-cluster, cluster: {server: "https://dev:6443"}}
+- {name: prod-cluster, cluster: {server: "https://prod:6443"}}
+contexts:
+- {name: dev, context: {cluster: dev-cluster, user: u}}
+- {name: prod, context: {cluster: prod-cluster, user: u}}
+users:
+- {name: u, user: {token: x}}
+`
+
+// cluster answers WhoAmIRequest (unless agent is false, as on a cluster
+// without the agent) and SelfSubjectReview.
+func cluster(agent bool) dynamic.Interface {
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	dyn.PrependReactor("create", "whoamirequests", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !agent {
+			return true, nil, errors.NewNotFound(schema.GroupResource{Group: "identity.concierge.pinniped.dev", Resource: "whoamirequests"}, "")
+		}
+		return true, &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"kubernetesUserInfo": map[string]any{
+			"user": map[string]any{"username": "alice@example.com", "groups": []any{"developers", "system:authenticated"},
+				"extra": map[string]any{"authentication.kubernetes.io/credential-id": []any{"X509SHA256=ab"}}}}}}}, nil
+	})
+	dyn.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"userInfo": map[string]any{
+			"username": "bob", "groups": []any{"system:authenticated"}}}}}, nil
+	})
+	return dyn
+}
+
+func run(t *testing.T, dyn dynamic.Interface, args ...string) (string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	f := cmdutil.Test(nil, &out, &errOut, nil)
+	f.Dynamic = func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error) {
+		cfg, err := k.RESTConfig()
+		return dyn, cfg, err
+	}
+	cmd := NewCmdWhoami(f, nil)
+	cmd.SetArgs(append([]string{"--kubeconfig=" + path}, args...))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestWhoami(t *testing.T) {
+	out, err := run(t, cluster(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Name: dev-cluster", "URL: https://dev:6443", "Username: alice@example.com", "Groups: developers, system:authenticated",
+		"Extra authentication.kubernetes.io/credential-id: X509SHA256=ab", "(answered by WhoAmIRequest (pinniped agent))"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	// Another context, as JSON; a cluster without the agent answers
+	// through Kubernetes' own SelfSubjectReview.
+	out, err = run(t, cluster(false), "--context=prod", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Cluster != "prod-cluster" || r.Server != "https://prod:6443" || r.Username != "bob" || !strings.Contains(r.Source, "SelfSubjectReview") {
+		t.Fatalf("%s (%v)", out, err)
+	}
+}
+
+func TestWhoamiFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"-o=xml":        `-o "xml": use text, json or yaml`,
+		"--timeout=-1s": "--timeout must not be negative",
+		"extra":         `unknown command "extra"`,
+	} {
+		var got *Options
+		cmd := NewCmdWhoami(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
+		cmd.SetArgs([]string{args})
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), want) || got != nil {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}
