@@ -56,8 +56,8 @@ which is cached in your OS keyring until it expires.`,
 		install.NewUninstallCommand(streams.ErrOut),
 		getkubeconfig.NewCommand(streams.In, streams.Out, streams.ErrOut),
 		logincmd.NewCommand(logincmd.Streams{In: streams.In, Out: streams.Out, ErrOut: streams.ErrOut}),
-		logout.NewLogoutCommand(streams.ErrOut),
-		logout.NewStatusCommand(streams.Out),
+		logout.NewCmdLogout(f, nil),
+		logout.NewCmdStatus(f, nil),
 		whoami.NewCmdWhoami(f, nil),
 	)
 	return root

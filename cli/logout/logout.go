@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -21,15 +20,24 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
-// NewLogoutCommand returns `pinniped logout`.
-func NewLogoutCommand(errOut io.Writer) *cobra.Command {
-	var kubeconfigPath, contextName, cacheMode string
-	var all bool
+// Options are the inputs of `pinniped logout`.
+type Options struct {
+	Kubeconfig, Context string
+	CredentialCache     string
+	All                 bool
+
+	f *cmdutil.Factory
+}
+
+// NewCmdLogout returns `pinniped logout`; runF (nil: Options.Run) does the work.
+func NewCmdLogout(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{f: f}
 	cmd := &cobra.Command{
 		Use:   "logout",
 		Short: "Forget cached credentials for a kubeconfig context, or all of them",
@@ -38,24 +46,39 @@ tokens) that "pinniped login" keeps for the current kubeconfig context (or
 --context), so the next kubectl call logs in again. --all forgets everything.
 Both look in the OS keyring and in its file fallback.
 Credentials already handed to kubectl stay valid until they expire (minutes).`,
+		Example: `  pinniped logout
+  pinniped logout --context=prod
+  pinniped logout --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if all {
-				n, err := forgetAll(cmd.Context(), errOut)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
-				return nil
+			if o.All && (o.Context != "" || o.Kubeconfig != "") {
+				return errors.New("--all forgets every context's login; leave out --context and --kubeconfig")
 			}
-			return logoutContext(cmd.Context(), errOut, kubeconfigPath, contextName, cacheMode)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&contextName, "context", "", "context to log out of (default: current)")
-	cmd.Flags().BoolVar(&all, "all", false, "forget every cached credential and session")
-	cmd.Flags().StringVar(&cacheMode, "credential-cache", "", "override the cache the context's login uses")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")
+	cmd.Flags().BoolVar(&o.All, "all", false, "forget every cached credential and session")
+	cmd.Flags().StringVar(&o.CredentialCache, "credential-cache", "", "override the cache the context's login uses")
 	return cmd
+}
+
+// Run forgets.
+func (o *Options) Run(ctx context.Context) error {
+	errOut := o.f.IO.ErrOut
+	if o.All {
+		n, err := forgetAll(ctx, errOut)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
+		return nil
+	}
+	return logoutContext(ctx, errOut, o.f.Getenv, o.Kubeconfig, o.Context, o.CredentialCache)
 }
 
 // isKeyring: the OS keyring may not answer; that is reported, and the
@@ -118,7 +141,7 @@ func forgetAll(ctx context.Context, errOut io.Writer) (int, error) {
 	return total, nil
 }
 
-func logoutContext(ctx context.Context, errOut io.Writer, kubeconfigPath, contextName, cacheOverride string) error {
+func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) string, kubeconfigPath, contextName, cacheOverride string) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfigPath
 	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
@@ -149,7 +172,7 @@ func logoutContext(ctx context.Context, errOut io.Writer, kubeconfigPath, contex
 		if v, ok := env[k]; ok {
 			return v
 		}
-		return os.Getenv(k)
+		return environ(k)
 	}
 	login, err := flagset.ParseOIDC(user.Exec.Args[2:], getenv)
 	if err != nil {
@@ -214,8 +237,8 @@ func isPinniped(command string) bool {
 	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe")
 }
 
-// NewStatusCommand returns `pinniped status`.
-func NewStatusCommand(out io.Writer) *cobra.Command {
+// NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show which cluster credentials are cached, where, and until when",
@@ -224,30 +247,38 @@ keyring and in its file fallback, with when each expires. It never shows a
 secret.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := cachesFor("keyring")
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context())
 			}
-			any := false
-			for _, c := range all {
-				entries, err := c.creds.List(cmd.Context())
-				if err != nil && isKeyring(c.store) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "! %s: %v\n", c.store.Describe(), err)
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("%s: %w", c.store.Describe(), err)
-				}
-				for _, e := range entries {
-					any = true
-					fmt.Fprintf(out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
-						time.Until(e.Expires).Round(time.Second), e.Expires.Local().Format(time.Kitchen), c.store.Describe())
-				}
-			}
-			if !any {
-				fmt.Fprintln(out, "No cached credentials.")
-			}
-			return nil
+			return status(cmd.Context(), f)
 		},
 	}
+}
+
+func status(ctx context.Context, f *cmdutil.Factory) error {
+	all, err := cachesFor("keyring")
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	any := false
+	for _, c := range all {
+		entries, err := c.creds.List(ctx)
+		if err != nil && isKeyring(c.store) {
+			fmt.Fprintf(f.IO.ErrOut, "! %s: %v\n", c.store.Describe(), err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.store.Describe(), err)
+		}
+		for _, e := range entries {
+			any = true
+			fmt.Fprintf(f.IO.Out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
+				e.Expires.Sub(now).Round(time.Second), e.Expires.Local().Format(time.Kitchen), c.store.Describe())
+		}
+	}
+	if !any {
+		fmt.Fprintln(f.IO.Out, "No cached credentials.")
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -109,13 +110,12 @@ func TestLogoutReachesTheKeyringAndItsFiles(t *testing.T) {
 	kr, files, kubeconfig := setup(t, ldapArgs, env)
 	cacheLogin(t, kr, ldapArgs, env)
 	cacheLogin(t, files, ldapArgs, env)
-	t.Setenv("PINNIPED_USERNAME", "someone-else")
-	var out bytes.Buffer
-	if err := logoutContext(context.Background(), &out, kubeconfig, "", ""); err != nil {
+	out, err := runCmd(t, map[string]string{"PINNIPED_USERNAME": "someone-else"}, "logout", "--kubeconfig="+kubeconfig)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Logged out of c") {
-		t.Fatalf("said %q", out.String())
+	if !strings.Contains(out, "Logged out of c") {
+		t.Fatalf("said %q", out)
 	}
 	empty(t, kr, files)
 }
@@ -126,12 +126,22 @@ func TestLogoutAllClearsEachStoreOnItsOwn(t *testing.T) {
 	kr, files, _ := setup(t, ldapArgs, nil)
 	cacheLogin(t, kr, ldapArgs, map[string]string{"PINNIPED_USERNAME": "alice"})
 	cacheLogin(t, files, ldapArgs, map[string]string{"PINNIPED_USERNAME": "bob"})
-	var out bytes.Buffer
-	n, err := forgetAll(context.Background(), &out)
-	if err != nil || n != 4 {
-		t.Fatalf("removed %d, %v", n, err)
+	// What status lists first: both stores.
+	listed, err := runCmd(t, nil, "status")
+	if err != nil || strings.Count(listed, "label") != 2 || !strings.Contains(listed, "OS keyring") || !strings.Contains(listed, files.Describe()) {
+		t.Fatalf("status: %v\n%s", err, listed)
+	}
+	out, err := runCmd(t, nil, "logout", "--all")
+	if err != nil || !strings.Contains(out, "Removed 4 cached credentials and sessions") {
+		t.Fatalf("%v: %s", err, out)
 	}
 	empty(t, kr, files)
+	if listed, _ := runCmd(t, nil, "status"); !strings.Contains(listed, "No cached credentials") {
+		t.Fatalf("status after logout --all: %s", listed)
+	}
+	if _, err := runCmd(t, nil, "logout", "--all", "--context=x"); err == nil {
+		t.Fatal("--all with --context accepted")
+	}
 }
 
 // TestLogoutWithoutThePasswordUser: when the keys depend on a username this
@@ -139,14 +149,31 @@ func TestLogoutAllClearsEachStoreOnItsOwn(t *testing.T) {
 func TestLogoutWithoutThePasswordUser(t *testing.T) {
 	kr, _, kubeconfig := setup(t, ldapArgs, nil)
 	cacheLogin(t, kr, ldapArgs, map[string]string{"PINNIPED_USERNAME": "alice"})
-	t.Setenv("PINNIPED_USERNAME", "")
-	var out bytes.Buffer
-	if err := logoutContext(context.Background(), &out, kubeconfig, "", ""); err != nil {
+	out, err := runCmd(t, nil, "logout", "--kubeconfig="+kubeconfig)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "PINNIPED_USERNAME is not set") {
-		t.Fatalf("said %q", out.String())
+	if !strings.Contains(out, "PINNIPED_USERNAME is not set") {
+		t.Fatalf("said %q", out)
 	}
+}
+
+// runCmd runs `pinniped logout|status args` with env as the environment;
+// it returns what the command wrote (stdout and stderr).
+func runCmd(t *testing.T, env map[string]string, name string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	f := cmdutil.Test(nil, &out, &out, env)
+	f.Now = time.Now
+	cmd := NewCmdLogout(f, nil)
+	if name == "status" {
+		cmd = NewCmdStatus(f, nil)
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
 }
 
 func TestIsPinniped(t *testing.T) {
