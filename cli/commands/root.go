@@ -52,8 +52,8 @@ which is cached in your OS keyring until it expires.`,
 	})
 	root.AddCommand(
 		version.NewCommand("pinniped", info),
-		install.NewCommand(info.Version, streams.Out, streams.ErrOut),
-		install.NewUninstallCommand(streams.ErrOut),
+		install.NewCmdInstall(f, nil),
+		install.NewCmdUninstall(f, nil),
 		getkubeconfig.NewCommand(streams.In, streams.Out, streams.ErrOut),
 		logincmd.NewCommand(logincmd.Streams{In: streams.In, Out: streams.Out, ErrOut: streams.ErrOut}),
 		logout.NewCmdLogout(f, nil),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/install/apply"
@@ -36,12 +37,14 @@ type Options struct {
 	// KubeCertAgent is --kube-cert-agent.
 	KubeCertAgent bool
 
+	f *cmdutil.Factory
+
 	Out, ErrOut io.Writer
 }
 
-// NewCommand returns `pinniped install`.
-func NewCommand(version string, out, errOut io.Writer) *cobra.Command {
-	o := &Options{Kube: kubeflags.New(), Version: version, Out: out, ErrOut: errOut}
+// NewCmdInstall returns `pinniped install`; runF (nil: Options.Run) does the work.
+func NewCmdInstall(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Kube: kubeflags.New(), Version: f.Version.Version, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f}
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install or upgrade the pinniped agent in a cluster",
@@ -72,28 +75,31 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
 			return o.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	o.Kube.AddTo(f)
-	f.StringVar(&o.Render.Image, "image", "", "agent image (default "+DefaultImageRepository+":<this CLI's version>)")
-	f.StringVar(&o.Render.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "Always, IfNotPresent or Never")
-	f.Int32Var(&o.Render.Replicas, "replicas", 2, "agent replicas (all serve; one leads the controllers)")
-	f.StringVar(&o.Render.OIDCIssuer, "oidc-issuer", "", "create a JWTAuthenticator trusting this https OIDC issuer")
-	f.StringVar(&o.Render.OIDCAudience, "oidc-audience", "", "audience (client ID) tokens must carry; make it unique to this cluster")
-	f.StringVar(&o.OIDCCA, "oidc-ca-bundle", "", "PEM file of CAs that sign the issuer's certificate (default: system roots)")
-	f.StringVar(&o.Render.UsernameClaim, "oidc-username-claim", "", "claim used as the username (default \"username\")")
-	f.StringVar(&o.Render.GroupsClaim, "oidc-groups-claim", "", "claim used as the groups (default \"groups\")")
-	f.StringVar(&o.Render.WebhookEndpoint, "webhook-endpoint", "", "create a WebhookAuthenticator posting TokenReviews to this https URL")
-	f.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
-	f.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
-	f.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
-	f.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
-	f.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
-	f.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
-	f.BoolVar(&o.Wait, "wait", true, "wait until the agent works")
-	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	fs := cmd.Flags()
+	o.Kube.AddTo(fs)
+	fs.StringVar(&o.Render.Image, "image", "", "agent image (default "+DefaultImageRepository+":<this CLI's version>)")
+	fs.StringVar(&o.Render.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "Always, IfNotPresent or Never")
+	fs.Int32Var(&o.Render.Replicas, "replicas", 2, "agent replicas (all serve; one leads the controllers)")
+	fs.StringVar(&o.Render.OIDCIssuer, "oidc-issuer", "", "create a JWTAuthenticator trusting this https OIDC issuer")
+	fs.StringVar(&o.Render.OIDCAudience, "oidc-audience", "", "audience (client ID) tokens must carry; make it unique to this cluster")
+	fs.StringVar(&o.OIDCCA, "oidc-ca-bundle", "", "PEM file of CAs that sign the issuer's certificate (default: system roots)")
+	fs.StringVar(&o.Render.UsernameClaim, "oidc-username-claim", "", "claim used as the username (default \"username\")")
+	fs.StringVar(&o.Render.GroupsClaim, "oidc-groups-claim", "", "claim used as the groups (default \"groups\")")
+	fs.StringVar(&o.Render.WebhookEndpoint, "webhook-endpoint", "", "create a WebhookAuthenticator posting TokenReviews to this https URL")
+	fs.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
+	fs.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
+	fs.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
+	fs.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
+	fs.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
+	fs.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
+	fs.BoolVar(&o.Wait, "wait", true, "wait until the agent works")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	return cmd
 }
 
@@ -168,7 +174,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return render.WriteYAML(o.Out, objs, fmt.Sprintf("pinniped agent %s, rendered by `pinniped install -o yaml`.\nApply with: kubectl apply --server-side -f <this file>", o.Version))
 	}
-	dyn, cfg, err := o.Kube.Dynamic()
+	dyn, cfg, err := o.f.Dynamic(o.Kube)
 	if err != nil {
 		return err
 	}
