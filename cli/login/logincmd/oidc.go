@@ -5,11 +5,10 @@ package logincmd
 
 import (
 	"context"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
@@ -23,14 +22,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/ui/tui"
 )
 
-// Streams are the process's standard streams.
-type Streams struct {
-	In          io.Reader
-	Out, ErrOut io.Writer
-}
-
-// NewCommand returns `pinniped login` with its subcommands.
-func NewCommand(s Streams) *cobra.Command {
+// NewCmdLogin returns `pinniped login` with its subcommands.
+func NewCmdLogin(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Get a cluster credential (kubectl runs this for you)",
@@ -43,26 +36,25 @@ expire, so most kubectl calls cost a cache read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newOIDCCommand(s), newStaticCommand(s))
+	cmd.AddCommand(NewCmdOIDC(f, nil), NewCmdStatic(f, nil))
 	return cmd
 }
 
 // OIDCOptions are the inputs of `pinniped login oidc`.
 type OIDCOptions struct {
-	loginflags.OIDC
+	Flags loginflags.OIDC
+	// Login and Exec are what Complete made of the flags, the environment
+	// and kubectl's KUBERNETES_EXEC_INFO.
+	Login *config.OIDC
+	Exec  *execcred.Request
 
-	streams Streams
-	config  *config.OIDC
-	exec    *execcred.Request
+	f *cmdutil.Factory
 }
 
-func newOIDCCommand(s Streams) *cobra.Command {
-	cmd, _ := oidcCommand(s)
-	return cmd
-}
-
-func oidcCommand(s Streams) (*cobra.Command, *OIDCOptions) {
-	o := &OIDCOptions{streams: s}
+// NewCmdOIDC returns `pinniped login oidc`; runF (nil: OIDCOptions.Run)
+// does the work.
+func NewCmdOIDC(f *cmdutil.Factory, runF func(context.Context, *OIDCOptions) error) *cobra.Command {
+	o := &OIDCOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "oidc --issuer=URL [flags]",
 		Short: "Log in with an OIDC provider and print a cluster credential",
@@ -94,46 +86,46 @@ Concurrent kubectl calls share one login. When kubectl runs non-interactively
 			if err := o.Complete(); err != nil {
 				return err
 			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
 			return o.Run(cmd.Context())
 		},
 	}
-	flagset.Add(cmd.Flags(), o.Flags())
-	return cmd, o
+	flagset.Add(cmd.Flags(), o.Flags.Flags())
+	return cmd
 }
 
-// Complete validates flags and the environment and builds the request.
+// Complete reads the flags, the environment and kubectl's request into
+// the login, and validates it.
 func (o *OIDCOptions) Complete() error {
-	exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
+	exec, err := execcred.ParseRequest(o.f.Getenv(execcred.EnvVar))
 	if err != nil {
 		return err
 	}
-	return o.complete(exec)
-}
-
-func (o *OIDCOptions) complete(exec *execcred.Request) error {
-	c, err := o.Config(os.Getenv)
+	c, err := o.Flags.Config(o.f.Getenv)
 	if err != nil {
 		return err
 	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	o.exec, o.config = exec, c
+	o.Exec, o.Login = exec, c
 	return nil
 }
 
 // Run logs in.
 func (o *OIDCOptions) Run(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	c := o.Login
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	// The screen's cancel key ends the login with tui.ErrCanceled as cause.
 	ctx, cancelLogin := context.WithCancelCause(ctx)
 	defer cancelLogin(nil)
-	engine, err := newEngine(o.streams, o.CredentialCache, o.exec.Interactive)
+	engine, err := newEngine(o.f, c.CredentialCache, o.Exec.Interactive)
 	if err != nil {
 		return err
 	}
-	c := o.config
 	engine.Discover = func(ctx context.Context) (login.Provider, error) {
 		return oidclogin.Discover(ctx, c, nil)
 	}
@@ -141,18 +133,19 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	// the session is interactive and both stdin and stderr are terminals.
 	// It draws nothing until the login needs the person, so the cached path
 	// is unchanged.
-	if o.exec.Interactive && tty.ScreenUsable(o.streams.In, o.streams.ErrOut, nil) {
+	streams := o.f.IO
+	if o.Exec.Interactive && tty.ScreenUsable(streams.In, streams.ErrOut, o.f.Getenv) {
 		screen := tui.NewLogin(tui.LoginOptions{
-			In: o.streams.In, Out: o.streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI,
+			In: streams.In, Out: streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI, Getenv: o.f.Getenv, Now: o.f.Now,
 		})
 		engine.UI = screen
-		return screen.Finish(engine.LoginOIDC(ctx, c, o.exec))
+		return screen.Finish(engine.LoginOIDC(ctx, c, o.Exec))
 	}
-	return engine.LoginOIDC(ctx, c, o.exec)
+	return engine.LoginOIDC(ctx, c, o.Exec)
 }
 
-func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, error) {
-	store, err := credstore.Open(cacheMode, s.ErrOut)
+func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.Engine, error) {
+	store, err := credstore.Open(cacheMode, f.IO.ErrOut)
 	if err != nil {
 		return nil, err
 	}
@@ -160,12 +153,12 @@ func newEngine(s Streams, cacheMode string, interactive bool) (*login.Engine, er
 	if err != nil {
 		return nil, err
 	}
-	ui := &plain.Login{Err: s.ErrOut}
-	if interactive && tty.IsTerminal(s.In) {
-		ui.In = s.In
+	ui := &plain.Login{Err: f.IO.ErrOut, Getenv: f.Getenv}
+	if interactive && tty.IsTerminal(f.IO.In) {
+		ui.In = f.IO.In
 	}
 	return &login.Engine{
-		Store: store, LockDir: lockDir, UI: ui, Stdout: s.Out,
+		Store: store, LockDir: lockDir, UI: ui, Stdout: f.IO.Out, Now: f.Now,
 		Exchange: conciergeclient.Exchange,
 	}, nil
 }

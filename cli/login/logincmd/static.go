@@ -2,17 +2,29 @@ package logincmd
 
 import (
 	"context"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
-func newStaticCommand(s Streams) *cobra.Command {
-	var flags loginflags.Static
+// StaticOptions are the inputs of `pinniped login static`.
+type StaticOptions struct {
+	Flags loginflags.Static
+	Login *config.Static
+	Exec  *execcred.Request
+
+	f *cmdutil.Factory
+}
+
+// NewCmdStatic returns `pinniped login static`; runF (nil:
+// StaticOptions.Run) does the work.
+func NewCmdStatic(f *cmdutil.Factory, runF func(context.Context, *StaticOptions) error) *cobra.Command {
+	o := &StaticOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "static --token=T | --token-env=VAR [flags]",
 		Short: "Print a cluster credential for a static token",
@@ -22,24 +34,43 @@ WebhookAuthenticator) for a short-lived cluster credential and caches that.
 Prefer --token-env: a token in a kubeconfig is readable by anyone who can read the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := flags.Config(os.LookupEnv)
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
-			if err := c.Validate(); err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			exec, err := execcred.ParseRequest(os.Getenv(execcred.EnvVar))
-			if err != nil {
-				return err
-			}
-			engine, err := newEngine(s, c.CredentialCache, false)
-			if err != nil {
-				return err
-			}
-			return engine.LoginStatic(context.WithoutCancel(cmd.Context()), c, exec)
+			return o.Run(cmd.Context())
 		},
 	}
-	flagset.Add(cmd.Flags(), flags.Flags())
+	flagset.Add(cmd.Flags(), o.Flags.Flags())
 	return cmd
+}
+
+// Complete reads the flags, the environment and kubectl's request into
+// the login, and validates it.
+func (o *StaticOptions) Complete() error {
+	c, err := o.Flags.Config(o.f.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	exec, err := execcred.ParseRequest(o.f.Getenv(execcred.EnvVar))
+	if err != nil {
+		return err
+	}
+	o.Login, o.Exec = c, exec
+	return nil
+}
+
+// Run prints the credential. An interrupt does not cut an exchange short:
+// the agent has already been asked, and the credential is worth caching.
+func (o *StaticOptions) Run(ctx context.Context) error {
+	engine, err := newEngine(o.f, o.Login.CredentialCache, false)
+	if err != nil {
+		return err
+	}
+	return engine.LoginStatic(context.WithoutCancel(ctx), o.Login, o.Exec)
 }
