@@ -54,7 +54,11 @@ reuse)
 	;;
 *)
 	export PINNIPED_E2E_CACHE="$PINNIPED_FRESH_TOOLCHAIN"
-	toolchain_note="REUSED from $PINNIPED_E2E_CACHE"
+	if [[ -d "$PINNIPED_E2E_CACHE/bin/current" ]]; then
+		toolchain_note="REUSED from $PINNIPED_E2E_CACHE"
+	else
+		toolchain_note="built cold into $PINNIPED_E2E_CACHE (kept for later runs)"
+	fi
 	;;
 esac
 echo "test-fresh: clean clone of $(git -C "$repo" rev-parse --short HEAD) in $tmp/src/pinniped" >&2
