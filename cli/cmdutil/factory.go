@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
@@ -29,8 +30,9 @@ type Factory struct {
 	Now       func() time.Time
 	// Browser opens a URL for the person ($BROWSER, else the platform's opener).
 	Browser func(url string) error
-	// Dynamic builds a cluster client from a command's kubeconfig flags.
-	Dynamic func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error)
+	// Dynamic builds a cluster client from a command's kubeconfig (its
+	// flags, or one it loaded).
+	Dynamic func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error)
 	// Version is this build.
 	Version version.Info
 }
@@ -43,7 +45,7 @@ func New(streams genericiooptions.IOStreams, info version.Info) *Factory {
 		LookupEnv: os.LookupEnv,
 		Now:       time.Now,
 		Browser:   func(url string) error { return plain.OpenURL(os.Getenv, url) },
-		Dynamic:   func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error) { return k.Dynamic() },
+		Dynamic:   kubeflags.Dynamic,
 		Version:   info,
 	}
 }
@@ -59,7 +61,7 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 		LookupEnv: lookup,
 		Now:       func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) },
 		Browser:   func(string) error { return os.ErrNotExist },
-		Dynamic: func(*kubeflags.Flags) (dynamic.Interface, *rest.Config, error) {
+		Dynamic: func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 			return nil, nil, os.ErrNotExist
 		},
 		Version: version.Info{Version: "v0.0.0-test", Commit: "test"},

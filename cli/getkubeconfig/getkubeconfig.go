@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -67,13 +67,22 @@ type Options struct {
 
 	In          io.Reader
 	Out, ErrOut io.Writer
+
+	f *cmdutil.Factory
 }
 
-// NewCommand returns `pinniped get` with its `kubeconfig` subcommand.
-func NewCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
+// NewCmdGet returns `pinniped get` with its `kubeconfig` subcommand.
+func NewCmdGet(f *cmdutil.Factory) *cobra.Command {
 	get := &cobra.Command{Use: "get", Short: "Get things that help you use a cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
-	o := &Options{In: in, Out: out, ErrOut: errOut}
+	get.AddCommand(NewCmdKubeconfig(f, nil))
+	return get
+}
+
+// NewCmdKubeconfig returns `pinniped get kubeconfig`; runF (nil:
+// Options.Run) does the work.
+func NewCmdKubeconfig(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{In: f.IO.In, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f}
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Make a kubeconfig that logs users in with pinniped",
@@ -95,51 +104,53 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
 			return o.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
-	f.StringVar(&o.StaticToken, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
-	f.StringVar(&o.StaticTokenEnv, "static-token-env", "", "log in with the token in this environment variable")
-	f.BoolVar(&o.NoConcierge, "no-concierge", false, "use the ID token itself as the credential (the cluster must trust the issuer directly)")
-	f.StringVar(&o.CredentialIssuer, "concierge-credential-issuer", "", "CredentialIssuer to read (default: the only one)")
-	f.StringVar(&o.AuthenticatorType, "concierge-authenticator-type", "", "jwt or webhook (default: discovered)")
-	f.StringVar(&o.AuthenticatorName, "concierge-authenticator-name", "", "authenticator name (default: discovered)")
-	f.StringVar(&o.APIGroupSuffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
-	f.BoolVar(&o.SkipWait, "concierge-skip-wait", false, "do not wait while a credential strategy is Pending")
-	f.StringSliceVar(&o.ConciergeCABundlePaths, "concierge-ca-bundle", nil, "PEM file(s) overriding the discovered CA of the agent's endpoint")
-	f.StringVar(&o.ConciergeEndpoint, "concierge-endpoint", "", "override the discovered endpoint of the agent")
-	f.StringVar(&o.ConciergeMode, "concierge-mode", "", "TokenCredentialRequestAPI or ImpersonationProxy (default: the first that works)")
-	f.StringVar(&o.OIDCIssuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
-	f.StringVar(&o.OIDCClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
-	f.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
-	f.StringSliceVar(&o.OIDCScopes, "oidc-scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "scopes to request (unsupported ones are dropped)")
-	f.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
-	f.StringVar(&o.OIDCCABundlePath, "oidc-ca-bundle", "", "PEM file overriding the issuer's discovered CA")
-	f.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
-	f.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
-	f.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
-	f.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
-	f.StringVar(&o.UpstreamType, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
-	f.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
-	f.BoolVar(&o.OIDCSkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
-	f.Bool("oidc-debug-session-cache", false, "accepted for upstream compatibility; ignored")
-	f.String("concierge-namespace", "", "deprecated upstream flag; ignored (the namespace is discovered)")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
+	fs.StringVar(&o.StaticToken, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
+	fs.StringVar(&o.StaticTokenEnv, "static-token-env", "", "log in with the token in this environment variable")
+	fs.BoolVar(&o.NoConcierge, "no-concierge", false, "use the ID token itself as the credential (the cluster must trust the issuer directly)")
+	fs.StringVar(&o.CredentialIssuer, "concierge-credential-issuer", "", "CredentialIssuer to read (default: the only one)")
+	fs.StringVar(&o.AuthenticatorType, "concierge-authenticator-type", "", "jwt or webhook (default: discovered)")
+	fs.StringVar(&o.AuthenticatorName, "concierge-authenticator-name", "", "authenticator name (default: discovered)")
+	fs.StringVar(&o.APIGroupSuffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
+	fs.BoolVar(&o.SkipWait, "concierge-skip-wait", false, "do not wait while a credential strategy is Pending")
+	fs.StringSliceVar(&o.ConciergeCABundlePaths, "concierge-ca-bundle", nil, "PEM file(s) overriding the discovered CA of the agent's endpoint")
+	fs.StringVar(&o.ConciergeEndpoint, "concierge-endpoint", "", "override the discovered endpoint of the agent")
+	fs.StringVar(&o.ConciergeMode, "concierge-mode", "", "TokenCredentialRequestAPI or ImpersonationProxy (default: the first that works)")
+	fs.StringVar(&o.OIDCIssuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
+	fs.StringVar(&o.OIDCClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
+	fs.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
+	fs.StringSliceVar(&o.OIDCScopes, "oidc-scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "scopes to request (unsupported ones are dropped)")
+	fs.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
+	fs.StringVar(&o.OIDCCABundlePath, "oidc-ca-bundle", "", "PEM file overriding the issuer's discovered CA")
+	fs.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
+	fs.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
+	fs.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
+	fs.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
+	fs.StringVar(&o.UpstreamType, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
+	fs.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
+	fs.BoolVar(&o.OIDCSkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
+	fs.Bool("oidc-debug-session-cache", false, "accepted for upstream compatibility; ignored")
+	fs.String("concierge-namespace", "", "deprecated upstream flag; ignored (the namespace is discovered)")
 	for _, h := range []string{"oidc-skip-listen", "oidc-debug-session-cache", "concierge-namespace"} {
-		_ = f.MarkHidden(h)
+		_ = fs.MarkHidden(h)
 	}
-	f.BoolVar(&o.SkipValidation, "skip-validation", false, "do not check that the generated kubeconfig's endpoint answers")
-	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
-	f.StringVarP(&o.Output, "output", "o", "", "write to this file instead of stdout")
-	f.BoolVar(&o.Merge, "merge", false, "with -o, add the new cluster, user and context to that kubeconfig, leaving the rest untouched")
-	f.StringVar(&o.NameSuffix, "generated-name-suffix", "-pinniped", "suffix of the generated cluster, user and context names")
-	f.StringVar(&o.CredentialCache, "credential-cache", "", "--credential-cache for users' logins (default: keyring)")
-	f.StringVar(&o.PinnipedPath, "pinniped-cli-path", "", "path of pinniped in users' kubeconfig (default: this binary)")
-	f.StringVar(&o.InstallHint, "install-hint", "The pinniped CLI is missing: install it from https://github.com/pinniped-kit/pinniped/releases", "what kubectl shows when pinniped is not installed")
-	get.AddCommand(cmd)
-	return get
+	fs.BoolVar(&o.SkipValidation, "skip-validation", false, "do not check that the generated kubeconfig's endpoint answers")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	fs.StringVarP(&o.Output, "output", "o", "", "write to this file instead of stdout")
+	fs.BoolVar(&o.Merge, "merge", false, "with -o, add the new cluster, user and context to that kubeconfig, leaving the rest untouched")
+	fs.StringVar(&o.NameSuffix, "generated-name-suffix", "-pinniped", "suffix of the generated cluster, user and context names")
+	fs.StringVar(&o.CredentialCache, "credential-cache", "", "--credential-cache for users' logins (default: keyring)")
+	fs.StringVar(&o.PinnipedPath, "pinniped-cli-path", "", "path of pinniped in users' kubeconfig (default: this binary)")
+	fs.StringVar(&o.InstallHint, "install-hint", "The pinniped CLI is missing: install it from https://github.com/pinniped-kit/pinniped/releases", "what kubectl shows when pinniped is not installed")
+	return cmd
 }
 
 // Validate checks flags without contacting anything.
@@ -189,12 +200,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
-	restCfg, err := cc.ClientConfig()
+	dyn, _, err := o.f.Dynamic(cc)
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return errors.New("no admin kubeconfig: set --kubeconfig or $KUBECONFIG")
-		}
-		return fmt.Errorf("load kubeconfig: %w", err)
+		return err
 	}
 	ctxName := o.KubeconfigContext
 	if ctxName == "" {
@@ -214,15 +222,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("read the cluster CA: %w", err)
 		}
 	}
-	dyn, err := dynamic.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
 	d := &kubeconfig.Discoverer{Dynamic: dyn, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
 	pinniped := kubeconfig.Exec{Path: o.PinnipedPath, InstallHint: o.InstallHint}
 	if pinniped.Path == "" {
-		pinniped.Path = frontPath()
+		pinniped.Path = frontPath(o.f.Getenv)
 	}
 
 	server, serverCA := cluster.Server, ca
@@ -434,8 +438,8 @@ func readFiles(paths []string) ([]byte, error) {
 // frontPath is the `pinniped` binary kubectl should run: the lean front
 // (which answers from the cache and starts this engine when it must), as it
 // told us when it handed over; else this binary.
-func frontPath() string {
-	if p := os.Getenv(handoff.FrontPathEnv); p != "" {
+func frontPath(getenv func(string) string) string {
+	if p := getenv(handoff.FrontPathEnv); p != "" {
 		return p
 	}
 	exe, err := os.Executable()

@@ -174,7 +174,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return render.WriteYAML(o.Out, objs, fmt.Sprintf("pinniped agent %s, rendered by `pinniped install -o yaml`.\nApply with: kubectl apply --server-side -f <this file>", o.Version))
 	}
-	dyn, cfg, err := o.f.Dynamic(o.Kube)
+	dyn, cfg, err := o.f.Dynamic(o.Kube.ClientConfig())
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 )
 
 func runInstall(t *testing.T, args ...string) (*Options, string, error) {
@@ -120,7 +120,7 @@ func TestUninstall(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, mine, theirs)
 	var out, errOut bytes.Buffer
 	f := cmdutil.Test(nil, &out, &errOut, nil)
-	f.Dynamic = func(*kubeflags.Flags) (dynamic.Interface, *rest.Config, error) {
+	f.Dynamic = func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 		return dyn, &rest.Config{Host: "https://cluster"}, nil
 	}
 	cmd := NewCmdUninstall(f, nil)

@@ -44,7 +44,7 @@ touched. Users' cached credentials stop working when they expire.`,
 
 // Run removes the agent.
 func (o *UninstallOptions) Run(ctx context.Context) error {
-	dyn, cfg, err := o.f.Dynamic(o.Kube)
+	dyn, cfg, err := o.f.Dynamic(o.Kube.ClientConfig())
 	if err != nil {
 		return err
 	}

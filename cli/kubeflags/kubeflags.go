@@ -36,25 +36,16 @@ func (f *Flags) ClientConfig() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(f.rules, &f.overrides)
 }
 
-// RESTConfig builds a client configuration, with an error that says what to do.
-func (f *Flags) RESTConfig() (*rest.Config, error) {
-	cfg, err := f.ClientConfig().ClientConfig()
+// Dynamic builds a dynamic client for cc, with an error that says what to do.
+func Dynamic(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
+	cfg, err := cc.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("no cluster to talk to: set --kubeconfig or $KUBECONFIG, or create ~/.kube/config")
+			return nil, nil, fmt.Errorf("no cluster to talk to: set --kubeconfig or $KUBECONFIG, or create ~/.kube/config")
 		}
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "pinniped"
-	return cfg, nil
-}
-
-// Dynamic returns a dynamic client.
-func (f *Flags) Dynamic() (dynamic.Interface, *rest.Config, error) {
-	cfg, err := f.RESTConfig()
-	if err != nil {
-		return nil, nil, err
-	}
 	d, err := dynamic.NewForConfig(cfg)
 	return d, cfg, err
 }

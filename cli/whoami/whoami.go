@@ -94,7 +94,7 @@ func (o *Options) Run(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	dyn, cfg, err := o.f.Dynamic(o.Kube)
+	dyn, cfg, err := o.f.Dynamic(o.Kube.ClientConfig())
 	if err != nil {
 		return err
 	}

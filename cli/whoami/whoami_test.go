@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 )
 
 const kubeconfig = `apiVersion: v1
@@ -62,8 +62,8 @@ func run(t *testing.T, dyn dynamic.Interface, args ...string) (string, error) {
 	}
 	var out, errOut bytes.Buffer
 	f := cmdutil.Test(nil, &out, &errOut, nil)
-	f.Dynamic = func(k *kubeflags.Flags) (dynamic.Interface, *rest.Config, error) {
-		cfg, err := k.RESTConfig()
+	f.Dynamic = func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
+		cfg, err := cc.ClientConfig()
 		return dyn, cfg, err
 	}
 	cmd := NewCmdWhoami(f, nil)

@@ -1,0 +1,106 @@
+package getkubeconfig
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+)
+
+func TestKubeconfigFlags(t *testing.T) {
+	for name, args := range map[string][]string{
+		"both static tokens":    {"--static-token=a", "--static-token-env=B"},
+		"static without agent":  {"--static-token-env=B", "--no-concierge"},
+		"unknown mode":          {"--concierge-mode=Magic"},
+		"unknown authenticator": {"--concierge-authenticator-type=ldap", "--concierge-authenticator-name=x"},
+		"type without a name":   {"--concierge-authenticator-type=jwt"},
+		"merge without a file":  {"--merge"},
+		"http issuer":           {"--oidc-issuer=http://dex"},
+		"no time":               {"--timeout=0"},
+		"a positional argument": {"extra"},
+	} {
+		var got *Options
+		cmd := NewCmdKubeconfig(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
+		cmd.SetArgs(args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err == nil || got != nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestKubeconfigFromTheCluster: discovery of the agent's endpoint, the only
+// authenticator and the issuer's scopes, through the factory's cluster
+// client; the written exec entry reads back as the login it describes.
+func TestKubeconfigFromTheCluster(t *testing.T) {
+	idp := oidctest.New(t)
+	jwt := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator", "metadata": map[string]any{"name": "dex"},
+		"spec": map[string]any{"issuer": idp.URL, "audience": "cluster-7f3a",
+			"tls": map[string]any{"certificateAuthorityData": base64.StdEncoding.EncodeToString(idp.CABundle)}}}}
+	ci := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"},
+		"status": map[string]any{"strategies": []any{map[string]any{"type": "KubeClusterSigningCertificate", "status": "Success", "reason": "FetchedKey",
+			"message": "ok", "lastUpdateTime": "2026-11-22T10:00:00Z",
+			"frontend": map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://10.99.0.1:6443", "certificateAuthorityData": "Q0E="}}}}}}}
+	lists := map[schema.GroupVersionResource]string{
+		{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Resource: "credentialissuers"}:             "CredentialIssuerList",
+		{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "jwtauthenticators"}:     "JWTAuthenticatorList",
+		{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "webhookauthenticators"}: "WebhookAuthenticatorList",
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, jwt, ci)
+
+	admin := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(admin, []byte(`apiVersion: v1
+kind: Config
+current-context: admin
+clusters: [{name: kind, cluster: {server: "https://10.99.0.1:6443", certificate-authority-data: Q0E=}}]
+contexts: [{name: admin, context: {cluster: kind, user: admin}}]
+users: [{name: admin, user: {token: x}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	f := cmdutil.Test(nil, &out, &errOut, map[string]string{handoff.FrontPathEnv: "/usr/local/bin/pinniped"})
+	f.Dynamic = func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) { return dyn, &rest.Config{}, nil }
+	cmd := NewCmdGet(f)
+	cmd.SetArgs([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation", "--oidc-scopes=openid,offline_access,groups,nonsense"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	gen, err := clientcmd.Load(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := gen.AuthInfos["kind-pinniped"]
+	if gen.CurrentContext != "kind-pinniped" || user == nil || user.Exec == nil || user.Exec.Command != "/usr/local/bin/pinniped" || gen.Clusters["kind-pinniped"].Server != "https://10.99.0.1:6443" {
+		t.Fatalf("kubeconfig:\n%s", out.String())
+	}
+	login, err := flagset.ParseOIDC(user.Exec.Args[2:], func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// oidctest lists no scopes in its discovery: all are kept.
+	if login.Issuer != idp.URL || login.RequestAudience != "cluster-7f3a" || string(login.CABundle) != string(idp.CABundle) ||
+		login.Concierge == nil || login.Concierge.AuthenticatorName != "dex" || login.Concierge.Endpoint != "https://10.99.0.1:6443" ||
+		strings.Join(login.Scopes, ",") != "openid,offline_access,groups,nonsense" {
+		t.Fatalf("the kubeconfig logs in as %+v", login)
+	}
+}
