@@ -1,0 +1,81 @@
+package discovery_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+)
+
+// serve answers discovery with doc, where "ISSUER" stands for the server's URL.
+func serve(t *testing.T, doc map[string]any) (*httptest.Server, string) {
+	t.Helper()
+	var url string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/openid-configuration" {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := json.Marshal(doc)
+		_, _ = w.Write([]byte(strings.ReplaceAll(string(b), "ISSUER", url)))
+	}))
+	t.Cleanup(srv.Close)
+	url = srv.URL
+	return srv, url
+}
+
+func good() map[string]any {
+	return map[string]any{"issuer": "ISSUER", "authorization_endpoint": "ISSUER/auth", "token_endpoint": "ISSUER/token", "jwks_uri": "ISSUER/keys",
+		"device_authorization_endpoint": "ISSUER/device", "scopes_supported": []string{"openid", "groups"}, "response_modes_supported": []string{"query", "form_post"},
+		"discovery.supervisor.pinniped.dev/v1alpha1": map[string]any{"pinniped_identity_providers_endpoint": "ISSUER/v1alpha1/pinniped_identity_providers"}}
+}
+
+func TestFetch(t *testing.T) {
+	srv, issuer := serve(t, good())
+	d, err := discovery.Fetch(context.Background(), srv.Client(), issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TokenEndpoint != issuer+"/token" || d.DeviceAuthorizationEndpoint == "" || !d.IsSupervisor() || len(d.ScopesSupported) != 2 {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// TestFetchRefuses: a document for another issuer, endpoints that would
+// send secrets in clear text, a Supervisor list served from elsewhere.
+func TestFetchRefuses(t *testing.T) {
+	for name, c := range map[string]struct {
+		change func(map[string]any)
+		want   string
+	}{
+		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, "must match it exactly"},
+		"http token endpoint": {func(d map[string]any) { d["token_endpoint"] = "http://x/token" }, "https"},
+		"http authorization":  {func(d map[string]any) { d["authorization_endpoint"] = "http://x/auth" }, "https"},
+		"http keys":           {func(d map[string]any) { d["jwks_uri"] = "http://x/keys" }, "https"},
+		"not JSON":            {func(d map[string]any) { d["issuer"] = map[string]any{"x": 1} }, "not a discovery document"},
+	} {
+		doc := good()
+		c.change(doc)
+		srv, issuer := serve(t, doc)
+		if _, err := discovery.Fetch(context.Background(), srv.Client(), issuer); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	// Dropped, not fatal: an http device endpoint (no device flow then),
+	// and a Supervisor extension pointing away from the issuer.
+	doc := good()
+	doc["device_authorization_endpoint"] = "http://x/device"
+	doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]any{"pinniped_identity_providers_endpoint": "https://evil/idps"}
+	srv, issuer := serve(t, doc)
+	d, err := discovery.Fetch(context.Background(), srv.Client(), issuer)
+	if err != nil || d.DeviceAuthorizationEndpoint != "" || d.IsSupervisor() {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if _, err := discovery.Fetch(context.Background(), srv.Client(), "http://"+strings.TrimPrefix(issuer, "https://")); err == nil {
+		t.Fatal("an http issuer was asked")
+	}
+}
