@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 // Exchange records exchange outcomes and latency, and writes one audit line

@@ -34,6 +34,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/kubeclient"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
+	"github.com/pinniped-kit/pinniped/agent/proxy/replica"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
@@ -170,12 +171,16 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		errCh <- srv.ServeTLS(ln, "", "")
 	}()
 
-	proxy, err := newProxyRuntime(ctx, o, kube, dyn, restConfig, registry, m, kickStatus, log.With("component", "impersonation-proxy"))
+	proxy, err := replica.New(ctx, replica.Config{
+		Namespace: o.Namespace, CredentialIssuerName: o.CredentialIssuerName, CertTTL: o.CertTTL,
+		ServiceAccount: o.ProxyServiceAccount, ListenAddress: o.ProxyListenAddress, LogIdentities: o.LogIdentities,
+		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus,
+	}, kube, dyn, restConfig, registry, log.With("component", "impersonation-proxy"))
 	if err != nil {
 		return err
 	}
-	go proxy.run(ctx)
-	proxyController := proxy.controller(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
+	go proxy.Run(ctx)
+	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
 		map[string]string{"app.kubernetes.io/name": "pinniped-agent"})
 
 	// Strategies in the order clients should prefer them: the first that
@@ -194,7 +199,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 			Type:    configv1alpha1.ImpersonationProxyStrategyType,
 			Success: configv1alpha1.ListeningStrategyReason,
 			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
-			Probe:   proxyController.Probe,
+			Probe:   proxyController.Sync,
 		}, {
 			Type:    configv1alpha1.CertificateSigningRequestStrategyType,
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,

@@ -1,4 +1,4 @@
-package proxyserver_test
+package listener_test
 
 import (
 	"crypto/tls"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/proxyserver"
+	"github.com/pinniped-kit/pinniped/agent/proxy/listener"
 )
 
 func newCA(t *testing.T) *certauthority.CA {
@@ -46,7 +46,7 @@ func ipPair(t *testing.T, ca *certauthority.CA) *tls.Certificate {
 
 func TestCertificateSwapAndHTTP2(t *testing.T) {
 	release := make(chan struct{})
-	s := &proxyserver.Server{Addr: "127.0.0.1:0", Drain: 2 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := &listener.Server{Addr: "127.0.0.1:0", Drain: 2 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 		}
@@ -106,7 +106,7 @@ func TestCertificateSwapAndHTTP2(t *testing.T) {
 }
 
 func TestStopCutsStreamsAfterTheDrain(t *testing.T) {
-	s := &proxyserver.Server{Addr: "127.0.0.1:0", Drain: 300 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := &listener.Server{Addr: "127.0.0.1:0", Drain: 300 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // a watch that never ends by itself
@@ -134,7 +134,7 @@ func TestStopCutsStreamsAfterTheDrain(t *testing.T) {
 }
 
 func TestNoCertificateNoHandshake(t *testing.T) {
-	s := &proxyserver.Server{Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()}
+	s := &listener.Server{Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

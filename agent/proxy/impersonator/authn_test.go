@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 func requestWithCert(t *testing.T, c *certauthority.Issued) *http.Request {

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 // aliceIdentity is exactly what the API server must see for the test

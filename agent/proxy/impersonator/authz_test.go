@@ -19,7 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 func TestSARAuthorizer(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 )
 
 func TestResolveModes(t *testing.T) {

@@ -1,4 +1,9 @@
-package server
+// Package replica is the impersonation proxy on one agent replica: it
+// follows the CredentialIssuer's spec and the proxy's Secrets and serves,
+// or not, with the current certificate and client-certificate signer. The
+// leader's half (Service, generated certificates, strategy status) is
+// package leader; the request path is package impersonator.
+package replica
 
 import (
 	"context"
@@ -27,15 +32,14 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/controller/impersonationproxy"
+	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
-	"github.com/pinniped-kit/pinniped/agent/metrics"
-	"github.com/pinniped-kit/pinniped/agent/proxyconfig"
-	"github.com/pinniped-kit/pinniped/agent/proxyserver"
-	"github.com/pinniped-kit/pinniped/agent/secretca"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/listener"
+	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -43,18 +47,33 @@ import (
 // a token for a certificate that is valid only at the proxy.
 var tcrPath = "/apis/" + loginv1alpha1.SchemeGroupVersion.String() + "/tokencredentialrequests"
 
-// proxyRuntime is the impersonation proxy on one replica: it follows the
-// CredentialIssuer spec and the proxy's Secrets, serving or not, with the
-// current certificate and signer. The leader's half (Service, generated
-// certificates, strategy status) is impersonationproxy.Controller.
-type proxyRuntime struct {
+// Config is what the replica needs to know of the agent's settings.
+type Config struct {
+	Namespace            string
+	CredentialIssuerName string
+	// CertTTL is the lifetime of certificates the proxy's signer issues.
+	CertTTL time.Duration
+	// ServiceAccount is the impersonate-only account the proxy forwards as.
+	ServiceAccount string
+	ListenAddress  string
+	LogIdentities  bool
+	// ObserveExchange and ObserveRequest are told about every exchange on
+	// the proxy and every proxied request (metrics, audit lines).
+	ObserveExchange func(exchange.Result)
+	ObserveRequest  func(impersonator.Observation)
+	// KickStatus makes the leader's CredentialIssuer controller look again.
+	KickStatus func()
+}
+
+// Runtime is the impersonation proxy on this replica.
+type Runtime struct {
 	kube      kubernetes.Interface
 	namespace string
 	ciName    string
 	log       *slog.Logger
 	ttl       time.Duration
 
-	server    *proxyserver.Server
+	server    *listener.Server
 	signer    issuer.Switch
 	clientCAs impersonator.ClientCAs
 	clusterCA *dynamiccertificates.ConfigMapCAController
@@ -73,10 +92,12 @@ type proxyRuntime struct {
 	lastProblem string
 }
 
-func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface, dyn dynamic.Interface, restConfig *rest.Config,
-	registry *tokenauth.Registry, m *metrics.Exchange, kickStatus func(), log *slog.Logger,
-) (*proxyRuntime, error) {
-	p := &proxyRuntime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
+// New starts following the spec and Secrets; Run serves.
+func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.Interface, restConfig *rest.Config,
+	registry *tokenauth.Registry, log *slog.Logger,
+) (*Runtime, error) {
+	kickStatus := o.KickStatus
+	p := &Runtime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
 		wake: make(chan struct{}, 1), kickStatus: kickStatus}
 
 	upstream, err := impersonator.UpstreamURL(restConfig)
@@ -84,7 +105,7 @@ func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface,
 		return nil, err
 	}
 	transports, err := impersonator.NewTransports(restConfig, &impersonator.ServiceAccountTokens{
-		ServiceAccounts: kube.CoreV1().ServiceAccounts(o.Namespace), Name: o.ProxyServiceAccount,
+		ServiceAccounts: kube.CoreV1().ServiceAccounts(o.Namespace), Name: o.ServiceAccount,
 	})
 	if err != nil {
 		return nil, err
@@ -96,13 +117,13 @@ func newProxyRuntime(ctx context.Context, o *Options, kube kubernetes.Interface,
 		Tokens:  impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
 		Authz:   &impersonator.SARAuthorizer{Reviews: kube.AuthorizationV1().SubjectAccessReviews()},
 		Log:     log,
-		Observe: m.ObserveProxy,
+		Observe: o.ObserveRequest,
 	}
 	proxy.Init()
-	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: m.Observe,
+	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
 		LogIdentities: o.LogIdentities}
-	p.server = &proxyserver.Server{
-		Addr: o.ProxyListenAddress, Log: log, Drain: 20 * time.Second,
+	p.server = &listener.Server{
+		Addr: o.ListenAddress, Log: log, Drain: 20 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == tcrPath {
 				tcr.ServeHTTP(w, r)
@@ -178,21 +199,21 @@ type listenerFunc func()
 
 func (f listenerFunc) Enqueue() { f() }
 
-func (p *proxyRuntime) poke() {
+func (p *Runtime) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-// controller is the leader's half, sharing this replica's view of the spec.
-func (p *proxyRuntime) controller(labels, selector map[string]string) *impersonationproxy.Controller {
-	return &impersonationproxy.Controller{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
+// Leader is the leader's half, sharing this replica's view of the spec.
+func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
+	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
 		Labels: labels, Selector: selector, Log: p.log.With("controller", "impersonationproxy")}
 }
 
 // settings resolves the spec as it is now.
-func (p *proxyRuntime) settings(ctx context.Context) (proxyconfig.Settings, error) {
+func (p *Runtime) settings(ctx context.Context) (proxyconfig.Settings, error) {
 	var spec *configv1alpha1.ImpersonationProxySpec
 	if obj, ok, err := p.ciInformer.GetStore().GetByKey(p.ciName); err == nil && ok {
 		var ci configv1alpha1.CredentialIssuer
@@ -210,7 +231,7 @@ func (p *proxyRuntime) settings(ctx context.Context) (proxyconfig.Settings, erro
 
 // hasControlPlane looks at node labels, at most every 5 minutes: nodes
 // rarely change role, and every replica asks.
-func (p *proxyRuntime) hasControlPlane(ctx context.Context) (bool, error) {
+func (p *Runtime) hasControlPlane(ctx context.Context) (bool, error) {
 	p.cpMu.Lock()
 	defer p.cpMu.Unlock()
 	if !p.cpChecked.IsZero() && time.Since(p.cpChecked) < 5*time.Minute {
@@ -231,8 +252,8 @@ func (p *proxyRuntime) hasControlPlane(ctx context.Context) (bool, error) {
 	return found, nil
 }
 
-// run follows the spec until ctx ends, then drains the listener.
-func (p *proxyRuntime) run(ctx context.Context) {
+// Run follows the spec until ctx ends, then drains the listener.
+func (p *Runtime) Run(ctx context.Context) {
 	defer p.server.Stop()
 	for {
 		p.sync(ctx)
@@ -245,7 +266,7 @@ func (p *proxyRuntime) run(ctx context.Context) {
 	}
 }
 
-func (p *proxyRuntime) sync(ctx context.Context) {
+func (p *Runtime) sync(ctx context.Context) {
 	signerTrust := p.loadSigner()
 	p.clientCAs.Set(signerTrust, p.clusterCA.CurrentCABundleContent())
 
@@ -286,7 +307,7 @@ func (p *proxyRuntime) sync(ctx context.Context) {
 
 // loadSigner makes the proxy's client-certificate signer the issuer for
 // TokenCredentialRequests on the proxy, and returns the PEM to trust.
-func (p *proxyRuntime) loadSigner() []byte {
+func (p *Runtime) loadSigner() []byte {
 	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.SignerSecret)
 	if err != nil {
 		p.signer.Set(nil)
@@ -303,7 +324,7 @@ func (p *proxyRuntime) loadSigner() []byte {
 }
 
 // problem logs a problem once until it changes.
-func (p *proxyRuntime) problem(msg string, err error) {
+func (p *Runtime) problem(msg string, err error) {
 	key := msg + ": " + err.Error()
 	if key == p.lastProblem {
 		return

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 // listBody is about the size of a small Kubernetes list response.

@@ -1,9 +1,9 @@
-// Package proxyserver runs the impersonation proxy's TLS listener on every
+// Package listener runs the impersonation proxy's TLS listener on every
 // agent replica: it starts and stops with the CredentialIssuer's spec, swaps
 // its serving certificate without a restart (rotation of the admin's Secret),
 // keeps idle long-lived streams alive through load balancers, and drains
 // in-flight requests (watches, exec sessions) before it stops.
-package proxyserver
+package listener
 
 import (
 	"context"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/pinniped-kit/pinniped/agent/secretca"
+	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 )
 
 func TestCreateReuseRotate(t *testing.T) {

@@ -1,4 +1,4 @@
-package impersonationproxy_test
+package leader_test
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/controller/impersonationproxy"
-	"github.com/pinniped-kit/pinniped/agent/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 )
 
 const ns = "pinniped"
@@ -30,20 +30,20 @@ type fixture struct {
 	t    *testing.T
 	kube *fake.Clientset
 	spec *configv1alpha1.ImpersonationProxySpec
-	c    *impersonationproxy.Controller
+	c    *leader.Syncer
 }
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, kube: fake.NewClientset(), spec: &configv1alpha1.ImpersonationProxySpec{Mode: "enabled",
 		Service: configv1alpha1.ImpersonationProxyServiceSpec{Type: "LoadBalancer", Annotations: map[string]string{"a": "1", "b": "2"}}}}
-	f.c = &impersonationproxy.Controller{Kube: f.kube, Namespace: ns,
+	f.c = &leader.Syncer{Kube: f.kube, Namespace: ns,
 		Settings: func(context.Context) (proxyconfig.Settings, error) { return proxyconfig.Resolve(f.spec, false), nil },
 		Labels:   map[string]string{"app.kubernetes.io/part-of": "pinniped"}, Selector: map[string]string{"app": "agent"}}
 	return f
 }
 
 func (f *fixture) probe() (*credentialissuer.Working, error) {
-	return f.c.Probe(context.Background())
+	return f.c.Sync(context.Background())
 }
 
 func (f *fixture) service() *corev1.Service {

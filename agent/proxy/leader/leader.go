@@ -1,9 +1,10 @@
-// Package impersonationproxy is the leader's side of the impersonation
-// proxy: it keeps the proxy's Service, its serving certificate (generated,
-// or the admin's own Secret) and its client-certificate signer in line with
-// the CredentialIssuer's spec, and reports the ImpersonationProxy strategy.
-// Serving happens on every replica (package proxyserver).
-package impersonationproxy
+// Package leader is the leader replica's side of the impersonation proxy:
+// a sync loop that keeps the proxy's Service, its serving certificate
+// (generated, or the admin's own Secret) and its client-certificate signer
+// in line with the CredentialIssuer's spec, and reports the
+// ImpersonationProxy strategy. Serving happens on every replica (package
+// replica).
+package leader
 
 import (
 	"bytes"
@@ -30,8 +31,8 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/proxyconfig"
-	"github.com/pinniped-kit/pinniped/agent/secretca"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 )
 
 // Lifetimes of what the controller generates. The serving CA ends up in
@@ -52,8 +53,8 @@ const (
 // are left alone.
 const managedAnnotations = "pinniped.dev/managed-annotations"
 
-// Controller reconciles the proxy's cluster objects. Only the leader runs it.
-type Controller struct {
+// Syncer keeps the proxy's cluster objects in line. Only the leader runs it.
+type Syncer struct {
 	Kube      kubernetes.Interface
 	Namespace string
 	// Settings resolves the CredentialIssuer spec for this cluster.
@@ -69,9 +70,10 @@ type Controller struct {
 	lastEvent string
 }
 
-// Probe reconciles and reports the strategy; it is the CredentialIssuer
-// controller's prober for the ImpersonationProxy strategy.
-func (c *Controller) Probe(ctx context.Context) (*credentialissuer.Working, error) {
+// Sync brings the Service, certificates and signer in line with the spec
+// once, and reports the strategy. The CredentialIssuer controller's loop
+// runs it each round, as the ImpersonationProxy strategy's probe.
+func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 	s, err := c.Settings(ctx)
 	if err != nil {
 		return nil, err
@@ -128,7 +130,7 @@ func (c *Controller) Probe(ctx context.Context) (*credentialissuer.Working, erro
 	}, nil
 }
 
-func (c *Controller) signer() *secretca.Store {
+func (c *Syncer) signer() *secretca.Store {
 	return &secretca.Store{
 		Secrets: c.Kube.CoreV1().Secrets(c.Namespace), Name: proxyconfig.SignerSecret, Labels: c.Labels,
 		CommonName: "pinniped impersonation proxy client signer", Lifetime: SignerLifetime, RenewBefore: SignerRenewal, Now: c.Now,
@@ -136,7 +138,7 @@ func (c *Controller) signer() *secretca.Store {
 }
 
 // event logs a state change once, not on every probe.
-func (c *Controller) event(msg string, attrs ...any) {
+func (c *Syncer) event(msg string, attrs ...any) {
 	key := fmt.Sprint(append([]any{msg}, attrs...)...)
 	c.mu.Lock()
 	changed := c.lastEvent != key
@@ -147,14 +149,14 @@ func (c *Controller) event(msg string, attrs ...any) {
 	}
 }
 
-func (c *Controller) log() *slog.Logger {
+func (c *Syncer) log() *slog.Logger {
 	if c.Log != nil {
 		return c.Log
 	}
 	return slog.Default()
 }
 
-func (c *Controller) now() time.Time {
+func (c *Syncer) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
@@ -162,7 +164,7 @@ func (c *Controller) now() time.Time {
 }
 
 // ensureService makes the proxy's Service match the spec; nil for type None.
-func (c *Controller) ensureService(ctx context.Context, s *proxyconfig.Settings) (*corev1.Service, error) {
+func (c *Syncer) ensureService(ctx context.Context, s *proxyconfig.Settings) (*corev1.Service, error) {
 	services := c.Kube.CoreV1().Services(c.Namespace)
 	existing, err := services.Get(ctx, proxyconfig.ServiceName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -212,7 +214,7 @@ func (c *Controller) ensureService(ctx context.Context, s *proxyconfig.Settings)
 	return out, nil
 }
 
-func (c *Controller) desiredService(s *proxyconfig.Settings) *corev1.Service {
+func (c *Syncer) desiredService(s *proxyconfig.Settings) *corev1.Service {
 	typ := corev1.ServiceTypeClusterIP
 	if s.ServiceType == configv1alpha1.ImpersonationProxyServiceTypeLoadBalancer {
 		typ = corev1.ServiceTypeLoadBalancer
@@ -234,7 +236,7 @@ func (c *Controller) desiredService(s *proxyconfig.Settings) *corev1.Service {
 	}
 }
 
-func (c *Controller) deleteService(ctx context.Context) error {
+func (c *Syncer) deleteService(ctx context.Context) error {
 	err := c.Kube.CoreV1().Services(c.Namespace).Delete(ctx, proxyconfig.ServiceName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Service %s: %w", proxyconfig.ServiceName, err)
@@ -288,7 +290,7 @@ func equalService(a, b *corev1.Service) bool {
 
 // checkExternal validates the admin's Secret and returns the CA to
 // advertise. Problems are errors with the fix in words.
-func (c *Controller) checkExternal(ctx context.Context, s *proxyconfig.Settings, ep *proxyconfig.Endpoint) (string, error) {
+func (c *Syncer) checkExternal(ctx context.Context, s *proxyconfig.Settings, ep *proxyconfig.Endpoint) (string, error) {
 	secret, err := c.Kube.CoreV1().Secrets(c.Namespace).Get(ctx, s.TLSSecretName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c.event("the external serving certificate Secret is missing", "secret", s.TLSSecretName)
@@ -316,7 +318,7 @@ func (c *Controller) checkExternal(ctx context.Context, s *proxyconfig.Settings,
 
 // ensureGenerated keeps a serving certificate for the endpoint, signed by
 // the generated CA, and returns the CA's PEM.
-func (c *Controller) ensureGenerated(ctx context.Context, ep *proxyconfig.Endpoint) ([]byte, error) {
+func (c *Syncer) ensureGenerated(ctx context.Context, ep *proxyconfig.Endpoint) ([]byte, error) {
 	secrets := c.Kube.CoreV1().Secrets(c.Namespace)
 	ca, err := (&secretca.Store{
 		Secrets: secrets, Name: proxyconfig.GeneratedCASecret, Labels: c.Labels,
@@ -357,7 +359,7 @@ func (c *Controller) ensureGenerated(ctx context.Context, ep *proxyconfig.Endpoi
 
 // leafCurrent: signed by the current CA, for exactly the endpoint's names,
 // and not close to expiry.
-func (c *Controller) leafCurrent(s *corev1.Secret, caPEM []byte, ep *proxyconfig.Endpoint) bool {
+func (c *Syncer) leafCurrent(s *corev1.Secret, caPEM []byte, ep *proxyconfig.Endpoint) bool {
 	if !bytes.Equal(s.Data["ca.crt"], caPEM) || len(s.Data[corev1.TLSPrivateKeyKey]) == 0 {
 		return false
 	}
@@ -391,7 +393,7 @@ func sameStrings(a, b []string) bool {
 // used (the admin's Secret replaced it, or the proxy is off) and, when the
 // proxy is off, its Service. The generated CA stays: kubeconfigs made
 // earlier trust it, and they work again if the admin switches back.
-func (c *Controller) cleanup(ctx context.Context, disabled bool) error {
+func (c *Syncer) cleanup(ctx context.Context, disabled bool) error {
 	if disabled {
 		if err := c.deleteService(ctx); err != nil {
 			return err
