@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
+	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
 func TestProxyAuditLevels(t *testing.T) {
