@@ -1,0 +1,102 @@
+package credentialissuer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+)
+
+var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func newController(t *testing.T, objs []runtime.Object, probers ...credentialissuer.Prober) (*credentialissuer.Controller, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{credentialissuer.CredentialIssuers: "CredentialIssuerList"}, objs...)
+	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"},
+		Data: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster: {server: \"https://public:6443\", certificate-authority-data: Q0E=}\n"}})
+	return &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: &rest.Config{Host: "https://internal"}, Name: "pinniped-config",
+		Probers: probers, Now: func() time.Time { return now }}, dyn
+}
+
+func statusOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []configv1alpha1.CredentialIssuerStrategy {
+	t.Helper()
+	u, err := dyn.Resource(credentialissuer.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci configv1alpha1.CredentialIssuer
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ci); err != nil {
+		t.Fatal(err)
+	}
+	return ci.Status.Strategies
+}
+
+// TestStatusSaysWhatWorksAndWhy: every strategy's outcome, in the order
+// clients should prefer them, with the frontend clients should use; the
+// CredentialIssuer is recreated if an admin deleted it.
+func TestStatusSaysWhatWorksAndWhy(t *testing.T) {
+	c, dyn := newController(t, nil,
+		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.FetchedKeyStrategyReason,
+			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason, Hint: "on managed clusters this is expected",
+			Probe: func(context.Context) (*credentialissuer.Working, error) { return nil, errors.New("no kube-controller-manager pod") }},
+		credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
+			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
+			Probe: func(context.Context) (*credentialissuer.Working, error) {
+				return nil, &credentialissuer.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New("the cluster has control-plane nodes")}
+			}},
+		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
+			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
+			Probe: func(context.Context) (*credentialissuer.Working, error) { return nil, nil }},
+	)
+	r := c.SyncOnce(context.Background())
+	if !r.AnyWorking || r.Pending {
+		t.Fatalf("result %+v", r)
+	}
+	s := statusOf(t, dyn)
+	if len(s) != 3 {
+		t.Fatalf("strategies %+v", s)
+	}
+	if s[0].Status != configv1alpha1.ErrorStrategyStatus || s[0].Reason != configv1alpha1.CouldNotFetchKeyStrategyReason ||
+		!strings.Contains(s[0].Message, "no kube-controller-manager pod. on managed clusters this is expected") {
+		t.Errorf("failure with a hint: %+v", s[0])
+	}
+	if s[1].Reason != configv1alpha1.DisabledStrategyReason || strings.Contains(s[1].Message, "expected") {
+		t.Errorf("a reason of the probe's own: %+v", s[1])
+	}
+	if s[2].Status != configv1alpha1.SuccessStrategyStatus || s[2].Frontend == nil || s[2].Frontend.TokenCredentialRequestAPIInfo == nil ||
+		s[2].Frontend.TokenCredentialRequestAPIInfo.Server != "https://public:6443" || s[2].Frontend.TokenCredentialRequestAPIInfo.CertificateAuthorityData != "Q0E=" ||
+		!s[2].LastUpdateTime.Time.Equal(now) {
+		t.Errorf("success through cluster-info: %+v", s[2])
+	}
+}
+
+func TestPendingIsReported(t *testing.T) {
+	ci := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer",
+		"metadata": map[string]any{"name": "pinniped-config"}}}
+	c, dyn := newController(t, []runtime.Object{ci}, credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType,
+		Success: configv1alpha1.ListeningStrategyReason, Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
+		Probe: func(context.Context) (*credentialissuer.Working, error) {
+			return nil, errors.Join(credentialissuer.ErrPending, errors.New("waiting for the load balancer's address"))
+		}})
+	r := c.SyncOnce(context.Background())
+	if r.AnyWorking || !r.Pending {
+		t.Fatalf("result %+v", r)
+	}
+	if s := statusOf(t, dyn); len(s) != 1 || s[0].Reason != configv1alpha1.PendingStrategyReason || !strings.Contains(s[0].Message, "load balancer") {
+		t.Fatalf("%+v", s)
+	}
+}
