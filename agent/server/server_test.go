@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	good := Options{Namespace: "pinniped", CertTTL: 5 * time.Minute, ListenAddress: ":10250", HealthListenAddress: ":8080", ProxyListenAddress: ":8444"}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		change func(*Options)
+		want   string
+	}{
+		"no namespace":    {func(o *Options) { o.Namespace = "" }, "--namespace is required"},
+		"ttl too short":   {func(o *Options) { o.CertTTL = time.Second }, "--credential-ttl"},
+		"ttl too long":    {func(o *Options) { o.CertTTL = 48 * time.Hour }, "--credential-ttl"},
+		"listen not addr": {func(o *Options) { o.ListenAddress = "10250" }, "--listen"},
+		"proxy not addr":  {func(o *Options) { o.ProxyListenAddress = "localhost" }, "--proxy-listen"},
+		"health not addr": {func(o *Options) { o.HealthListenAddress = "" }, "--health-listen"},
+	} {
+		o := good
+		c.change(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// TestCachedSuccess: a working CSR probe is not repeated within its ttl (each
+// one creates a CSR); a failing one is asked again every time.
+func TestCachedSuccess(t *testing.T) {
+	calls := 0
+	probe := cachedSuccess(time.Hour, func(context.Context) (*credentialissuer.Working, error) {
+		calls++
+		return nil, nil
+	})
+	for range 3 {
+		if _, err := probe(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d probes within the ttl", calls)
+	}
+	failing := cachedSuccess(time.Hour, func(context.Context) (*credentialissuer.Working, error) {
+		calls++
+		return nil, errors.New("no signer")
+	})
+	calls = 0
+	for range 3 {
+		_, _ = failing(context.Background())
+	}
+	if calls != 3 {
+		t.Fatalf("failures cached: %d probes", calls)
+	}
+}
