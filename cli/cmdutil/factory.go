@@ -7,10 +7,12 @@
 package cmdutil
 
 import (
+	"context"
 	"io"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -65,5 +67,22 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 			return nil, nil, os.ErrNotExist
 		},
 		Version: version.Info{Version: "v0.0.0-test", Commit: "test"},
+	}
+}
+
+// RunE is a command's RunE built on the seam: prepare (complete and
+// validate the options; may be nil), then runF when a test gave one, else
+// run, the options' own Run.
+func RunE[O any](o O, prepare func() error, runF func(context.Context, O) error, run func(context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
+		if runF != nil {
+			return runF(cmd.Context(), o)
+		}
+		return run(cmd.Context())
 	}
 }

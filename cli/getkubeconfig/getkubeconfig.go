@@ -100,15 +100,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
   # add a context to an existing kubeconfig instead
   pinniped get kubeconfig -o ~/.kube/config --merge`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")

@@ -68,18 +68,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
   # use a TokenReview webhook instead of OIDC
   pinniped install --webhook-endpoint=https://authn.example.com/review --webhook-ca-bundle=ca.pem`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.prepare, runF, o.Run),
 	}
 	fs := cmd.Flags()
 	o.Kube.AddTo(fs)
@@ -101,6 +90,13 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.BoolVar(&o.Wait, "wait", true, "wait until the agent works")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	return cmd
+}
+
+func (o *Options) prepare() error {
+	if err := o.Complete(); err != nil {
+		return err
+	}
+	return o.Validate()
 }
 
 // Complete fills defaults and reads files.

@@ -31,12 +31,7 @@ the agent made (its Secrets, CertificateSigningRequests and helper pods),
 found by the app.kubernetes.io/part-of=pinniped label. Nothing else is
 touched. Users' cached credentials stop working when they expire.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, nil, runF, o.Run),
 	}
 	o.Kube.AddTo(cmd.Flags())
 	return cmd

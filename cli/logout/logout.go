@@ -50,21 +50,21 @@ Credentials already handed to kubectl stay valid until they expire (minutes).`,
   pinniped logout --context=prod
   pinniped logout --all`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.All && (o.Context != "" || o.Kubeconfig != "") {
-				return errors.New("--all forgets every context's login; leave out --context and --kubeconfig")
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")
 	cmd.Flags().BoolVar(&o.All, "all", false, "forget every cached credential and session")
 	cmd.Flags().StringVar(&o.CredentialCache, "credential-cache", "", "override the cache the context's login uses")
 	return cmd
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if o.All && (o.Context != "" || o.Kubeconfig != "") {
+		return errors.New("--all forgets every context's login; leave out --context and --kubeconfig")
+	}
+	return nil
 }
 
 // Run forgets.

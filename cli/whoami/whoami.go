@@ -58,15 +58,7 @@ you in first if your kubeconfig needs it.`,
 		Example: `  pinniped whoami
   pinniped whoami --context=prod -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	o.Kube.AddTo(cmd.Flags())
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, json or yaml")

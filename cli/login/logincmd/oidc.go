@@ -82,15 +82,7 @@ Concurrent kubectl calls share one login. When kubectl runs non-interactively
   # in CI
   PINNIPED_USERNAME=ci-bot PINNIPED_PASSWORD=... pinniped login oidc --issuer=https://dex.example.com --flow=password`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
 	return cmd

@@ -33,15 +33,7 @@ func NewCmdStatic(f *cmdutil.Factory, runF func(context.Context, *StaticOptions)
 WebhookAuthenticator) for a short-lived cluster credential and caches that.
 Prefer --token-env: a token in a kubeconfig is readable by anyone who can read the file.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
 	return cmd
