@@ -84,7 +84,7 @@ func TestLogin(t *testing.T) {
 			authURL = strings.TrimSpace(string(b))
 			return nil
 		})
-		// kubectl passes its terminal on, so the login screen (cli/tui) shows the link.
+		// kubectl passes its terminal on, so the login screen (cli/ui/tui) shows the link.
 		term.WaitFor(10*time.Second, "the login link on the terminal", func(s string) bool { return strings.Contains(s, "Login link:") })
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()

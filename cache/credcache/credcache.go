@@ -1,6 +1,7 @@
 // Package credcache caches short-lived cluster credentials (what `pinniped
-// login` prints for kubectl) in a cache.Store, under the keys that package
-// credkey derives, and never hands out one that is about to expire.
+// login` prints for kubectl) in a cache.Store, under the keys the login
+// model derives (cli/login/config), and never hands out one that is about to
+// expire.
 package credcache
 
 import (

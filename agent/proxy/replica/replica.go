@@ -209,7 +209,7 @@ func (p *Runtime) poke() {
 // Leader is the leader's half, sharing this replica's view of the spec.
 func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
 	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
-		Labels: labels, Selector: selector, Log: p.log.With("controller", "impersonationproxy")}
+		Labels: labels, Selector: selector, Log: p.log.With("controller", "impersonation-proxy-leader")}
 }
 
 // settings resolves the spec as it is now.
