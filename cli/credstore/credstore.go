@@ -190,7 +190,7 @@ func Everywhere(mode string) ([]cache.Store, error) {
 		return []cache.Store{st}, nil
 	}
 	if f.primary.UnavailableWithoutCalling() != nil {
-		return []cache.Store{f.fallback}, nil
+		return []cache.Store{f.fallback}, nil //nolint:nilerr // no keyring here: the files are all there is
 	}
 	return []cache.Store{f.primary, f.fallback}, nil
 }

@@ -52,7 +52,9 @@ func TestStatusSaysWhatWorksAndWhy(t *testing.T) {
 	c, dyn := newController(t, nil,
 		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.FetchedKeyStrategyReason,
 			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason, Hint: "on managed clusters this is expected",
-			Probe: func(context.Context) (*credentialissuer.Working, error) { return nil, errors.New("no kube-controller-manager pod") }},
+			Probe: func(context.Context) (*credentialissuer.Working, error) {
+				return nil, errors.New("no kube-controller-manager pod")
+			}},
 		credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
 			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
 			Probe: func(context.Context) (*credentialissuer.Working, error) {
@@ -60,7 +62,7 @@ func TestStatusSaysWhatWorksAndWhy(t *testing.T) {
 			}},
 		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
-			Probe: func(context.Context) (*credentialissuer.Working, error) { return nil, nil }},
+			Probe:   func(context.Context) (*credentialissuer.Working, error) { return nil, nil }},
 	)
 	r := c.SyncOnce(context.Background())
 	if !r.AnyWorking || r.Pending {

@@ -70,7 +70,7 @@ func oidc(o *loginflags.OIDC, exec *execcred.Request, env Env) *execcred.Status 
 	if err != nil || c.Validate() != nil {
 		return nil
 	}
-	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()), exec)
+	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
 }
 
 func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Status {
@@ -82,10 +82,10 @@ func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Sta
 		// The token is the credential: nothing to cache or look up.
 		return &execcred.Status{Token: c.Token}
 	}
-	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()), exec)
+	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
 }
 
-func cached(mode, key string, exec *execcred.Request) *execcred.Status {
+func cached(mode, key string) *execcred.Status {
 	// Warnings are the engine's to print; a read never writes a file.
 	store, err := credstore.Open(mode, io.Discard)
 	if err != nil || store == nil {

@@ -73,7 +73,7 @@ type OIDC struct {
 // Environment variables a login reads, as upstream Pinniped names them.
 const (
 	EnvUsername = "PINNIPED_USERNAME"
-	EnvPassword = "PINNIPED_PASSWORD"
+	EnvPassword = "PINNIPED_PASSWORD" //nolint:gosec // a variable's name, not a credential
 	// EnvUpstreamFlow overrides --upstream-identity-provider-flow whenever set.
 	EnvUpstreamFlow = "PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"
 )
