@@ -415,16 +415,18 @@ func TestTUI(t *testing.T) {
 		l.checkCredential(t)
 	})
 
-	t.Run("kubectl says non-interactive: no screen, no browser", func(t *testing.T) {
+	t.Run("kubectl says non-interactive: no screen, the browser login still runs", func(t *testing.T) {
 		l := newTUILogin(t, pinniped)
 		term := l.inTmux(t, 100, `KUBERNETES_EXEC_INFO={"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}`)
-		screen := term.WaitFor(20*time.Second, "the exit", exited)
-		if !strings.Contains(screen, "EXIT=1") || !strings.Contains(screen, "logging in needs you at a terminal") || strings.Contains(screen, "q cancel") {
+		authURL := l.authURL(t)
+		bctx, cancel := Browser(t, context.Background())
+		defer cancel()
+		dexLogin(t, bctx, authURL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
+		screen := term.WaitFor(30*time.Second, "the exit", exited)
+		if !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "no terminal to type into") || strings.Contains(screen, "q cancel") {
 			t.Fatalf("non-interactive exec info:\n%s", screen)
 		}
-		if _, err := os.Stat(l.urlFile); err == nil {
-			t.Fatal("a non-interactive login opened the browser")
-		}
+		l.checkCredential(t)
 	})
 
 	t.Run("install --wait in a terminal: spinner, then lines", func(t *testing.T) {

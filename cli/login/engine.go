@@ -49,6 +49,10 @@ type Engine struct {
 	Exchange func(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error)
 	// LockTimeout bounds waiting for another process's login.
 	LockTimeout time.Duration
+	// CanPrompt is set when a person can type into the UI (kubectl says
+	// the session is interactive and stdin is a terminal): the paste
+	// prompt and the password prompt need it; a browser login does not.
+	CanPrompt bool
 }
 
 // UI extends the provider's UI with the engine's own messages.
@@ -66,9 +70,6 @@ type Summary struct {
 	StoredIn  string
 	Refreshed bool
 }
-
-// ErrNeedsInteraction: the credential cannot be renewed without a person.
-var ErrNeedsInteraction = errors.New("logging in needs you at a terminal")
 
 func (e *Engine) now() time.Time {
 	if e.Now != nil {
@@ -224,12 +225,16 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		}
 		e.UI.Step("logging in as " + c.Username + " with a password")
 		tokens, err = p.PasswordGrant(ctx, c.Username, c.Password)
-	case !exec.Interactive:
-		return nil, false, fmt.Errorf("%w: kubectl is running without one (spec.interactive=false). Log in from a terminal first, e.g. run the same kubectl command there, or use PINNIPED_USERNAME/PINNIPED_PASSWORD for CI", ErrNeedsInteraction)
 	case c.Flow == config.FlowDevice:
 		tokens, err = p.DeviceLogin(ctx, e.UI)
 	default:
-		opts := browserOptions(c)
+		if !e.CanPrompt {
+			// An IDE, a pipe, a CI job: no prompt, but a browser login
+			// needs none. Whoever reads this can finish it.
+			e.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
+				"open the link to log in; it is good until --timeout ("+c.Timeout.String()+")")
+		}
+		opts := browserOptions(c, e.CanPrompt)
 		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
 		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
 			e.UI.Step("switching to the device flow")
@@ -289,9 +294,10 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 }
 
 // browserOptions are the browser flow's settings for c. The paste prompt is
-// offered only when no flow was chosen.
-func browserOptions(c *config.OIDC) oidclogin.BrowserOptions {
-	o := oidclogin.BrowserOptions{ListenPort: c.ListenPort, SkipBrowser: c.SkipBrowser, SkipListen: c.SkipListen, AllowPaste: c.Flow == config.FlowAuto}
+// offered only when no flow was chosen and a person can type.
+func browserOptions(c *config.OIDC, canPrompt bool) oidclogin.BrowserOptions {
+	o := oidclogin.BrowserOptions{ListenPort: c.ListenPort, SkipBrowser: c.SkipBrowser, SkipListen: c.SkipListen,
+		AllowPaste: c.Flow == config.FlowAuto && canPrompt}
 	if c.Upstream.Name != "" {
 		o.ExtraParams = map[string]string{"pinniped_idp_name": c.Upstream.Name, "pinniped_idp_type": c.Upstream.Type}
 	}

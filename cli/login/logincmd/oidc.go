@@ -69,8 +69,10 @@ for kubectl. In order, it uses:
      paste the code back), or --flow=device for machines without a browser,
      or a password from PINNIPED_USERNAME/PINNIPED_PASSWORD for CI.
 
-Concurrent kubectl calls share one login. When kubectl runs non-interactively
-(an IDE, a CI job) it never opens a browser; it tells you what to run.`,
+Concurrent kubectl calls share one login. When kubectl runs without a
+terminal (an IDE, a pipe, a CI job), the browser login still runs: the link
+is printed and opened, and only prompts (pasting the code, a password) are
+skipped.`,
 		Example: `  # what a generated kubeconfig runs
   pinniped login oidc --issuer=https://dex.example.com --client-id=pinniped-cli \
     --enable-concierge --concierge-endpoint=https://10.0.0.1:6443 \
@@ -146,11 +148,12 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 		return nil, err
 	}
 	ui := &plain.Login{Err: f.IO.ErrOut, Getenv: f.Getenv}
-	if interactive && tty.IsTerminal(f.IO.In) {
+	canPrompt := interactive && tty.IsTerminal(f.IO.In)
+	if canPrompt {
 		ui.In = f.IO.In
 	}
 	return &login.Engine{
 		Store: store, LockDir: lockDir, UI: ui, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: conciergeclient.Exchange,
+		Exchange: conciergeclient.Exchange, CanPrompt: canPrompt,
 	}, nil
 }
