@@ -80,9 +80,3 @@ func TestMergeKeepsExistingContexts(t *testing.T) {
 	}
 }
 
-func TestFilterScopes(t *testing.T) {
-	got := kubeconfig.FilterScopes([]string{"openid", "offline_access", "pinniped:request-audience", "groups"}, []string{"offline_access", "groups", "email"})
-	if strings.Join(got, ",") != "openid,offline_access,groups" {
-		t.Fatal(got)
-	}
-}

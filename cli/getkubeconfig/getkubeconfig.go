@@ -340,7 +340,7 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	if err != nil {
 		return err
 	}
-	c.Scopes = kubeconfig.FilterScopes(o.OIDCScopes, disc.ScopesSupported)
+	c.Scopes, _ = disc.SupportedScopes(o.OIDCScopes)
 	return nil
 }
 

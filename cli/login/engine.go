@@ -53,6 +53,18 @@ type Engine struct {
 	// the session is interactive and stdin is a terminal): the paste
 	// prompt and the password prompt need it; a browser login does not.
 	CanPrompt bool
+	// QuietLoginURL prints the login link only when no browser opened
+	// (PINNIPED_SKIP_PRINT_LOGIN_URL=true).
+	QuietLoginURL bool
+	// Debug, when set, is told what the engine decides and why, for
+	// PINNIPED_DEBUG; never a secret.
+	Debug func(format string, args ...any)
+}
+
+func (e *Engine) debug(format string, args ...any) {
+	if e.Debug != nil {
+		e.Debug(format, args...)
+	}
 }
 
 // UI extends the provider's UI with the engine's own messages.
@@ -80,11 +92,14 @@ func (e *Engine) now() time.Time {
 
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
 func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
+	start := e.now()
 	key := c.CredentialKey(exec.KeyCluster())
 	creds := e.credCache()
 	if cred, ok := e.cached(ctx, creds, key); ok {
+		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), cred.ExpirationTimestamp.Format(time.RFC3339))
 		return e.write(exec, cred)
 	}
+	e.debug("cluster credential: none cached that is valid for 30 s more")
 	// One login per key across processes: the rest wait here, then find
 	// the credential the first one cached.
 	unlock, err := e.lock(ctx, key, exec.Interactive)
@@ -102,6 +117,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	}
 	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
 	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
 		p, err := e.Discover(ctx)
 		if err != nil {
 			return err
@@ -112,6 +128,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
 	if c.Concierge != nil {
+		e.debug("trading the token at %s with %s %s", c.Concierge.Endpoint, c.Concierge.AuthenticatorType, c.Concierge.AuthenticatorName)
 		e.UI.Step("exchanging the token for a cluster credential")
 		cc, err := e.Exchange(ctx, c.Concierge, token)
 		if err != nil {
@@ -134,6 +151,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 			storedIn = e.Store.Describe()
 		}
 	}
+	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	e.UI.Success(Summary{Username: tokens.Username, Groups: tokens.Groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return e.write(exec, cred)
 }
@@ -186,6 +204,7 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
 	if session := e.usableSession(ctx, sk, c); session != nil {
+		e.debug("session: the cached ID token is good until %s", session.IDTokenExpiry.Format(time.RFC3339))
 		return session, false, nil
 	}
 	// Clusters reached through one login share its session, but kubectl
@@ -208,6 +227,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		return nil, false, err
 	}
 	if session != nil && session.RefreshToken != "" {
+		e.debug("session: refreshing")
 		e.UI.Step("refreshing your session")
 		fresh, err := p.Refresh(ctx, session.RefreshToken)
 		if err == nil {
@@ -218,6 +238,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 	}
 
 	var tokens *sessions.Tokens
+	e.debug("session: none usable; logging in (%s)", flowName(c, e.CanPrompt))
 	switch {
 	case c.PasswordLogin():
 		if c.Username == "" || c.Password == "" {
@@ -234,7 +255,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 			e.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
 				"open the link to log in; it is good until --timeout ("+c.Timeout.String()+")")
 		}
-		opts := browserOptions(c, e.CanPrompt)
+		opts := browserOptions(c, e.CanPrompt, e.QuietLoginURL)
 		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
 		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
 			e.UI.Step("switching to the device flow")
@@ -295,11 +316,24 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 
 // browserOptions are the browser flow's settings for c. The paste prompt is
 // offered only when no flow was chosen and a person can type.
-func browserOptions(c *config.OIDC, canPrompt bool) oidclogin.BrowserOptions {
+func browserOptions(c *config.OIDC, canPrompt, quiet bool) oidclogin.BrowserOptions {
 	o := oidclogin.BrowserOptions{ListenPort: c.ListenPort, SkipBrowser: c.SkipBrowser, SkipListen: c.SkipListen,
-		AllowPaste: c.Flow == config.FlowAuto && canPrompt}
+		AllowPaste: c.Flow == config.FlowAuto && canPrompt, QuietWhenOpened: quiet}
 	if c.Upstream.Name != "" {
 		o.ExtraParams = map[string]string{"pinniped_idp_name": c.Upstream.Name, "pinniped_idp_type": c.Upstream.Type}
 	}
 	return o
+}
+
+// flowName says which login runs, for debug lines.
+func flowName(c *config.OIDC, canPrompt bool) string {
+	switch {
+	case c.PasswordLogin():
+		return "password"
+	case c.Flow == config.FlowDevice:
+		return "device code"
+	case canPrompt && c.Flow == config.FlowAuto:
+		return "browser, or a pasted code"
+	}
+	return "browser"
 }

@@ -7,10 +7,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -375,5 +377,43 @@ func TestOneRefreshPerSession(t *testing.T) {
 			t.Fatalf("round %d: %d refreshes (want %d), %d logins (want 1)", round, got, round+1, h.idp.AuthCodeGrants.Load())
 		}
 		h.clk.add(55 * time.Minute)
+	}
+}
+
+// TestDebugSaysWhatAndWhyNeverASecret: PINNIPED_DEBUG's lines name the
+// cache, the session's state and the flow, and no token.
+func TestDebugSaysWhatAndWhyNeverASecret(t *testing.T) {
+	h := newHarness(t)
+	var lines []string
+	var mu sync.Mutex
+	run := func() {
+		e := h.engine(io.Discard)
+		e.Debug = func(format string, args ...any) {
+			mu.Lock()
+			lines = append(lines, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+		if err := e.LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	run()
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{"none cached", "logging in (browser)", "trading the token at https://cluster with jwt dex", "done in", "cached in " + h.store.Describe()} {
+		if !strings.Contains(all, want) {
+			t.Errorf("debug lacks %q:\n%s", want, all)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(h.store.Dir, "*.cred"))
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		var v map[string]any
+		_ = json.Unmarshal(raw, &v)
+		for _, field := range []string{"idToken", "accessToken", "refreshToken"} {
+			if tok, _ := v[field].(string); tok != "" && strings.Contains(all, tok) {
+				t.Fatalf("debug shows the %s", field)
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
@@ -84,4 +85,23 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 // IsSupervisor reports whether the issuer is a Pinniped Supervisor.
 func (d *Document) IsSupervisor() bool {
 	return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != ""
+}
+
+// SupportedScopes keeps the scopes the issuer lists as supported (openid
+// always): providers such as Dex refuse a login that asks for one they do
+// not know, and upstream's kubeconfigs ask for the Supervisor's own
+// (pinniped:request-audience, username, groups) even of other issuers. An
+// issuer that lists none keeps them all.
+func (d *Document) SupportedScopes(scopes []string) (kept, dropped []string) {
+	if len(d.ScopesSupported) == 0 {
+		return scopes, nil
+	}
+	for _, s := range scopes {
+		if s == "openid" || slices.Contains(d.ScopesSupported, s) {
+			kept = append(kept, s)
+		} else {
+			dropped = append(dropped, s)
+		}
+	}
+	return kept, dropped
 }

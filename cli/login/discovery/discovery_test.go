@@ -79,3 +79,14 @@ func TestFetchRefuses(t *testing.T) {
 		t.Fatal("an http issuer was asked")
 	}
 }
+
+func TestSupportedScopes(t *testing.T) {
+	d := &discovery.Document{ScopesSupported: []string{"offline_access", "groups", "email"}}
+	kept, dropped := d.SupportedScopes([]string{"offline_access", "openid", "pinniped:request-audience", "username", "groups"})
+	if strings.Join(kept, ",") != "offline_access,openid,groups" || strings.Join(dropped, ",") != "pinniped:request-audience,username" {
+		t.Fatalf("kept %v, dropped %v", kept, dropped)
+	}
+	if kept, dropped := (&discovery.Document{}).SupportedScopes([]string{"a", "b"}); len(kept) != 2 || dropped != nil {
+		t.Fatalf("an issuer that lists nothing: %v %v", kept, dropped)
+	}
+}

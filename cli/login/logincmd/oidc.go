@@ -5,6 +5,7 @@ package logincmd
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -121,7 +122,11 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		return err
 	}
 	engine.Discover = func(ctx context.Context) (login.Provider, error) {
-		return oidclogin.Discover(ctx, c, nil)
+		p, err := oidclogin.Discover(ctx, c, nil)
+		if err == nil && len(p.DroppedScopes) > 0 {
+			engine.Debug("the issuer does not list the scopes %v as supported; asking without them", p.DroppedScopes)
+		}
+		return p, err
 	}
 	// The interactive screen only when a person can use it: kubectl says
 	// the session is interactive and both stdin and stderr are terminals.
@@ -152,8 +157,16 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	if canPrompt {
 		ui.In = f.IO.In
 	}
-	return &login.Engine{
+	e := &login.Engine{
 		Store: store, LockDir: lockDir, UI: ui, Stdout: f.IO.Out, Now: f.Now,
 		Exchange: conciergeclient.Exchange, CanPrompt: canPrompt,
-	}, nil
+		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
+		Debug:         func(string, ...any) {},
+	}
+	if f.Getenv("PINNIPED_DEBUG") == "true" {
+		e.Debug = func(format string, args ...any) {
+			fmt.Fprintf(f.IO.ErrOut, "pinniped debug: "+format+"\n", args...)
+		}
+	}
+	return e, nil
 }

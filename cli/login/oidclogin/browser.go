@@ -34,6 +34,9 @@ type BrowserOptions struct {
 	AllowPaste bool
 	// ExtraParams are added to the authorization request.
 	ExtraParams map[string]string
+	// QuietWhenOpened shows the link only if the browser could not be
+	// opened, and then offers no paste prompt (PINNIPED_SKIP_PRINT_LOGIN_URL).
+	QuietWhenOpened bool
 }
 
 // ErrLoginDenied means the provider answered the login with an error.
@@ -94,15 +97,23 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	}
 	authURL := oc.AuthCodeURL(state, opts...)
 
-	ui.ShowLoginURL(authURL)
+	opened := false
+	if !o.QuietWhenOpened {
+		ui.ShowLoginURL(authURL)
+	}
 	if !o.SkipBrowser && !o.SkipListen {
 		if err := ui.OpenBrowser(authURL); err != nil {
-			ui.Warn("could not open a browser ("+err.Error()+")", "open the link above by hand")
+			ui.Warn("could not open a browser ("+err.Error()+")", "open the link by hand")
+		} else {
+			opened = true
 		}
+	}
+	if o.QuietWhenOpened && !opened {
+		ui.ShowLoginURL(authURL)
 	}
 	pasteCtx, stopPaste := context.WithCancel(ctx)
 	defer stopPaste()
-	if o.AllowPaste {
+	if o.AllowPaste && !(o.QuietWhenOpened && opened) {
 		go func() {
 			for {
 				in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")

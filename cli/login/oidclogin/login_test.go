@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func (u *fakeUI) Warn(problem, next string) {
 	u.shown = append(u.shown, problem+": "+next)
 	u.mu.Unlock()
 }
-func (u *fakeUI) ShowLoginURL(string) {}
+func (u *fakeUI) ShowLoginURL(string) { u.Step("the login link") }
 func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
 	u.Step("code " + code + " at " + uri)
 }
@@ -307,5 +308,25 @@ func TestDeviceFlowOpensVerificationPage(t *testing.T) {
 	}()
 	if _, err := discover(t, p).DeviceLogin(ctxT(t), ui); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQuietLoginURL (PINNIPED_SKIP_PRINT_LOGIN_URL): the link is shown only
+// when no browser could be opened.
+func TestQuietLoginURL(t *testing.T) {
+	p := oidctest.New(t)
+	ui := &fakeUI{t: t, ca: p.CABundle}
+	if _, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{QuietWhenOpened: true}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ui.shown, "the login link") {
+		t.Fatalf("the link was shown though the browser opened: %v", ui.shown)
+	}
+	ui = &fakeUI{t: t, ca: p.CABundle, noOpen: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, _ = discover(t, p).BrowserLogin(ctx, ui, oidclogin.BrowserOptions{QuietWhenOpened: true})
+	if !slices.Contains(ui.shown, "the login link") {
+		t.Fatalf("no browser, and no link either: %v", ui.shown)
 	}
 }

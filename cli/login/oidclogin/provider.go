@@ -42,6 +42,9 @@ type Provider struct {
 	DeviceAuthURL string
 	// TokenURL is used for RFC 8693 exchanges.
 	TokenURL string
+	// DroppedScopes are the asked-for scopes this issuer does not support,
+	// left out of the request (a Pinniped Supervisor is asked for all).
+	DroppedScopes []string
 }
 
 // Discover reads the provider's discovery document; every endpoint the
@@ -67,6 +70,10 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 	if now == nil {
 		now = time.Now
 	}
+	scopes, dropped := c.Scopes, []string(nil)
+	if !doc.IsSupervisor() {
+		scopes, dropped = doc.SupportedScopes(c.Scopes)
+	}
 	return &Provider{
 		cfg:  c,
 		now:  now,
@@ -81,10 +88,11 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		oauth: oauth2.Config{
 			ClientID: c.ClientID,
 			Endpoint: ep,
-			Scopes:   c.Scopes,
+			Scopes:   scopes,
 		},
 		DeviceAuthURL: doc.DeviceAuthorizationEndpoint,
 		TokenURL:      ep.TokenURL,
+		DroppedScopes: dropped,
 	}, nil
 }
 
