@@ -31,6 +31,12 @@ func (f *Flags) AddTo(fs *pflag.FlagSet) {
 	f.nsFlag = fs.Lookup("namespace")
 }
 
+// AddContextAlias registers name as another spelling of --context
+// (upstream Pinniped's commands call it --kubeconfig-context).
+func (f *Flags) AddContextAlias(fs *pflag.FlagSet, name string) {
+	fs.StringVar(&f.overrides.CurrentContext, name, "", "the same as --context")
+}
+
 // ClientConfig is the merged kubeconfig plus overrides.
 func (f *Flags) ClientConfig() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(f.rules, &f.overrides)

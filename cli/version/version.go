@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,15 +61,29 @@ func (o *Options) Validate() error {
 	return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o unset for one line", o.Output)
 }
 
+// Upstream is the build in the shape upstream Pinniped prints with -o json
+// and -o yaml (Kubernetes' version.Info), so scripts written for it work.
+func (i Info) Upstream() apimachineryversion.Info {
+	v := apimachineryversion.Info{GitVersion: i.Version, GitCommit: i.Commit, GitTreeState: "clean", BuildDate: i.BuildDate,
+		GoVersion: i.GoVersion, Compiler: runtime.Compiler, Platform: i.Platform}
+	if strings.Contains(i.Version, "dirty") {
+		v.GitTreeState = "dirty"
+	}
+	if parts := strings.SplitN(strings.TrimPrefix(i.Version, "v"), ".", 3); len(parts) == 3 {
+		v.Major, v.Minor = parts[0], parts[1]
+	}
+	return v
+}
+
 // Run prints the build information.
 func (o *Options) Run() error {
 	switch o.Output {
 	case "json":
 		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(o.Info)
+		return enc.Encode(o.Info.Upstream())
 	case "yaml":
-		b, err := yaml.Marshal(o.Info)
+		b, err := yaml.Marshal(o.Info.Upstream())
 		if err != nil {
 			return err
 		}
@@ -95,6 +111,6 @@ func NewCommand(name string, info Info) *cobra.Command {
 			return o.Run()
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "output format: json or yaml (default: one line of text)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json or yaml, with upstream Pinniped's field names (default: one line of text, which also names the commit, Go version and platform; upstream prints the version alone)")
 	return cmd
 }

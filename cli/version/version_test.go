@@ -29,7 +29,7 @@ func TestVersion(t *testing.T) {
 	}
 	for _, format := range []string{"json", "yaml"} {
 		out, err := run(t, "-o", format)
-		var got version.Info
+		var got map[string]string
 		if err == nil {
 			if format == "json" {
 				err = json.Unmarshal([]byte(out), &got)
@@ -37,8 +37,16 @@ func TestVersion(t *testing.T) {
 				err = yaml.Unmarshal([]byte(out), &got)
 			}
 		}
-		if err != nil || got.Version != "v1.2.3" || got.Commit != "abc1234" || got.GoVersion == "" || got.Platform == "" {
-			t.Errorf("-o %s: %q %v", format, out, err)
+		// Upstream Pinniped's field names (Kubernetes' version.Info).
+		want := map[string]string{"major": "1", "minor": "2", "gitVersion": "v1.2.3", "gitCommit": "abc1234", "gitTreeState": "clean",
+			"buildDate": "2026-11-23T12:00:00Z", "compiler": "gc"}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("-o %s: %s = %q, want %q (%v)", format, k, got[k], v, err)
+			}
+		}
+		if got["goVersion"] == "" || got["platform"] == "" || len(got) != 9 {
+			t.Errorf("-o %s: %q", format, out)
 		}
 	}
 	if _, err := run(t, "-o", "xml"); err == nil || !strings.Contains(err.Error(), "use json or yaml") {

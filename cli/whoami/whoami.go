@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -22,19 +23,15 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 )
 
-var (
-	whoAmIGVR            = identityv1alpha1.SchemeGroupVersion.WithResource("whoamirequests")
-	selfSubjectReviewGVR = schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}
-)
+var selfSubjectReviewGVR = schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}
 
-// Result is what whoami prints.
+// Result is what whoami learned: the WhoAmIRequest as the agent answered it
+// (or as made from Kubernetes' SelfSubjectReview, on a cluster without the
+// agent), and where.
 type Result struct {
-	Cluster  string              `json:"cluster"`
-	Server   string              `json:"server"`
-	Username string              `json:"username"`
-	Groups   []string            `json:"groups,omitempty"`
-	Extra    map[string][]string `json:"extra,omitempty"`
-	Source   string              `json:"source"`
+	Cluster, Server string
+	Request         identityv1alpha1.WhoAmIRequest
+	Source          string
 }
 
 // Options are the inputs of `pinniped whoami`.
@@ -42,6 +39,8 @@ type Options struct {
 	Kube    *kubeflags.Flags
 	Output  string
 	Timeout time.Duration
+	// APIGroupSuffix is the agent's API group suffix (upstream's flag).
+	APIGroupSuffix string
 
 	f *cmdutil.Factory
 }
@@ -61,7 +60,9 @@ you in first if your kubeconfig needs it.`,
 		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	o.Kube.AddTo(cmd.Flags())
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, json or yaml")
+	o.Kube.AddContextAlias(cmd.Flags(), "kubeconfig-context")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json or yaml: the WhoAmIRequest, as upstream Pinniped prints it")
+	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: no limit)")
 	return cmd
 }
@@ -75,6 +76,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Timeout < 0 {
 		return errors.New("--timeout must not be negative")
+	}
+	if o.APIGroupSuffix == "" {
+		return errors.New("--api-group-suffix must not be empty")
 	}
 	return nil
 }
@@ -90,7 +94,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ask(ctx, dynamicCreator{dyn: dyn})
+	res, err := ask(ctx, dynamicCreator{dyn: dyn}, o.APIGroupSuffix)
 	if err != nil {
 		return err
 	}
@@ -103,12 +107,17 @@ type creator interface {
 	create(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) (map[string]any, error)
 }
 
-func ask(ctx context.Context, c creator) (*Result, error) {
-	obj, err := c.create(ctx, whoAmIGVR, map[string]any{
-		"apiVersion": identityv1alpha1.SchemeGroupVersion.String(), "kind": "WhoAmIRequest", "spec": map[string]any{}})
+func ask(ctx context.Context, c creator, suffix string) (*Result, error) {
+	gv := schema.GroupVersion{Group: "identity.concierge." + suffix, Version: identityv1alpha1.SchemeGroupVersion.Version}
+	obj, err := c.create(ctx, gv.WithResource("whoamirequests"), map[string]any{
+		"apiVersion": gv.String(), "kind": "WhoAmIRequest", "spec": map[string]any{}})
 	if err == nil {
-		u, _, _ := unstructured.NestedMap(obj, "status", "kubernetesUserInfo", "user")
-		return fromUser(u, "WhoAmIRequest (pinniped agent)"), nil
+		r := &Result{Source: "WhoAmIRequest (pinniped agent)"}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &r.Request); err != nil {
+			return nil, fmt.Errorf("the agent's WhoAmIRequest answer is unreadable: %w", err)
+		}
+		r.Request.APIVersion, r.Request.Kind = gv.String(), "WhoAmIRequest"
+		return r, nil
 	}
 	if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !isNoMatch(err) {
 		return nil, fmt.Errorf("ask the cluster who you are: %w", err)
@@ -116,37 +125,27 @@ func ask(ctx context.Context, c creator) (*Result, error) {
 	obj, err2 := c.create(ctx, selfSubjectReviewGVR, map[string]any{
 		"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
 	if err2 != nil {
-		return nil, fmt.Errorf("ask the cluster who you are: %w", errors.Join(err, err2))
+		return nil, fmt.Errorf("ask the cluster who you are (is the pinniped agent installed and ready, with API group suffix %s?): %w", suffix, errors.Join(err, err2))
 	}
-	u, _, _ := unstructured.NestedMap(obj, "status", "userInfo")
-	return fromUser(u, "SelfSubjectReview (Kubernetes)"), nil
+	var review authenticationv1.SelfSubjectReview
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &review); err != nil {
+		return nil, fmt.Errorf("the SelfSubjectReview answer is unreadable: %w", err)
+	}
+	u := review.Status.UserInfo
+	r := &Result{Source: "SelfSubjectReview (Kubernetes)"}
+	r.Request.APIVersion, r.Request.Kind = gv.String(), "WhoAmIRequest"
+	r.Request.Status.KubernetesUserInfo.User = identityv1alpha1.UserInfo{Username: u.Username, UID: u.UID, Groups: u.Groups}
+	for k, v := range u.Extra {
+		if r.Request.Status.KubernetesUserInfo.User.Extra == nil {
+			r.Request.Status.KubernetesUserInfo.User.Extra = map[string]identityv1alpha1.ExtraValue{}
+		}
+		r.Request.Status.KubernetesUserInfo.User.Extra[k] = identityv1alpha1.ExtraValue(v)
+	}
+	return r, nil
 }
 
 func isNoMatch(err error) bool {
 	return strings.Contains(err.Error(), "could not find the requested resource")
-}
-
-func fromUser(u map[string]any, source string) *Result {
-	r := &Result{Source: source}
-	r.Username, _ = u["username"].(string)
-	if g, ok := u["groups"].([]any); ok {
-		for _, v := range g {
-			if s, ok := v.(string); ok {
-				r.Groups = append(r.Groups, s)
-			}
-		}
-	}
-	if e, ok := u["extra"].(map[string]any); ok {
-		r.Extra = map[string][]string{}
-		for k, v := range e {
-			for _, x := range v.([]any) {
-				if s, ok := x.(string); ok {
-					r.Extra[k] = append(r.Extra[k], s)
-				}
-			}
-		}
-	}
-	return r
 }
 
 func render(w io.Writer, format string, r *Result) error {
@@ -154,24 +153,25 @@ func render(w io.Writer, format string, r *Result) error {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return enc.Encode(&r.Request)
 	case "yaml":
-		b, err := yaml.Marshal(r)
+		b, err := yaml.Marshal(&r.Request)
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(b)
 		return err
 	}
+	u := r.Request.Status.KubernetesUserInfo.User
 	fmt.Fprintf(w, "Current cluster info:\n\nName: %s\nURL: %s\n\nCurrent user info:\n\nUsername: %s\nGroups: %s\n",
-		r.Cluster, r.Server, r.Username, strings.Join(r.Groups, ", "))
-	keys := make([]string, 0, len(r.Extra))
-	for k := range r.Extra {
+		r.Cluster, r.Server, u.Username, strings.Join(u.Groups, ", "))
+	keys := make([]string, 0, len(u.Extra))
+	for k := range u.Extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "Extra %s: %s\n", k, strings.Join(r.Extra[k], ", "))
+		fmt.Fprintf(w, "Extra %s: %s\n", k, strings.Join(u.Extra[k], ", "))
 	}
 	fmt.Fprintf(w, "(answered by %s)\n", r.Source)
 	return nil

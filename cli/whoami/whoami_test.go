@@ -39,7 +39,10 @@ users:
 // without the agent) and SelfSubjectReview.
 func cluster(agent bool) dynamic.Interface {
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	dyn.PrependReactor("create", "whoamirequests", func(clienttesting.Action) (bool, runtime.Object, error) {
+	dyn.PrependReactor("create", "whoamirequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetResource().Group != "identity.concierge.pinniped.dev" && a.GetResource().Group != "identity.concierge.example.io" {
+			return true, nil, errors.NewNotFound(a.GetResource().GroupResource(), "")
+		}
 		if !agent {
 			return true, nil, errors.NewNotFound(schema.GroupResource{Group: "identity.concierge.pinniped.dev", Resource: "whoamirequests"}, "")
 		}
@@ -85,15 +88,28 @@ func TestWhoami(t *testing.T) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
 	}
-	// Another context, as JSON; a cluster without the agent answers
-	// through Kubernetes' own SelfSubjectReview.
-	out, err = run(t, cluster(false), "--context=prod", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
+	// Another context (upstream's flag name), as text; a cluster without
+	// the agent answers through Kubernetes' own SelfSubjectReview.
+	out, err = run(t, cluster(false), "--kubeconfig-context=prod")
+	if err != nil || !strings.Contains(out, "Name: prod-cluster\nURL: https://prod:6443") || !strings.Contains(out, "Username: bob") || !strings.Contains(out, "SelfSubjectReview") {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	var r Result
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Cluster != "prod-cluster" || r.Server != "https://prod:6443" || r.Username != "bob" || !strings.Contains(r.Source, "SelfSubjectReview") {
-		t.Fatalf("%s (%v)", out, err)
+	// JSON and YAML: the WhoAmIRequest object, as upstream prints it, under
+	// the API group suffix asked for, whichever API answered.
+	for _, agent := range []bool{true, false} {
+		out, err = run(t, cluster(agent), "-o", "json", "--api-group-suffix=example.io")
+		var r map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &r) != nil || r["apiVersion"] != "identity.concierge.example.io/v1alpha1" || r["kind"] != "WhoAmIRequest" {
+			t.Fatalf("agent %v: %v\n%s", agent, err, out)
+		}
+		user, _ := r["status"].(map[string]any)["kubernetesUserInfo"].(map[string]any)["user"].(map[string]any)
+		if user["username"] == nil || user["groups"] == nil {
+			t.Fatalf("agent %v: %s", agent, out)
+		}
+	}
+	out, err = run(t, cluster(true), "-o", "yaml")
+	if err != nil || !strings.Contains(out, "apiVersion: identity.concierge.pinniped.dev/v1alpha1") || !strings.Contains(out, "username: alice@example.com") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
 
