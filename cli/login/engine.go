@@ -37,7 +37,10 @@ type Provider interface {
 // Engine holds the collaborators.
 type Engine struct {
 	// Store caches credentials and sessions; nil disables caching.
-	Store   cache.Store
+	Store cache.Store
+	// NoCredentialCache keeps cluster credentials out of Store; sessions
+	// are still kept (upstream's --credential-cache="").
+	NoCredentialCache bool
 	LockDir string
 	Now     func() time.Time
 	UI      UI
@@ -157,7 +160,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 }
 
 func (e *Engine) credCache() *credcache.Cache {
-	if e.Store == nil {
+	if e.Store == nil || e.NoCredentialCache {
 		return nil
 	}
 	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir}

@@ -417,3 +417,19 @@ func TestDebugSaysWhatAndWhyNeverASecret(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCredentialCacheKeepsTheSession: upstream's --credential-cache=""
+// caches no cluster credential, but the session still saves a login.
+func TestNoCredentialCacheKeepsTheSession(t *testing.T) {
+	h := newHarness(t)
+	for range 2 {
+		e := h.engine(io.Discard)
+		e.NoCredentialCache = true
+		if err := e.LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.idp.AuthCodeGrants.Load() != 1 || h.exchanges.Load() != 2 {
+		t.Fatalf("logins %d (want 1: the session), exchanges %d (want 2: no credential cache)", h.idp.AuthCodeGrants.Load(), h.exchanges.Load())
+	}
+}

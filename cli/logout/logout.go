@@ -99,6 +99,9 @@ type caches struct {
 var storesFor = credstore.Everywhere
 
 func cachesFor(mode string) ([]caches, error) {
+	if mode == "" {
+		mode = "keyring" // where sessions go when cluster credentials are not cached
+	}
 	stores, err := storesFor(mode)
 	if err != nil {
 		return nil, err

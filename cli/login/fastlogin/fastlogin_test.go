@@ -183,7 +183,6 @@ func TestStaticTokenWithoutAgent(t *testing.T) {
 		t.Fatalf("static token: %v %s", ok, out)
 	}
 	for name, args := range map[string][]string{
-		"both":  {"login", "static", "--token=a", "--token-env=MY_TOKEN"},
 		"unset": {"login", "static", "--token-env=NOT_SET_ANYWHERE"},
 		"none":  {"login", "static"},
 	} {

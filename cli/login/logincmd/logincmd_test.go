@@ -78,7 +78,6 @@ func TestLoginStaticOptions(t *testing.T) {
 	for name, args := range map[string][]string{
 		"no token":       nil,
 		"unset variable": {"--token-env=NOT_SET"},
-		"both":           {"--token=a", "--token-env=MY_TOKEN"},
 		"http agent":     {"--token=a", "--enable-concierge", "--concierge-endpoint=http://x", "--concierge-authenticator-type=webhook", "--concierge-authenticator-name=c"},
 	} {
 		if o, err := run(map[string]string{"MY_TOKEN": "t"}, args...); err == nil || o != nil {

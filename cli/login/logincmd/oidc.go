@@ -144,6 +144,12 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 }
 
 func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.Engine, error) {
+	// Upstream's --credential-cache="" turns off only the cluster-credential
+	// cache: sessions are still kept (in the default store).
+	noCredentials := cacheMode == ""
+	if noCredentials {
+		cacheMode = "keyring"
+	}
 	store, err := credstore.Open(cacheMode, f.IO.ErrOut)
 	if err != nil {
 		return nil, err
@@ -159,7 +165,7 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	}
 	e := &login.Engine{
 		Store: store, LockDir: lockDir, UI: ui, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: conciergeclient.Exchange, CanPrompt: canPrompt,
+		Exchange: conciergeclient.Exchange, CanPrompt: canPrompt, NoCredentialCache: noCredentials,
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}

@@ -8,7 +8,6 @@ package loginflags
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -17,7 +16,7 @@ import (
 )
 
 // concierge is how many flags Concierge has.
-const concierge = 6
+const concierge = 7
 
 // Concierge are the --enable-concierge and --concierge-* flags.
 type Concierge struct {
@@ -27,6 +26,9 @@ type Concierge struct {
 	Suffix       string
 	AuthType     string
 	AuthName     string
+	// Namespace is what upstream v0.3 to v0.5 wrote into kubeconfigs;
+	// accepted and ignored, so such kubeconfigs keep working.
+	Namespace string
 }
 
 // Flags lists the flags.
@@ -40,6 +42,7 @@ func (c *Concierge) appendFlags(flags []Flag) []Flag {
 		Flag{"concierge-api-group-suffix", &c.Suffix, "pinniped.dev", "API group suffix of the agent's APIs", false},
 		Flag{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
 		Flag{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
+		Flag{"concierge-namespace", &c.Namespace, "", "deprecated upstream flag; ignored (the agent is found through its API)", true},
 	)
 }
 
@@ -69,6 +72,9 @@ type OIDC struct {
 	Timeout                  time.Duration
 	Concierge                Concierge
 }
+
+// cacheUsage documents --credential-cache, where we differ from upstream.
+const cacheUsage = `where to cache: keyring (default; files when no keyring works), file, none (nothing at all), a file path (upstream's form; files beside it), or "" (no cluster credentials, sessions still cached, as upstream)`
 
 // Environment variables a login reads, as upstream Pinniped names them.
 const (
@@ -143,7 +149,7 @@ func (o *OIDC) Flags() []Flag {
 		Flag{"ca-bundle", &o.CABundlePaths, []string(nil), "PEM file of CAs for the issuer (repeatable)", false},
 		Flag{"ca-bundle-data", &o.CABundleData, []string(nil), "base64 PEM CA bundle for the issuer (repeatable)", false},
 		Flag{"request-audience", &o.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
-		Flag{"credential-cache", &o.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+		Flag{"credential-cache", &o.CredentialCache, "keyring", cacheUsage, false},
 		Flag{"session-cache", &o.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
 		Flag{"flow", &o.Flow, "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
 		Flag{"upstream-identity-provider-name", &o.UpstreamName, "", "upstream identity provider at a Pinniped Supervisor", false},
@@ -196,19 +202,20 @@ func (s *Static) Flags() []Flag {
 	return s.Concierge.appendFlags(append(make([]Flag, 0, 3+concierge),
 		Flag{"token", &s.Token, "", "the static token", false},
 		Flag{"token-env", &s.TokenEnv, "", "name of an environment variable holding the token", false},
-		Flag{"credential-cache", &s.CredentialCache, "keyring", "where to cache credentials: keyring, file, none", false},
+		Flag{"credential-cache", &s.CredentialCache, "keyring", cacheUsage, false},
 	))
 }
 
 // ResolveToken returns the token from --token or the variable --token-env names.
+// As upstream, --token-env wins over --token when both are given.
 func (s *Static) ResolveToken(lookupEnv func(string) (string, bool)) (string, error) {
-	if s.Token != "" && s.TokenEnv != "" {
-		return "", errors.New("use --token or --token-env, not both")
-	}
 	if s.TokenEnv != "" {
 		v, ok := lookupEnv(s.TokenEnv)
-		if !ok || v == "" {
+		if !ok {
 			return "", fmt.Errorf("--token-env %s: that environment variable is not set", s.TokenEnv)
+		}
+		if v == "" {
+			return "", fmt.Errorf("--token-env %s: that environment variable is empty", s.TokenEnv)
 		}
 		return v, nil
 	}
