@@ -53,7 +53,7 @@ verify-generated: generate
 ## proxy's identity invariant (its seeds also run in the unit tests)
 unit:
 	go test -race -count=1 ./...
-	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/impersonator/
+	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
 
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:

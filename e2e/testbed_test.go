@@ -506,7 +506,7 @@ spec:
   - name: agent
     image: %s
     imagePullPolicy: Never
-    args: [version, --json]
+    args: [version, -o, json]
 `, ns, image))
 	Eventually(t, 60*time.Second, "agent pod Succeeded and printed its version", func(ctx context.Context) error {
 		p, err := Client(t).CoreV1().Pods(ns).Get(ctx, "agent-version", metav1.GetOptions{})
@@ -525,7 +525,7 @@ spec:
 			return err
 		}
 		var v struct {
-			Version  string `json:"version"`
+			Version  string `json:"gitVersion"`
 			Platform string `json:"platform"`
 		}
 		if err := json.Unmarshal(logs, &v); err != nil || v.Version == "" || !strings.HasPrefix(v.Platform, "linux/") {

@@ -18,7 +18,7 @@ func TestVersionAndErrors(t *testing.T) {
 	}
 	var got map[string]string
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got["gitVersion"] != "v9.9.9" || got["gitCommit"] != "deadbee" || got["goVersion"] == "" {
-		t.Fatalf("version --json: %q (%v)", out.String(), err)
+		t.Fatalf("version -o json: %q (%v)", out.String(), err)
 	}
 
 	out.Reset()

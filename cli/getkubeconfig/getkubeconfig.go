@@ -247,12 +247,21 @@ func (o *Options) Run(ctx context.Context) error {
 	var login kubeconfig.Login
 	if o.StaticToken != "" || o.StaticTokenEnv != "" {
 		login = &config.Static{Token: o.StaticToken, TokenEnv: o.StaticTokenEnv, Concierge: conc, CredentialCache: o.CredentialCache}
+		if conc != nil {
+			// What every login with this kubeconfig would refuse.
+			if err := conc.Validate(); err != nil {
+				return fmt.Errorf("the kubeconfig would not work: %w", err)
+			}
+		}
 	} else {
 		c := &config.OIDC{ClientID: o.OIDCClientID, ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, SkipListen: o.OIDCSkipListen,
 			Flow: config.Flow(o.OIDCFlow), Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.OIDCSessionCache,
 			Upstream: config.Upstream{Name: o.UpstreamName, Type: o.UpstreamType, Flow: o.UpstreamFlow}}
 		if err := o.completeOIDC(ctx, c, auth); err != nil {
 			return err
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("the kubeconfig would not work: %w", err)
 		}
 		login = c
 	}
@@ -296,7 +305,7 @@ func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticato
 	for i, a := range all {
 		list[i] = fmt.Sprintf("%s/%s", a.Type, a.Name)
 	}
-	n, err := ui.Choose(o.In, o.ErrOut, "The cluster has several authenticators. Which one should users log in with?", list)
+	n, err := ui.Choose(o.In, o.ErrOut, o.f.Getenv, "The cluster has several authenticators. Which one should users log in with?", list)
 	if errors.Is(err, ui.ErrNotATerminal) {
 		return nil, fmt.Errorf("the cluster has %d authenticators (%s); choose one with --concierge-authenticator-type and --concierge-authenticator-name",
 			len(all), strings.Join(list, ", "))

@@ -51,6 +51,7 @@ func TestKubeconfigFlags(t *testing.T) {
 // client; the written exec entry reads back as the login it describes.
 func TestKubeconfigFromTheCluster(t *testing.T) {
 	idp := oidctest.New(t)
+	clusterCA := base64.StdEncoding.EncodeToString(idp.CABundle) // any real certificate
 	jwt := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator", "metadata": map[string]any{"name": "dex"},
 		"spec": map[string]any{"issuer": idp.URL, "audience": "cluster-7f3a",
@@ -59,7 +60,7 @@ func TestKubeconfigFromTheCluster(t *testing.T) {
 		"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"},
 		"status": map[string]any{"strategies": []any{map[string]any{"type": "KubeClusterSigningCertificate", "status": "Success", "reason": "FetchedKey",
 			"message": "ok", "lastUpdateTime": "2026-11-22T10:00:00Z",
-			"frontend": map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://10.99.0.1:6443", "certificateAuthorityData": "Q0E="}}}}}}}
+			"frontend": map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://10.99.0.1:6443", "certificateAuthorityData": clusterCA}}}}}}}
 	lists := map[schema.GroupVersionResource]string{
 		{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Resource: "credentialissuers"}:             "CredentialIssuerList",
 		{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "jwtauthenticators"}:     "JWTAuthenticatorList",
@@ -71,7 +72,7 @@ func TestKubeconfigFromTheCluster(t *testing.T) {
 	if err := os.WriteFile(admin, []byte(`apiVersion: v1
 kind: Config
 current-context: admin
-clusters: [{name: kind, cluster: {server: "https://10.99.0.1:6443", certificate-authority-data: Q0E=}}]
+clusters: [{name: kind, cluster: {server: "https://10.99.0.1:6443", certificate-authority-data: `+clusterCA+`}}]
 contexts: [{name: admin, context: {cluster: kind, user: admin}}]
 users: [{name: admin, user: {token: x}}]
 `), 0o600); err != nil {

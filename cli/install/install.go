@@ -174,7 +174,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := ui.For(o.ErrOut)
+	p := ui.For(o.f.IO.In, o.ErrOut, o.f.Getenv)
 	defer ui.Close(p)
 	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server"}
 	fmt.Fprintf(o.ErrOut, "Installing pinniped agent %s into %s (namespace %s)\n", o.Render.Image, cfg.Host, o.Render.Namespace)

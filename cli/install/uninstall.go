@@ -45,7 +45,7 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 	}
 	ns := o.Kube.NamespaceOr("pinniped")
 	fmt.Fprintf(o.f.IO.ErrOut, "Removing pinniped from %s (namespace %s)\n", cfg.Host, ns)
-	p := ui.For(o.f.IO.ErrOut)
+	p := ui.For(o.f.IO.In, o.f.IO.ErrOut, o.f.Getenv)
 	defer ui.Close(p)
 	in := &apply.Installer{Dynamic: dyn, Progress: p}
 	return in.Uninstall(ctx, ns)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cache"
@@ -182,8 +183,17 @@ func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) s
 		return fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", contextName, err)
 	}
 	exec := &execcred.Request{APIVersion: execcred.V1}
-	if c := raw.Clusters[kctx.Cluster]; c != nil && user.Exec.ProvideClusterInfo {
-		exec.Cluster = &execcred.Cluster{Server: c.Server, CertificateAuthorityData: c.CertificateAuthorityData}
+	if user.Exec.ProvideClusterInfo {
+		// What kubectl hands the plugin: the CA read from a file too.
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, contextName, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("context %q: %w", contextName, err)
+		}
+		cluster, err := rest.ConfigToExecCluster(cfg)
+		if err != nil {
+			return fmt.Errorf("context %q: %w", contextName, err)
+		}
+		exec.Cluster = &execcred.Cluster{Server: cluster.Server, CertificateAuthorityData: cluster.CertificateAuthorityData}
 	}
 	mode := login.CredentialCache
 	if cacheOverride != "" {

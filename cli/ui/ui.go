@@ -8,7 +8,6 @@ package ui
 import (
 	"errors"
 	"io"
-	"os"
 
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 	"github.com/pinniped-kit/pinniped/cli/ui/terminal"
@@ -26,11 +25,11 @@ type Reporter interface {
 // when stdin and w are a usable terminal; the spinner line when only w is
 // (the screen needs the keyboard, to keep typed keys from breaking its
 // layout); plain lines otherwise (pipes, CI logs, NO_COLOR, TERM=dumb).
-func For(w io.Writer) Reporter {
+func For(in io.Reader, w io.Writer, getenv func(string) string) Reporter {
 	switch {
-	case tty.ScreenUsable(os.Stdin, w, nil):
-		return &tui.Steps{In: os.Stdin, Out: w}
-	case tty.IsTerminal(w) && !tty.Plain(nil):
+	case tty.ScreenUsable(in, w, getenv):
+		return &tui.Steps{In: in, Out: w}
+	case tty.IsTerminal(w) && !tty.Plain(getenv):
 		return &terminal.Steps{W: w}
 	}
 	return &plain.Steps{W: w}
@@ -52,11 +51,11 @@ var ErrNotATerminal = errors.New("not a terminal")
 // interactive chooser when the screen is usable, a numbered prompt when
 // not. It returns ErrNotATerminal when in is not a terminal, for the caller
 // to explain how to choose with flags.
-func Choose(in io.Reader, out io.Writer, title string, items []string) (int, error) {
+func Choose(in io.Reader, out io.Writer, getenv func(string) string, title string, items []string) (int, error) {
 	if !tty.IsTerminal(in) {
 		return 0, ErrNotATerminal
 	}
-	if tty.ScreenUsable(in, out, nil) {
+	if tty.ScreenUsable(in, out, getenv) {
 		i, err := tui.Choose(in, out, title, items)
 		if errors.Is(err, tui.ErrNoChoice) {
 			return 0, errors.New("nothing chosen")

@@ -48,12 +48,20 @@ func (i Info) String() string {
 // Options are the inputs of the version command.
 type Options struct {
 	Output string
+	// JSON is the agent's earlier --json.
+	JSON bool
 	Info   Info
 	Out    io.Writer
 }
 
 // Validate rejects output formats we cannot print.
 func (o *Options) Validate() error {
+	if o.JSON {
+		if o.Output != "" && o.Output != "json" {
+			return fmt.Errorf("--json and -o %s disagree", o.Output)
+		}
+		o.Output = "json"
+	}
 	switch o.Output {
 	case "", "json", "yaml":
 		return nil
@@ -111,6 +119,8 @@ func NewCommand(name string, info Info) *cobra.Command {
 			return o.Run()
 		},
 	}
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "the same as -o json")
+	_ = cmd.Flags().MarkDeprecated("json", "use -o json")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json or yaml, with upstream Pinniped's field names (default: one line of text, which also names the commit, Go version and platform; upstream prints the version alone)")
 	return cmd
 }

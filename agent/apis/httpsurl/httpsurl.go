@@ -11,7 +11,7 @@ import (
 )
 
 // ErrNotHTTPS is wrapped by Check's error for a URL of another scheme.
-var ErrNotHTTPS = errors.New("must be an https URL: tokens must not cross the network in clear text")
+var ErrNotHTTPS = errors.New("must be an https URL: what is sent there must not cross the network in clear text")
 
 // Check reports whether raw is an https URL with a host; what names it in
 // the error (a flag, a field, an endpoint of a discovery document).

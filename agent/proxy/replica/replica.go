@@ -97,6 +97,9 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	registry *tokenauth.Registry, log *slog.Logger,
 ) (*Runtime, error) {
 	kickStatus := o.KickStatus
+	if kickStatus == nil {
+		kickStatus = func() {}
+	}
 	p := &Runtime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
 		wake: make(chan struct{}, 1), kickStatus: kickStatus}
 

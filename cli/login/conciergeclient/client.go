@@ -37,7 +37,7 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 	}
 	client, err := httpclient.New(c.CABundle, 0)
 	if err != nil {
-		return nil, fmt.Errorf("--concierge-ca-bundle-data: %w", err)
+		return nil, fmt.Errorf("--concierge-ca-bundle-data is not a usable certificate bundle: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -6,8 +6,9 @@
 // the engine cached is exactly the one the front finds. `pinniped get
 // kubeconfig` writes a login's flags with Args, so a kubeconfig round-trips.
 //
-// It links only the standard library and the cache's JSON writer: the
-// front runs before nearly every kubectl request.
+// It links only the standard library, the cache's JSON writer and the
+// wire contract's https check: the front runs before nearly every kubectl
+// request.
 package config
 
 import (

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -64,8 +65,10 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 	if d.Issuer != issuer {
 		return nil, fmt.Errorf("OIDC discovery at %s names the issuer %q; the issuer must match it exactly", issuer, d.Issuer)
 	}
-	for what, u := range map[string]string{"authorization endpoint": d.AuthorizationEndpoint, "token endpoint": d.TokenEndpoint, "jwks_uri": d.JWKSURI} {
-		if err := httpsurl.Check(what, u); err != nil {
+	for _, e := range []struct{ what, url string }{
+		{"authorization endpoint", d.AuthorizationEndpoint}, {"token endpoint", d.TokenEndpoint}, {"jwks_uri", d.JWKSURI},
+	} {
+		if err := httpsurl.Check(e.what, e.url); err != nil {
 			return nil, fmt.Errorf("OIDC provider %s: %w", issuer, err)
 		}
 	}
@@ -75,8 +78,8 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 	if d.UserInfoEndpoint != "" && httpsurl.Check("", d.UserInfoEndpoint) != nil {
 		d.UserInfoEndpoint = ""
 	}
-	if s := d.Supervisor; s != nil && !strings.HasPrefix(s.IdentityProvidersEndpoint, issuer) {
-		// Upstream's rule: the list must come from the Supervisor itself.
+	if s := d.Supervisor; s != nil && !underIssuer(issuer, s.IdentityProvidersEndpoint) {
+		// The list must come from the Supervisor itself.
 		d.Supervisor = nil
 	}
 	return &d, nil
@@ -104,4 +107,17 @@ func (d *Document) SupportedScopes(scopes []string) (kept, dropped []string) {
 		}
 	}
 	return kept, dropped
+}
+
+// underIssuer reports whether u is an https URL on the issuer's host, at or
+// below its path (a string prefix alone would let https://issuer.evil.com
+// pass for https://issuer).
+func underIssuer(issuer, u string) bool {
+	iu, err1 := url.Parse(issuer)
+	uu, err2 := url.Parse(u)
+	if err1 != nil || err2 != nil || uu.Scheme != "https" || uu.Host != iu.Host {
+		return false
+	}
+	base := strings.TrimSuffix(iu.Path, "/")
+	return uu.Path == base || strings.HasPrefix(uu.Path, base+"/")
 }

@@ -3,11 +3,13 @@ package discovery_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 )
 
@@ -53,15 +55,16 @@ func TestFetchRefuses(t *testing.T) {
 		want   string
 	}{
 		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, "must match it exactly"},
-		"http token endpoint": {func(d map[string]any) { d["token_endpoint"] = "http://x/token" }, "https"},
-		"http authorization":  {func(d map[string]any) { d["authorization_endpoint"] = "http://x/auth" }, "https"},
-		"http keys":           {func(d map[string]any) { d["jwks_uri"] = "http://x/keys" }, "https"},
+		"http token endpoint": {func(d map[string]any) { d["token_endpoint"] = "http://x/token" }, `token endpoint "http://x/token"`},
+		"http authorization":  {func(d map[string]any) { d["authorization_endpoint"] = "http://x/auth" }, `authorization endpoint "http://x/auth"`},
+		"http keys":           {func(d map[string]any) { d["jwks_uri"] = "http://x/keys" }, `jwks_uri "http://x/keys"`},
 		"not JSON":            {func(d map[string]any) { d["issuer"] = map[string]any{"x": 1} }, "not a discovery document"},
 	} {
 		doc := good()
 		c.change(doc)
 		srv, issuer := serve(t, doc)
-		if _, err := discovery.Fetch(context.Background(), srv.Client(), issuer); err == nil || !strings.Contains(err.Error(), c.want) {
+		_, err := discovery.Fetch(context.Background(), srv.Client(), issuer)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.HasPrefix(name, "http ") != errors.Is(err, httpsurl.ErrNotHTTPS) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
@@ -69,7 +72,7 @@ func TestFetchRefuses(t *testing.T) {
 	// and a Supervisor extension pointing away from the issuer.
 	doc := good()
 	doc["device_authorization_endpoint"] = "http://x/device"
-	doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]any{"pinniped_identity_providers_endpoint": "https://evil/idps"}
+	doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]any{"pinniped_identity_providers_endpoint": "ISSUER.evil.example/idps"}
 	srv, issuer := serve(t, doc)
 	d, err := discovery.Fetch(context.Background(), srv.Client(), issuer)
 	if err != nil || d.DeviceAuthorizationEndpoint != "" || d.IsSupervisor() {

@@ -135,7 +135,7 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	streams := o.f.IO
 	if o.Exec.Interactive && tty.ScreenUsable(streams.In, streams.ErrOut, o.f.Getenv) {
 		screen := tui.NewLogin(tui.LoginOptions{
-			In: streams.In, Out: streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI, Getenv: o.f.Getenv, Now: o.f.Now,
+			In: streams.In, Out: streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
 		})
 		engine.UI = screen
 		return screen.Finish(engine.LoginOIDC(ctx, c, o.Exec))
@@ -158,7 +158,7 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	if err != nil {
 		return nil, err
 	}
-	ui := &plain.Login{Err: f.IO.ErrOut, Getenv: f.Getenv}
+	ui := &plain.Login{Err: f.IO.ErrOut, Getenv: f.Getenv, Open: f.Browser}
 	canPrompt := interactive && tty.IsTerminal(f.IO.In)
 	if canPrompt {
 		ui.In = f.IO.In

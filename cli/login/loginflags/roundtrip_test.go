@@ -62,3 +62,22 @@ func TestKubeconfigArgsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysFromFlagsAreStable pins the cache keys of kubeconfig arguments
+// as they are read (CA bundles decoded and joined, defaults applied): a
+// change in how flags become a login orphans cached credentials as surely
+// as a change in the key writer, so it must come with a new key version.
+func TestKeysFromFlagsAreStable(t *testing.T) {
+	ca := "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+	c := parseBoth(t, []string{"--enable-concierge", "--concierge-api-group-suffix=pinniped.dev", "--concierge-authenticator-name=dex",
+		"--concierge-authenticator-type=jwt", "--concierge-endpoint=https://10.0.0.1:6443", "--concierge-ca-bundle-data=" + ca,
+		"--issuer=https://dex.example.com", "--client-id=pinniped-cli", "--scopes=offline_access,openid,groups",
+		"--ca-bundle-data=" + ca, "--ca-bundle-data=" + ca, "--request-audience=cluster-a"})
+	cluster := config.Cluster{Server: "https://10.0.0.1:6443", CA: []byte("cluster CA")}
+	if got, want := c.CredentialKey(cluster), "cred-07af7eb4c20d48fbd7632e53cb8f50ad45e871225e2e377b321adbc1b33bdc41"; got != want {
+		t.Errorf("credential key %s, want %s", got, want)
+	}
+	if got, want := c.SessionKey(), "sess-f7db67b3aad53c6806573e5243ae95b4b2dae9854d88673476b0077ff51a922f"; got != want {
+		t.Errorf("session key %s, want %s", got, want)
+	}
+}

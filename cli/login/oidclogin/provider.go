@@ -33,7 +33,6 @@ var signingAlgs = []string{
 type Provider struct {
 	cfg      *config.OIDC
 	now      func() time.Time
-	doc      *discovery.Document
 	http     *http.Client
 	oidc     *oidc.Provider
 	verifier *oidc.IDTokenVerifier
@@ -77,7 +76,6 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 	return &Provider{
 		cfg:  c,
 		now:  now,
-		doc:  doc,
 		http: client,
 		oidc: p,
 		verifier: p.Verifier(&oidc.Config{

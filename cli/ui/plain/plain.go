@@ -28,6 +28,8 @@ type Login struct {
 	In io.Reader
 	// Getenv reads $BROWSER; nil means os.Getenv.
 	Getenv func(string) string
+	// Open opens a URL in a browser; nil means OpenURL.
+	Open func(url string) error
 
 	once  sync.Once
 	lines chan string
@@ -66,7 +68,12 @@ func (p *Login) ShowDeviceCode(uri, code, complete string) {
 }
 
 // OpenBrowser implements login.UI.
-func (p *Login) OpenBrowser(url string) error { return OpenURL(p.Getenv, url) }
+func (p *Login) OpenBrowser(url string) error {
+	if p.Open != nil {
+		return p.Open(url)
+	}
+	return OpenURL(p.Getenv, url)
+}
 
 // Requests implements login.UI. Lines typed at the plain prompt are codes,
 // so there is no way to ask for anything else: the channel is nil.

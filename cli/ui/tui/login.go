@@ -31,6 +31,8 @@ type LoginOptions struct {
 	Plain login.UI
 	// Getenv reads $BROWSER; nil means os.Getenv.
 	Getenv func(string) string
+	// Open opens a URL in a browser; nil means plain.OpenURL.
+	Open func(url string) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -171,7 +173,12 @@ func (l *Login) ShowDeviceCode(uri, code, complete string) {
 
 // OpenBrowser implements login.UI.
 func (l *Login) OpenBrowser(url string) error {
-	err := plain.OpenURL(l.o.Getenv, url)
+	var err error
+	if l.o.Open != nil {
+		err = l.o.Open(url)
+	} else {
+		err = plain.OpenURL(l.o.Getenv, url)
+	}
 	if l.running() {
 		l.send(browserMsg{err})
 	}
