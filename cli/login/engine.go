@@ -41,10 +41,10 @@ type Engine struct {
 	// NoCredentialCache keeps cluster credentials out of Store; sessions
 	// are still kept (upstream's --credential-cache="").
 	NoCredentialCache bool
-	LockDir string
-	Now     func() time.Time
-	UI      UI
-	Stdout  io.Writer
+	LockDir           string
+	Now               func() time.Time
+	UI                UI
+	Stdout            io.Writer
 	// Discover is called only when a login or refresh is needed, so the
 	// cached path makes no network calls.
 	Discover func(ctx context.Context) (Provider, error)

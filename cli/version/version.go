@@ -50,8 +50,8 @@ type Options struct {
 	Output string
 	// JSON is the agent's earlier --json.
 	JSON bool
-	Info   Info
-	Out    io.Writer
+	Info Info
+	Out  io.Writer
 }
 
 // Validate rejects output formats we cannot print.
