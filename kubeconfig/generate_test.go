@@ -79,4 +79,3 @@ func TestMergeKeepsExistingContexts(t *testing.T) {
 		t.Fatalf("second merge must refuse to overwrite: %v", err)
 	}
 }
-

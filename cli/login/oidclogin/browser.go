@@ -113,7 +113,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 	}
 	pasteCtx, stopPaste := context.WithCancel(ctx)
 	defer stopPaste()
-	if o.AllowPaste && !(o.QuietWhenOpened && opened) {
+	if o.AllowPaste && (!o.QuietWhenOpened || !opened) {
 		go func() {
 			for {
 				in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")
