@@ -46,7 +46,7 @@ type Options struct {
 	OIDCListenPort           int
 	OIDCScopes               []string
 	OIDCSkipBrowser          bool
-	OIDCCABundlePath         string
+	OIDCCABundlePaths        []string
 	OIDCRequestAudience      string
 	OIDCFlow                 string
 
@@ -121,7 +121,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
 	fs.StringSliceVar(&o.OIDCScopes, "oidc-scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "scopes to request (unsupported ones are dropped)")
 	fs.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
-	fs.StringVar(&o.OIDCCABundlePath, "oidc-ca-bundle", "", "PEM file overriding the issuer's discovered CA")
+	fs.StringSliceVar(&o.OIDCCABundlePaths, "oidc-ca-bundle", nil, "PEM file(s) overriding the issuer's discovered CA (repeatable)")
 	fs.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
 	fs.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
 	fs.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
@@ -151,9 +151,14 @@ func (o *Options) Validate() error {
 	if o.StaticToken != "" && o.StaticTokenEnv != "" {
 		errs = append(errs, errors.New("use --static-token or --static-token-env, not both"))
 	}
-	if o.NoConcierge && (o.StaticToken != "" || o.StaticTokenEnv != "") {
-		errs = append(errs, errors.New("--no-concierge needs an OIDC login, not a static token"))
+	// Enumerated values in any case, as upstream takes them.
+	for _, mode := range []string{"TokenCredentialRequestAPI", "ImpersonationProxy"} {
+		if strings.EqualFold(o.ConciergeMode, mode) {
+			o.ConciergeMode = mode
+		}
 	}
+	o.AuthenticatorType = strings.ToLower(o.AuthenticatorType)
+	o.OIDCFlow, o.UpstreamType, o.UpstreamFlow = strings.ToLower(o.OIDCFlow), strings.ToLower(o.UpstreamType), strings.ToLower(o.UpstreamFlow)
 	switch o.ConciergeMode {
 	case "", "TokenCredentialRequestAPI", "ImpersonationProxy":
 	default:
@@ -328,8 +333,8 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	if c.Issuer == "" {
 		return errors.New("the chosen authenticator is not a JWTAuthenticator; pass --oidc-issuer, or --static-token-env for a webhook")
 	}
-	if o.OIDCCABundlePath != "" {
-		b, err := os.ReadFile(o.OIDCCABundlePath)
+	if len(o.OIDCCABundlePaths) > 0 {
+		b, err := readFiles(o.OIDCCABundlePaths)
 		if err != nil {
 			return fmt.Errorf("--oidc-ca-bundle: %w", err)
 		}
@@ -407,14 +412,52 @@ func (o *Options) write(gen *clientcmdapi.Config) error {
 			existing.CurrentContext = cur // merging must not switch the user's context
 		}
 		target = existing
-	} else if _, err := os.Stat(o.Output); err == nil {
-		return fmt.Errorf("%s exists; use --merge to add to it, or choose another file", o.Output)
 	}
-	if err := clientcmd.WriteToFile(*target, o.Output); err != nil {
+	b, err := clientcmd.Write(*target)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.ErrOut, "Wrote %s (context %s)\n", o.Output, firstKey(gen.Contexts))
+	_, statErr := os.Stat(o.Output)
+	if err := writeFileAtomic(o.Output, b); err != nil {
+		return fmt.Errorf("write %s: %w", o.Output, err)
+	}
+	verb := "Wrote"
+	if statErr == nil && !o.Merge {
+		verb = "Replaced" // as upstream's -o does; --merge adds instead
+	}
+	fmt.Fprintf(o.ErrOut, "%s %s (context %s)\n", verb, o.Output, firstKey(gen.Contexts))
 	return nil
+}
+
+// writeFileAtomic replaces path with b (mode 0600): a reader never sees half
+// a kubeconfig, and a failure leaves the old one.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // a no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func firstKey(m map[string]*clientcmdapi.Context) string {
@@ -430,6 +473,9 @@ func readFiles(paths []string) ([]byte, error) {
 		b, err := os.ReadFile(p) //nolint:gosec // the admin names the file
 		if err != nil {
 			return nil, err
+		}
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n') // one PEM block must not run into the next
 		}
 		out = append(out, b...)
 	}

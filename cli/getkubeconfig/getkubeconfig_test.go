@@ -19,14 +19,15 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
 func TestKubeconfigFlags(t *testing.T) {
 	for name, args := range map[string][]string{
 		"both static tokens":    {"--static-token=a", "--static-token-env=B"},
-		"static without agent":  {"--static-token-env=B", "--no-concierge"},
 		"unknown mode":          {"--concierge-mode=Magic"},
 		"unknown authenticator": {"--concierge-authenticator-type=ldap", "--concierge-authenticator-name=x"},
 		"type without a name":   {"--concierge-authenticator-type=jwt"},
@@ -103,5 +104,57 @@ users: [{name: admin, user: {token: x}}]
 		login.Concierge == nil || login.Concierge.AuthenticatorName != "dex" || login.Concierge.Endpoint != "https://10.99.0.1:6443" ||
 		strings.Join(login.Scopes, ",") != "openid,offline_access,groups,nonsense" {
 		t.Fatalf("the kubeconfig logs in as %+v", login)
+	}
+}
+
+// TestKubeconfigFlagsAsUpstream: enumerated values in any case, a static
+// token without the agent, repeatable --oidc-ca-bundle.
+func TestKubeconfigFlagsAsUpstream(t *testing.T) {
+	var got *Options
+	cmd := NewCmdKubeconfig(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--concierge-mode=impersonationproxy", "--concierge-authenticator-type=JWT", "--concierge-authenticator-name=dex",
+		"--upstream-identity-provider-type=LDAP", "--upstream-identity-provider-flow=CLI_Password", "--oidc-ca-bundle=a.pem", "--oidc-ca-bundle=b.pem"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.ConciergeMode != "ImpersonationProxy" || got.AuthenticatorType != "jwt" || got.UpstreamType != "ldap" || got.UpstreamFlow != "cli_password" ||
+		strings.Join(got.OIDCCABundlePaths, ",") != "a.pem,b.pem" {
+		t.Fatalf("%+v", got)
+	}
+	got = nil
+	cmd = NewCmdKubeconfig(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--static-token-env=MY_TOKEN", "--no-concierge"})
+	if err := cmd.Execute(); err != nil || got == nil {
+		t.Fatalf("a static token without the agent: %v", err)
+	}
+}
+
+// TestOutputFileIsReplacedOrMerged: -o replaces the file, as upstream; with
+// --merge the new context joins what is there.
+func TestOutputFileIsReplacedOrMerged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.kubeconfig")
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Config\ncurrent-context: old\ncontexts: [{name: old, context: {cluster: old}}]\nclusters: [{name: old, cluster: {server: https://old}}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gen := kubeconfig.Build("new", "https://new", nil, kubeconfig.Exec{Path: "pinniped"}, &config.Static{TokenEnv: "T"})
+	var errOut bytes.Buffer
+	o := &Options{Output: path, Merge: true, ErrOut: &errOut}
+	if err := o.write(gen); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := clientcmd.LoadFromFile(path)
+	if err != nil || merged.Contexts["old"] == nil || merged.Contexts["new"] == nil || merged.CurrentContext != "old" {
+		t.Fatalf("merged: %+v %v", merged, err)
+	}
+	o.Merge = false
+	if err := o.write(gen); err != nil {
+		t.Fatal(err)
+	}
+	replaced, err := clientcmd.LoadFromFile(path)
+	if err != nil || replaced.Contexts["old"] != nil || replaced.CurrentContext != "new" || !strings.Contains(errOut.String(), "Replaced "+path) {
+		t.Fatalf("replaced: %+v %v %q", replaced, err, errOut.String())
+	}
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", info.Mode())
 	}
 }
