@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
@@ -30,6 +31,11 @@ type Provider interface {
 	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
 	DeviceLogin(ctx context.Context, ui oidclogin.UI) (*sessions.Tokens, error)
 	PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error)
+	// A Pinniped Supervisor's own: its identity providers and their
+	// flows, and its cli_password flow.
+	IsSupervisor() bool
+	ResolveUpstream(ctx context.Context, up config.Upstream) (string, error)
+	CLIPasswordLogin(ctx context.Context, up config.Upstream, listenPort int, username, password string) (*sessions.Tokens, error)
 	Refresh(ctx context.Context, refreshToken string) (*sessions.Tokens, error)
 	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
 }
@@ -75,6 +81,9 @@ type UI interface {
 	oidclogin.UI
 	// Success reports the outcome of a fresh login.
 	Success(s Summary)
+	// Ask asks the person for one line (a username, or a password when
+	// secret, which is not echoed). Only called when CanPrompt.
+	Ask(ctx context.Context, prompt string, secret bool) (string, error)
 }
 
 // Summary describes a completed login, without secrets.
@@ -240,31 +249,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		e.UI.Warn("could not refresh the session ("+err.Error()+")", "logging in again")
 	}
 
-	var tokens *sessions.Tokens
-	e.debug("session: none usable; logging in (%s)", flowName(c, e.CanPrompt))
-	switch {
-	case c.PasswordLogin():
-		if c.Username == "" || c.Password == "" {
-			return nil, false, errors.New("the password flow reads PINNIPED_USERNAME and PINNIPED_PASSWORD from the environment; set both")
-		}
-		e.UI.Step("logging in as " + c.Username + " with a password")
-		tokens, err = p.PasswordGrant(ctx, c.Username, c.Password)
-	case c.Flow == config.FlowDevice:
-		tokens, err = p.DeviceLogin(ctx, e.UI)
-	default:
-		if !e.CanPrompt {
-			// An IDE, a pipe, a CI job: no prompt, but a browser login
-			// needs none. Whoever reads this can finish it.
-			e.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
-				"open the link to log in; it is good until --timeout ("+c.Timeout.String()+")")
-		}
-		opts := browserOptions(c, e.CanPrompt, e.QuietLoginURL)
-		tokens, err = p.BrowserLogin(ctx, e.UI, opts)
-		if errors.Is(err, oidclogin.ErrSwitchToDevice) {
-			e.UI.Step("switching to the device flow")
-			tokens, err = p.DeviceLogin(ctx, e.UI)
-		}
-	}
+	tokens, err := e.login(ctx, p, c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -275,6 +260,82 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 	}
 	e.saveSession(ctx, sk, tokens)
 	return tokens, false, nil
+}
+
+// login runs the login c asks for. A Supervisor decides the flow from its
+// list of identity providers (as upstream Pinniped does); with any other
+// issuer a password login uses the password grant.
+func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessions.Tokens, error) {
+	flow := ""
+	if p.IsSupervisor() || c.Upstream.Name != "" {
+		var err error
+		if flow, err = p.ResolveUpstream(ctx, c.Upstream); err != nil {
+			return nil, err
+		}
+		if c.Flow == config.FlowPassword {
+			flow = config.UpstreamFlowPassword
+		}
+	}
+	e.debug("session: none usable; logging in (%s)", flowName(c, flow, e.CanPrompt))
+	switch {
+	case flow == config.UpstreamFlowPassword:
+		if c.Upstream.Name != "" {
+			e.UI.Step("Log in to " + c.Upstream.Name)
+		}
+		user, pass, err := e.credentials(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return p.CLIPasswordLogin(ctx, c.Upstream, c.ListenPort, user, pass)
+	case flow == "" && c.PasswordLogin():
+		user, pass, err := e.credentials(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		e.UI.Step("logging in as " + user + " with a password")
+		return p.PasswordGrant(ctx, user, pass)
+	case c.Flow == config.FlowDevice:
+		return p.DeviceLogin(ctx, e.UI)
+	}
+	if !e.CanPrompt {
+		// An IDE, a pipe, a CI job: no prompt, but a browser login
+		// needs none. Whoever reads this can finish it.
+		e.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
+			"open the link to log in; it is good until --timeout ("+c.Timeout.String()+")")
+	}
+	tokens, err := p.BrowserLogin(ctx, e.UI, browserOptions(c, e.CanPrompt, e.QuietLoginURL))
+	if errors.Is(err, oidclogin.ErrSwitchToDevice) {
+		e.UI.Step("switching to the device flow")
+		tokens, err = p.DeviceLogin(ctx, e.UI)
+	}
+	return tokens, err
+}
+
+// credentials are PINNIPED_USERNAME and PINNIPED_PASSWORD, or, for what
+// is missing, the person's answers when one can type.
+func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
+	user, pass := c.Username, c.Password
+	if (user == "" || pass == "") && !e.CanPrompt {
+		return "", "", errors.New("a password login needs PINNIPED_USERNAME and PINNIPED_PASSWORD in the environment, or a terminal to ask on; set both")
+	}
+	var err error
+	if user == "" {
+		if user, err = e.UI.Ask(ctx, "Username: ", false); err != nil {
+			return "", "", fmt.Errorf("read the username: %w", err)
+		}
+		if user = strings.TrimSpace(user); user == "" {
+			return "", "", errors.New("no username given")
+		}
+	}
+	if pass == "" {
+		if pass, err = e.UI.Ask(ctx, "Password: ", true); err != nil {
+			return "", "", fmt.Errorf("read the password: %w", err)
+		}
+		if pass == "" {
+			return "", "", errors.New("no password given")
+		}
+	}
+	return user, pass, nil
 }
 
 // loadSession reads a saved session (nil without a cache).
@@ -322,16 +383,16 @@ func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
 func browserOptions(c *config.OIDC, canPrompt, quiet bool) oidclogin.BrowserOptions {
 	o := oidclogin.BrowserOptions{ListenPort: c.ListenPort, SkipBrowser: c.SkipBrowser, SkipListen: c.SkipListen,
 		AllowPaste: c.Flow == config.FlowAuto && canPrompt, QuietWhenOpened: quiet}
-	if c.Upstream.Name != "" {
-		o.ExtraParams = map[string]string{"pinniped_idp_name": c.Upstream.Name, "pinniped_idp_type": c.Upstream.Type}
-	}
+	o.Upstream = c.Upstream
 	return o
 }
 
 // flowName says which login runs, for debug lines.
-func flowName(c *config.OIDC, canPrompt bool) string {
+func flowName(c *config.OIDC, upstreamFlow string, canPrompt bool) string {
 	switch {
-	case c.PasswordLogin():
+	case upstreamFlow == config.UpstreamFlowPassword:
+		return "the Supervisor's password flow"
+	case upstreamFlow == "" && c.PasswordLogin():
 		return "password"
 	case c.Flow == config.FlowDevice:
 		return "device code"

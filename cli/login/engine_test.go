@@ -46,6 +46,9 @@ type browserUI struct {
 	// idle: the browser never logs in; the person uses the requests instead.
 	idle         bool
 	onDeviceCode func()
+	// answers reply to Ask, by prompt; asked records the prompts.
+	answers map[string]string
+	asked   []string
 }
 
 func (u *browserUI) Step(string)         {}
@@ -60,6 +63,14 @@ func (u *browserUI) Success(login.Summary) { u.successes.Add(1) }
 func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()
+}
+
+func (u *browserUI) Ask(ctx context.Context, prompt string, secret bool) (string, error) {
+	if u.answers == nil {
+		return "", errors.New("no answers")
+	}
+	u.asked = append(u.asked, prompt)
+	return u.answers[prompt], nil
 }
 
 func (u *browserUI) Requests() <-chan oidclogin.Request { return u.requests }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // BrowserOptions tune the browser flow.
@@ -32,8 +33,8 @@ type BrowserOptions struct {
 	// AllowPaste offers the paste prompt alongside the listener; it needs a
 	// person at a terminal.
 	AllowPaste bool
-	// ExtraParams are added to the authorization request.
-	ExtraParams map[string]string
+	// Upstream names the identity provider behind a Pinniped Supervisor.
+	Upstream config.Upstream
 	// QuietWhenOpened shows the link only if the browser could not be
 	// opened, and then offers no paste prompt (PINNIPED_SKIP_PRINT_LOGIN_URL).
 	QuietWhenOpened bool
@@ -91,9 +92,11 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 
 	oc := p.oauth
 	oc.RedirectURL = redirect
-	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline}
-	for k, v := range o.ExtraParams {
-		opts = append(opts, oauth2.SetAuthURLParam(k, v))
+	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline}, upstreamParams(o.Upstream)...)
+	if p.FormPost {
+		// The code comes back in a POST from the issuer's page, which also
+		// shows it for pasting when the loopback callback is out of reach.
+		opts = append(opts, oauth2.SetAuthURLParam("response_mode", "form_post"))
 	}
 	authURL := oc.AuthCodeURL(state, opts...)
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -44,6 +45,12 @@ type Provider struct {
 	// DroppedScopes are the asked-for scopes this issuer does not support,
 	// left out of the request (a Pinniped Supervisor is asked for all).
 	DroppedScopes []string
+	// FormPost is set when the issuer is a Pinniped Supervisor that posts
+	// the code back (form_post): its page then also shows the code to paste.
+	FormPost bool
+	// idpsURL is a Pinniped Supervisor's list of identity providers; empty
+	// for any other issuer.
+	idpsURL string
 }
 
 // Discover reads the provider's discovery document; every endpoint the
@@ -91,6 +98,8 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		DeviceAuthURL: doc.DeviceAuthorizationEndpoint,
 		TokenURL:      ep.TokenURL,
 		DroppedScopes: dropped,
+		FormPost:      doc.IsSupervisor() && slices.Contains(doc.ResponseModesSupported, "form_post"),
+		idpsURL:       supervisorIDPs(doc),
 	}, nil
 }
 

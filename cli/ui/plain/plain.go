@@ -7,6 +7,7 @@ package plain
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pkg/browser"
+	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
@@ -148,6 +150,80 @@ func (p *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 			return "", io.EOF
 		}
 		return line, nil
+	}
+}
+
+// Ask implements login.UI. It reads from the terminal directly, a byte at
+// a time, so nothing typed after the answer is taken; a secret is read
+// with echo off, and the terminal is restored if the login ends first.
+func (p *Login) Ask(ctx context.Context, prompt string, secret bool) (string, error) {
+	if p.In == nil {
+		return "", errors.New("no terminal to ask on")
+	}
+	var restore func()
+	read := func() (string, error) { return readLine(p.In) }
+	if secret {
+		f, ok := p.In.(interface{ Fd() uintptr })
+		if !ok || !term.IsTerminal(int(f.Fd())) {
+			return "", errors.New("a password is read only from a terminal, where it is not shown")
+		}
+		fd := int(f.Fd())
+		state, err := term.GetState(fd)
+		if err != nil {
+			return "", fmt.Errorf("read the terminal's settings: %w", err)
+		}
+		restore = func() { _ = term.Restore(fd, state) }
+		read = func() (string, error) {
+			b, err := term.ReadPassword(fd)
+			return string(b), err
+		}
+	}
+	fmt.Fprint(p.Err, prompt)
+	type answer struct {
+		s   string
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		s, err := read()
+		got <- answer{s, err}
+	}()
+	select {
+	case a := <-got:
+		if secret {
+			fmt.Fprintln(p.Err) // the Enter was not echoed
+		}
+		return a.s, a.err
+	case <-ctx.Done():
+		if restore != nil {
+			restore()
+		}
+		fmt.Fprintln(p.Err)
+		return "", context.Cause(ctx)
+	}
+}
+
+// readLine reads up to a newline, without the newline or a carriage return.
+func readLine(r io.Reader) (string, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		n, err := r.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				return strings.TrimSuffix(string(line), "\r"), nil
+			}
+			if len(line) >= 4096 {
+				return "", errors.New("the answer is too long")
+			}
+			line = append(line, b[0])
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(line) > 0 {
+				return string(line), nil
+			}
+			return "", err
+		}
 	}
 }
 

@@ -207,6 +207,17 @@ func (l *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 	}
 }
 
+// Ask implements login.UI. Usernames and passwords are asked before any
+// screen is needed (the password flows never draw one), so the question
+// goes to the plain renderer; were the screen up, it would own the
+// terminal, and the login ends instead of typing blind into it.
+func (l *Login) Ask(ctx context.Context, prompt string, secret bool) (string, error) {
+	if l.running() {
+		return "", errors.New("cannot ask for a username or password while the login screen is up")
+	}
+	return l.o.Plain.Ask(ctx, prompt, secret)
+}
+
 // Requests implements login.UI.
 func (l *Login) Requests() <-chan oidclogin.Request { return l.requests }
 

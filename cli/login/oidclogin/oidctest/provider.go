@@ -48,6 +48,25 @@ type Provider struct {
 	deviceApproved atomic.Bool
 	// refreshTokens are the refresh tokens not yet used.
 	refreshTokens map[string]bool
+
+	// IDPs, when set, make the provider play a Pinniped Supervisor with
+	// these identity providers: its discovery names them, and authorize
+	// requests with Pinniped-Username/Pinniped-Password headers answer
+	// with a redirect holding the code (cli_password). Passwords are the
+	// username with "-password" appended.
+	IDPs []IDP
+	// lastIDP is the identity provider the last authorize request named.
+	lastIDP atomic.Pointer[string]
+	// Tamper, when set, sees each cli_password answer before it is sent
+	// and may change its redirect, or answer itself (returning true): a
+	// hostile or broken Supervisor.
+	Tamper func(w http.ResponseWriter, redirect *url.URL) bool
+}
+
+// IDP is one identity provider of the fake Supervisor.
+type IDP struct {
+	Name, Type string
+	Flows      []string
 }
 
 type codeInfo struct{ challenge, nonce, redirect string }
@@ -60,13 +79,26 @@ func New(t testing.TB) *Provider {
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, 200, map[string]any{
+		doc := map[string]any{
 			"issuer": p.URL, "jwks_uri": p.URL + "/keys",
 			"authorization_endpoint":           p.URL + "/auth",
 			"token_endpoint":                   p.URL + "/token",
 			"device_authorization_endpoint":    p.URL + "/device",
 			"code_challenge_methods_supported": []string{"S256"},
-		})
+		}
+		if p.IDPs != nil {
+			doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]any{"pinniped_identity_providers_endpoint": p.URL + "/v1alpha1/pinniped_identity_providers"}
+			doc["response_modes_supported"] = []string{"query", "form_post"}
+		}
+		writeJSON(w, 200, doc)
+	})
+	mux.HandleFunc("/v1alpha1/pinniped_identity_providers", func(w http.ResponseWriter, _ *http.Request) {
+		list := []map[string]any{}
+		for _, idp := range p.IDPs {
+			list = append(list, map[string]any{"name": idp.Name, "type": idp.Type, "flows": idp.Flows})
+		}
+		writeJSON(w, 200, map[string]any{"pinniped_identity_providers": list,
+			"pinniped_supported_identity_provider_types": []map[string]string{{"type": "activedirectory"}, {"type": "github"}, {"type": "ldap"}, {"type": "oidc"}}})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
@@ -99,15 +131,32 @@ func (p *Provider) auth(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown client", http.StatusBadRequest)
 		return
 	}
+	u, _ := url.Parse(q.Get("redirect_uri"))
+	v := u.Query()
+	v.Set("state", q.Get("state"))
+	if user := r.Header.Get("Pinniped-Username"); p.IDPs != nil && (user != "" || r.Header.Get("Pinniped-Password") != "") {
+		// cli_password: a redirect the CLI reads, never follows.
+		if r.Header.Get("Pinniped-Password") != user+"-password" {
+			v.Set("error", "access_denied")
+			v.Set("error_description", "The resource owner or authorization server denied the request. Username/password not accepted by LDAP provider.")
+			u.RawQuery = v.Encode()
+			http.Redirect(w, r, u.String(), http.StatusFound)
+			return
+		}
+	}
+	if p.IDPs != nil {
+		name := q.Get("pinniped_idp_name")
+		p.lastIDP.Store(&name)
+	}
 	code := randomString()
 	p.mu.Lock()
 	p.codes[code] = codeInfo{challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), redirect: q.Get("redirect_uri")}
 	p.mu.Unlock()
-	u, _ := url.Parse(q.Get("redirect_uri"))
-	v := u.Query()
 	v.Set("code", code)
-	v.Set("state", q.Get("state"))
 	u.RawQuery = v.Encode()
+	if p.Tamper != nil && r.Header.Get("Pinniped-Username") != "" && p.Tamper(w, u) {
+		return
+	}
 	http.Redirect(w, r, u.String(), http.StatusFound)
 }
 
@@ -199,4 +248,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// LastIDP is the identity provider the last authorize request named.
+func (p *Provider) LastIDP() string {
+	if v := p.lastIDP.Load(); v != nil {
+		return *v
+	}
+	return ""
 }
