@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,15 +120,15 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.StringVar(&o.OIDCIssuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
 	fs.StringVar(&o.OIDCClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
 	fs.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
-	fs.StringSliceVar(&o.OIDCScopes, "oidc-scopes", []string{"openid", "offline_access", "email", "profile", "groups"}, "scopes to request (unsupported ones are dropped)")
+	fs.StringSliceVar(&o.OIDCScopes, "oidc-scopes", slices.Clone(config.DefaultScopes), "scopes to request; of an issuer that is not a Supervisor, only those it supports are written")
 	fs.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
 	fs.StringSliceVar(&o.OIDCCABundlePaths, "oidc-ca-bundle", nil, "PEM file(s) overriding the issuer's discovered CA (repeatable)")
 	fs.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
 	fs.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
 	fs.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
-	fs.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "upstream identity provider at a Pinniped Supervisor")
+	fs.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "the identity provider behind a Pinniped Supervisor (default: the only one, or a choice on a terminal)")
 	fs.StringVar(&o.UpstreamType, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
-	fs.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password")
+	fs.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password (default: the provider's first)")
 	fs.BoolVar(&o.OIDCSkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
 	fs.Bool("oidc-debug-session-cache", false, "accepted for upstream compatibility; ignored")
 	fs.String("concierge-namespace", "", "deprecated upstream flag; ignored (the namespace is discovered)")
@@ -261,7 +262,7 @@ func (o *Options) Run(ctx context.Context) error {
 	} else {
 		c := &config.OIDC{ClientID: o.OIDCClientID, ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, SkipListen: o.OIDCSkipListen,
 			Flow: config.Flow(o.OIDCFlow), Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.OIDCSessionCache,
-			Upstream: config.Upstream{Name: o.UpstreamName, Type: o.UpstreamType, Flow: o.UpstreamFlow}}
+		}
 		if err := o.completeOIDC(ctx, c, auth); err != nil {
 			return err
 		}
@@ -354,8 +355,7 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	if err != nil {
 		return err
 	}
-	c.Scopes, _ = disc.SupportedScopes(o.OIDCScopes)
-	return nil
+	return o.issuerSide(ctx, client, disc, c)
 }
 
 func validateEndpoint(ctx context.Context, server string, ca []byte) error {

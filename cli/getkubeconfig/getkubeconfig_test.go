@@ -16,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
@@ -47,11 +48,10 @@ func TestKubeconfigFlags(t *testing.T) {
 	}
 }
 
-// TestKubeconfigFromTheCluster: discovery of the agent's endpoint, the only
-// authenticator and the issuer's scopes, through the factory's cluster
-// client; the written exec entry reads back as the login it describes.
-func TestKubeconfigFromTheCluster(t *testing.T) {
-	idp := oidctest.New(t)
+// getKubeconfig runs get kubeconfig against a cluster whose agent has one
+// JWTAuthenticator trusting idp, and returns the login it writes.
+func getKubeconfig(t *testing.T, idp *oidctest.Provider, args ...string) (*config.OIDC, *clientcmdapi.Config, error) {
+	t.Helper()
 	clusterCA := base64.StdEncoding.EncodeToString(idp.CABundle) // any real certificate
 	jwt := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator", "metadata": map[string]any{"name": "dex"},
@@ -83,9 +83,9 @@ users: [{name: admin, user: {token: x}}]
 	f := cmdutil.Test(nil, &out, &errOut, map[string]string{handoff.FrontPathEnv: "/usr/local/bin/pinniped"})
 	f.Dynamic = func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) { return dyn, &rest.Config{}, nil }
 	cmd := NewCmdGet(f)
-	cmd.SetArgs([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation", "--oidc-scopes=openid,offline_access,groups,nonsense"})
+	cmd.SetArgs(append([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation"}, args...))
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("%v\n%s", err, errOut.String())
+		return nil, nil, err
 	}
 	gen, err := clientcmd.Load(out.Bytes())
 	if err != nil {
@@ -99,11 +99,61 @@ users: [{name: admin, user: {token: x}}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	// oidctest lists no scopes in its discovery: all are kept.
+	return login, gen, nil
+}
+
+// TestKubeconfigFromTheCluster: discovery of the agent's endpoint, the only
+// authenticator and the issuer's scopes, through the factory's cluster
+// client; the written exec entry reads back as the login it describes.
+func TestKubeconfigFromTheCluster(t *testing.T) {
+	idp := oidctest.New(t)
+	login, _, err := getKubeconfig(t, idp, "--oidc-scopes=openid,offline_access,groups,nonsense,pinniped:request-audience")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// oidctest lists no scopes in its discovery: all are kept but the
+	// Supervisor's own, which it cannot know.
 	if login.Issuer != idp.URL || login.RequestAudience != "cluster-7f3a" || string(login.CABundle) != string(idp.CABundle) ||
 		login.Concierge == nil || login.Concierge.AuthenticatorName != "dex" || login.Concierge.Endpoint != "https://10.99.0.1:6443" ||
-		strings.Join(login.Scopes, ",") != "openid,offline_access,groups,nonsense" {
+		strings.Join(login.Scopes, ",") != "openid,offline_access,groups,nonsense" || login.Upstream.Name != "" {
 		t.Fatalf("the kubeconfig logs in as %+v", login)
+	}
+	if _, _, err := getKubeconfig(t, idp, "--upstream-identity-provider-name=okta"); err == nil || !strings.Contains(err.Error(), "not one") {
+		t.Fatalf("an identity provider named for an issuer that is no Supervisor: %v", err)
+	}
+}
+
+// TestKubeconfigWithASupervisor: the identity provider and its flow come
+// from the Supervisor's list, and the exchange's scope is always asked for.
+func TestKubeconfigWithASupervisor(t *testing.T) {
+	idp := oidctest.New(t)
+	idp.IDPs = []oidctest.IDP{
+		{Name: "My LDAP", Type: "ldap", Flows: []string{config.UpstreamFlowPassword, config.UpstreamFlowBrowser}},
+		{Name: "okta", Type: "oidc", Flows: []string{config.UpstreamFlowBrowser}},
+	}
+	login, _, err := getKubeconfig(t, idp, "--upstream-identity-provider-name=My LDAP", "--oidc-scopes=openid,offline_access,username,groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if login.Upstream != (config.Upstream{Name: "My LDAP", Type: "ldap", Flow: config.UpstreamFlowPassword}) ||
+		strings.Join(login.Scopes, ",") != "openid,offline_access,username,groups,pinniped:request-audience" || login.RequestAudience != "cluster-7f3a" {
+		t.Fatalf("the kubeconfig logs in as %+v", login)
+	}
+	if login, _, err = getKubeconfig(t, idp, "--upstream-identity-provider-type=oidc"); err != nil || login.Upstream.Name != "okta" || login.Upstream.Flow != config.UpstreamFlowBrowser {
+		t.Fatalf("the only oidc provider: %+v %v", login, err)
+	}
+	for args, want := range map[string]string{
+		"":                                       `multiple Supervisor upstream identity providers were found ([{"name":"My LDAP"`,
+		"--upstream-identity-provider-name=nope": `no Supervisor upstream identity providers with name "nope"`,
+		"--upstream-identity-provider-name=okta --upstream-identity-provider-flow=cli_password": "offers the flows browser_authcode",
+	} {
+		if _, _, err := getKubeconfig(t, idp, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: want %q, got %v", args, want, err)
+		}
+	}
+	// All three given: taken as they are, as upstream.
+	if login, _, err = getKubeconfig(t, idp, "--upstream-identity-provider-name=later", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password"); err != nil || login.Upstream.Name != "later" {
+		t.Fatalf("%+v %v", login, err)
 	}
 }
 

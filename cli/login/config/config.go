@@ -43,6 +43,21 @@ const (
 	UpstreamFlowPassword = "cli_password"
 )
 
+// Scopes a Pinniped Supervisor defines: the token exchange needs
+// ScopeRequestAudience, and the ID token carries the username and groups
+// claims only when asked for.
+const (
+	ScopeRequestAudience = "pinniped:request-audience"
+	ScopeUsername        = "username"
+	ScopeGroups          = "groups"
+)
+
+// DefaultScopes are upstream Pinniped's defaults plus email and profile,
+// which plain OIDC issuers need for the email claim and a Supervisor
+// accepts. A login asks an issuer that is not a Supervisor only for those
+// it lists as supported.
+var DefaultScopes = []string{"offline_access", "openid", ScopeRequestAudience, ScopeUsername, ScopeGroups, "email", "profile"}
+
 // OIDC is `pinniped login oidc`.
 type OIDC struct {
 	Issuer          string

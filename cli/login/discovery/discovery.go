@@ -90,17 +90,19 @@ func (d *Document) IsSupervisor() bool {
 	return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != ""
 }
 
-// SupportedScopes keeps the scopes the issuer lists as supported (openid
-// always): providers such as Dex refuse a login that asks for one they do
-// not know, and upstream's kubeconfigs ask for the Supervisor's own
-// (pinniped:request-audience, username, groups) even of other issuers. An
-// issuer that lists none keeps them all.
+// SupportedScopes keeps, of the scopes asked of an issuer that is not a
+// Supervisor, those it lists as supported (openid always): providers such
+// as Dex refuse a login that asks for one they do not know, and upstream's
+// kubeconfigs ask for the Supervisor's own (pinniped:request-audience,
+// username, groups) even of other issuers. Of an issuer that lists none,
+// only the two that no issuer but a Supervisor defines are dropped.
 func (d *Document) SupportedScopes(scopes []string) (kept, dropped []string) {
+	supported := func(s string) bool { return slices.Contains(d.ScopesSupported, s) }
 	if len(d.ScopesSupported) == 0 {
-		return scopes, nil
+		supported = func(s string) bool { return s != "pinniped:request-audience" && s != "username" }
 	}
 	for _, s := range scopes {
-		if s == "openid" || slices.Contains(d.ScopesSupported, s) {
+		if s == "openid" || supported(s) {
 			kept = append(kept, s)
 		} else {
 			dropped = append(dropped, s)

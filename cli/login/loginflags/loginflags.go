@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -142,7 +143,7 @@ func (o *OIDC) Flags() []Flag {
 	return o.Concierge.appendFlags(append(make([]Flag, 0, 17+concierge),
 		Flag{"issuer", &o.Issuer, "", "OIDC issuer URL (https)", false},
 		Flag{"client-id", &o.ClientID, "pinniped-cli", "OIDC client ID", false},
-		Flag{"scopes", &o.Scopes, []string{"openid", "offline_access", "email", "profile", "groups"}, "OIDC scopes to request", false},
+		Flag{"scopes", &o.Scopes, slices.Clone(config.DefaultScopes), "OIDC scopes to request", false},
 		Flag{"listen-port", &o.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
 		Flag{"skip-browser", &o.SkipBrowser, false, "print the login link instead of opening a browser", false},
 		Flag{"skip-listen", &o.SkipListen, false, "no callback listener: paste the code instead", true},

@@ -48,9 +48,7 @@ type Provider struct {
 	// FormPost is set when the issuer is a Pinniped Supervisor that posts
 	// the code back (form_post): its page then also shows the code to paste.
 	FormPost bool
-	// idpsURL is a Pinniped Supervisor's list of identity providers; empty
-	// for any other issuer.
-	idpsURL string
+	doc      *discovery.Document
 }
 
 // Discover reads the provider's discovery document; every endpoint the
@@ -99,7 +97,7 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		TokenURL:      ep.TokenURL,
 		DroppedScopes: dropped,
 		FormPost:      doc.IsSupervisor() && slices.Contains(doc.ResponseModesSupported, "form_post"),
-		idpsURL:       supervisorIDPs(doc),
+		doc:           doc,
 	}, nil
 }
 

@@ -2,10 +2,8 @@ package oidclogin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,66 +14,16 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 )
 
-// What a Pinniped Supervisor adds to OIDC: a list of the identity providers
-// behind it, the choice of one in the authorize request, and its
-// cli_password flow, in which the CLI sends a username and password in
+// What a Pinniped Supervisor adds to OIDC (its list of identity providers
+// is read by package discovery): the choice of one in the authorize
+// request, and its cli_password flow, in which the CLI sends a username and password in
 // headers of the authorize request and reads the code from the redirect
 // (upstream Pinniped's protocol, see ../shared/notes/supervisor-protocol.md).
 
-// IdentityProvider is one identity provider a Supervisor lists.
-type IdentityProvider struct {
-	Name  string   `json:"name"`
-	Type  string   `json:"type"`
-	Flows []string `json:"flows,omitempty"`
-}
-
-func supervisorIDPs(d *discovery.Document) string {
-	if !d.IsSupervisor() {
-		return ""
-	}
-	return d.Supervisor.IdentityProvidersEndpoint
-}
-
 // IsSupervisor reports whether the issuer is a Pinniped Supervisor.
-func (p *Provider) IsSupervisor() bool { return p.idpsURL != "" }
-
-// IdentityProviders is the Supervisor's list, and the types it supports
-// (nil when it does not say).
-func (p *Provider) IdentityProviders(ctx context.Context) ([]IdentityProvider, []string, error) {
-	if !p.IsSupervisor() {
-		return nil, nil, fmt.Errorf("the issuer %s does not appear to be a Pinniped Supervisor (its discovery lists no identity providers)", p.cfg.Issuer)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.idpsURL, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list the Supervisor's identity providers: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("list the Supervisor's identity providers at %s: HTTP %d", p.idpsURL, resp.StatusCode)
-	}
-	var list struct {
-		IDPs  []IdentityProvider `json:"pinniped_identity_providers"`
-		Types []struct {
-			Type string `json:"type"`
-		} `json:"pinniped_supported_identity_provider_types"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
-		return nil, nil, fmt.Errorf("the Supervisor's list of identity providers is unreadable: %w", err)
-	}
-	var types []string
-	for _, t := range list.Types {
-		types = append(types, t.Type)
-	}
-	return list.IDPs, types, nil
-}
+func (p *Provider) IsSupervisor() bool { return p.doc.IsSupervisor() }
 
 // ResolveUpstream checks the identity provider a login names against the
 // Supervisor's list and returns the flow to use: the one asked for, else
@@ -88,7 +36,7 @@ func (p *Provider) ResolveUpstream(ctx context.Context, up config.Upstream) (str
 		}
 		return config.UpstreamFlowBrowser, nil
 	}
-	idps, types, err := p.IdentityProviders(ctx)
+	list, err := p.doc.IdentityProviders(ctx, p.http)
 	if err != nil {
 		return "", fmt.Errorf("--upstream-identity-provider-name %q: %w", up.Name, err)
 	}
@@ -96,13 +44,11 @@ func (p *Provider) ResolveUpstream(ctx context.Context, up config.Upstream) (str
 	if typ == "" {
 		typ = "oidc"
 	}
-	if len(types) > 0 && !slices.Contains(types, typ) {
-		return "", fmt.Errorf("--upstream-identity-provider-type %q: the Supervisor supports %s", typ, strings.Join(types, ", "))
+	if !list.SupportsType(typ) {
+		return "", fmt.Errorf("--upstream-identity-provider-type %q: the Supervisor supports %s", typ, strings.Join(list.Types, ", "))
 	}
-	for _, idp := range idps {
-		if idp.Name != up.Name || idp.Type != typ {
-			continue
-		}
+	matches := list.Find(up.Name, typ)
+	for _, idp := range matches {
 		switch {
 		case up.Flow == "" && len(idp.Flows) > 0:
 			return idp.Flows[0], nil
@@ -111,12 +57,13 @@ func (p *Provider) ResolveUpstream(ctx context.Context, up config.Upstream) (str
 		case slices.Contains(idp.Flows, up.Flow):
 			return up.Flow, nil
 		}
-		return "", fmt.Errorf("the identity provider %q (%s) offers the flows %s, not %q; set --upstream-identity-provider-flow to one of them",
-			up.Name, typ, strings.Join(idp.Flows, ", "), up.Flow)
 	}
-	found, _ := json.Marshal(idps)
+	if len(matches) > 0 {
+		return "", fmt.Errorf("the identity provider %q (%s) offers the flows %s, not %q; set --upstream-identity-provider-flow to one of them",
+			up.Name, typ, strings.Join(matches[0].Flows, ", "), up.Flow)
+	}
 	return "", fmt.Errorf("unable to find upstream identity provider with name %q and type %q at the Supervisor %s. Found these providers: %s",
-		up.Name, typ, p.cfg.Issuer, found)
+		up.Name, typ, p.cfg.Issuer, list)
 }
 
 // upstreamParams name the chosen identity provider in authorize requests.
