@@ -39,7 +39,7 @@ func TestCachedLoginBench(t *testing.T) {
 		t.Fatalf("build hello: %v\n%s", err, out)
 	}
 
-	kubeconfig := userKubeconfig(t, pinniped)
+	kubeconfig := userKubeconfig(t, pinniped, "--oidc-flow=password")
 	var kc struct {
 		Clusters []struct {
 			Cluster struct {

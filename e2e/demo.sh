@@ -62,7 +62,8 @@ say "RBAC: Dex group \"developers\" may view the cluster"
 in_bed sh -c 'kubectl create clusterrolebinding demo-developers-view --clusterrole=view --group=developers --dry-run=client -o yaml | kubectl apply -f -'
 
 say "pinniped get kubeconfig (as the admin; the result holds no secrets)"
-in_bed "$work/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" >"$work/user.kubeconfig"
+# --oidc-flow password: the demo logs in with PINNIPED_USERNAME/PASSWORD; users get a browser login by default.
+in_bed "$work/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" --oidc-flow password >"$work/user.kubeconfig"
 grep -E 'command:|--issuer|--concierge-endpoint' "$work/user.kubeconfig" | sed 's/^ */    /'
 
 say "kubectl get namespaces as alice@example.com (kubectl runs pinniped login: password grant against Dex, token exchange at the agent)"

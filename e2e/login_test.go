@@ -195,7 +195,7 @@ func TestLogin(t *testing.T) {
 
 	t.Run("twenty concurrent kubectl calls cause one login", func(t *testing.T) {
 		_, _ = RunE(nil, pinniped, "logout", "--all")
-		kubeconfig := userKubeconfig(t, pinniped)
+		kubeconfig := userKubeconfig(t, pinniped, "--oidc-flow=password")
 		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),
 			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
 		var wg sync.WaitGroup
@@ -267,7 +267,7 @@ func TestLogin(t *testing.T) {
 	})
 
 	t.Run("a hung keyring is abandoned within the timeout", func(t *testing.T) {
-		kubeconfig := userKubeconfig(t, pinniped)
+		kubeconfig := userKubeconfig(t, pinniped, "--oidc-flow=password")
 		// Freeze the Secret Service, as an unanswered unlock prompt would.
 		pid := keyringPID(t)
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -310,7 +310,7 @@ func TestLogin(t *testing.T) {
 	})
 
 	t.Run("no D-Bus: file fallback with a warning", func(t *testing.T) {
-		kubeconfig := userKubeconfig(t, pinniped)
+		kubeconfig := userKubeconfig(t, pinniped, "--oidc-flow=password")
 		config := t.TempDir()
 		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
 			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}

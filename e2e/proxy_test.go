@@ -141,7 +141,7 @@ func TestImpersonationProxy(t *testing.T) {
 
 	alice := testbed.DexUsers[0]
 	kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig", "--oidc-flow=password")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),
@@ -683,7 +683,7 @@ func testExternalCertificate(t *testing.T, pinniped string, generated proxyStrat
 	}
 	// Users' kubeconfigs made now trust the admin's CA, and work.
 	kubeconfig := filepath.Join(dir, "external.kubeconfig")
-	_ = os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600)
+	_ = os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig", "--oidc-flow=password")), 0o600)
 	if who := Run(t, append(slices.Clone(env), "KUBECONFIG="+kubeconfig, "XDG_CONFIG_HOME="+t.TempDir()), "kubectl", "auth", "whoami",
 		"-o", "jsonpath={.status.userInfo.username}"); who != testbed.DexUsers[0].Email {
 		t.Fatalf("kubectl with the external certificate: %q", who)

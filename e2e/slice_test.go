@@ -160,7 +160,7 @@ spec: {issuer: "https://second.example.com", audience: x}
 		Kubectl(t, "create", "clusterrolebinding", "e2e-developers-view", "--clusterrole=view", "--group=developers")
 		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "e2e-developers-view") })
 		kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
-		if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig")), 0o600); err != nil {
+		if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig", "--oidc-flow=password")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		env := []string{"KUBECONFIG=" + kubeconfig, "XDG_CONFIG_HOME=" + t.TempDir(),

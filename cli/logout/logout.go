@@ -219,7 +219,7 @@ func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) s
 	switch {
 	case removed:
 		fmt.Fprintf(errOut, "Logged out of %s: the next kubectl call will log in again.\n", contextName)
-	case login.PasswordLogin() && login.Username == "":
+	case login.MayUsePassword() && login.Username == "":
 		// The keys name the user of a password login; without it this may
 		// have looked for the wrong entries.
 		fmt.Fprintf(errOut, "Nothing cached for context %s under the user of this shell (PINNIPED_USERNAME is not set). Set it as when logging in, or use pinniped logout --all.\n", contextName)

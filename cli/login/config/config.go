@@ -110,11 +110,19 @@ type Static struct {
 	CredentialCache string
 }
 
-// PasswordLogin reports whether the login uses a password rather than a
-// person at a browser: --flow=password, the Supervisor's cli_password flow,
-// or both variables set (for CI).
+// PasswordLogin reports whether the login was told to use a password:
+// --flow=password, or the Supervisor's cli_password flow. The variables
+// PINNIPED_USERNAME and PINNIPED_PASSWORD alone never turn a browser login
+// into a password one (as upstream).
 func (c *OIDC) PasswordLogin() bool {
-	return c.Flow == FlowPassword || c.Upstream.Flow == UpstreamFlowPassword || (c.Username != "" && c.Password != "")
+	return c.Flow == FlowPassword || c.Upstream.Flow == UpstreamFlowPassword
+}
+
+// MayUsePassword reports whether the login may end up using a password:
+// told to, or a Supervisor's identity provider named without a flow, whose
+// default flow the Supervisor decides at login time.
+func (c *OIDC) MayUsePassword() bool {
+	return c.PasswordLogin() || (c.Upstream.Name != "" && c.Upstream.Flow == "" && c.Flow == FlowAuto)
 }
 
 // Validate checks everything that needs no network.

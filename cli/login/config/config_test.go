@@ -53,12 +53,20 @@ func TestPasswordLogin(t *testing.T) {
 		{config.OIDC{}, false},
 		{config.OIDC{Flow: config.FlowPassword}, true},
 		{config.OIDC{Upstream: config.Upstream{Flow: config.UpstreamFlowPassword}}, true},
-		{config.OIDC{Username: "ci", Password: "x"}, true},
+		// The variables alone choose nothing: a browser login stays one.
+		{config.OIDC{Username: "ci", Password: "x"}, false},
 		{config.OIDC{Username: "ci"}, false},
 		{config.OIDC{Flow: config.FlowDevice, Upstream: config.Upstream{Flow: config.UpstreamFlowBrowser}}, false},
 	} {
 		if got := c.cfg.PasswordLogin(); got != c.want {
 			t.Errorf("%+v: %v", c.cfg, got)
 		}
+	}
+	// A Supervisor's provider named without a flow may turn out to take a
+	// password: its key must name the user.
+	if !(&config.OIDC{Upstream: config.Upstream{Name: "ldap"}}).MayUsePassword() ||
+		(&config.OIDC{Upstream: config.Upstream{Name: "ldap", Flow: config.UpstreamFlowBrowser}}).MayUsePassword() ||
+		(&config.OIDC{Username: "ci", Password: "x"}).MayUsePassword() {
+		t.Error("MayUsePassword")
 	}
 }

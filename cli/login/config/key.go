@@ -86,7 +86,9 @@ func (c *OIDC) sessionInputs() *object {
 		o.str("upstreamType", c.Upstream.Type)
 	}
 	o.str("upstreamFlow", c.Upstream.Flow)
-	if c.PasswordLogin() {
+	if c.MayUsePassword() {
+		// Two people in one shell, each with their own variables, must
+		// not share a cache entry.
 		o.str("passwordUser", c.Username)
 	}
 	return o

@@ -68,7 +68,15 @@ for kubectl. In order, it uses:
   3. a refresh token, without any prompt;
   4. an interactive login: a browser (the link is also printed, and you can
      paste the code back), or --flow=device for machines without a browser,
-     or a password from PINNIPED_USERNAME/PINNIPED_PASSWORD for CI.
+     or, with --flow=password, the provider's password grant.
+
+With a Pinniped Supervisor, --upstream-identity-provider-name chooses one
+of its identity providers (checked against its list) and the flow is the
+one it offers first, unless --upstream-identity-provider-flow says; its
+cli_password flow asks for your username and password on the terminal.
+A password login reads PINNIPED_USERNAME and PINNIPED_PASSWORD when set
+(for CI), and asks for what is missing; the variables alone never turn a
+browser login into a password one.
 
 Concurrent kubectl calls share one login. When kubectl runs without a
 terminal (an IDE, a pipe, a CI job), the browser login still runs: the link
@@ -83,7 +91,11 @@ skipped.`,
   pinniped login oidc --issuer=https://dex.example.com --flow=device
 
   # in CI
-  PINNIPED_USERNAME=ci-bot PINNIPED_PASSWORD=... pinniped login oidc --issuer=https://dex.example.com --flow=password`,
+  PINNIPED_USERNAME=ci-bot PINNIPED_PASSWORD=... pinniped login oidc --issuer=https://dex.example.com --flow=password
+
+  # an LDAP provider behind a Pinniped Supervisor
+  pinniped login oidc --issuer=https://supervisor.example.com/issuer \
+    --upstream-identity-provider-name="Corporate LDAP" --upstream-identity-provider-type=ldap`,
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
