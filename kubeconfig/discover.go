@@ -25,11 +25,9 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 )
 
-// Resources read during discovery.
+// Resources read during discovery; the agent's own are under its API group
+// suffix (see Discoverer.gvr).
 var (
-	credentialIssuersGVR = configv1alpha1.SchemeGroupVersion.WithResource("credentialissuers")
-	jwtGVR               = authv1alpha1.SchemeGroupVersion.WithResource("jwtauthenticators")
-	webhookGVR           = authv1alpha1.SchemeGroupVersion.WithResource("webhookauthenticators")
 	apiServicesGVR       = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 	secretsGVR           = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	configMapsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -58,10 +56,26 @@ var ErrNotInstalled = errors.New("the pinniped agent is not installed in this cl
 // Discoverer reads what `get kubeconfig` needs from the cluster.
 type Discoverer struct {
 	Dynamic dynamic.Interface
+	// APIGroupSuffix is the agent's API group suffix; empty means
+	// pinniped.dev.
+	APIGroupSuffix string
 	// Poll and Wait bound waiting for a strategy that is still Pending.
 	Poll, Wait time.Duration
 	// Progress reports waits; may be nil.
 	Progress func(string)
+}
+
+// gvr is the agent's resource in group (config or authentication) under
+// the suffix.
+func (d *Discoverer) gvr(group, resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group + ".concierge." + d.suffix(), Version: "v1alpha1", Resource: resource}
+}
+
+func (d *Discoverer) suffix() string {
+	if d.APIGroupSuffix == "" {
+		return "pinniped.dev"
+	}
+	return d.APIGroupSuffix
 }
 
 func (d *Discoverer) progress(msg string) {
@@ -72,7 +86,7 @@ func (d *Discoverer) progress(msg string) {
 
 // CredentialIssuer returns the named one, or the only one.
 func (d *Discoverer) CredentialIssuer(ctx context.Context, name string) (*configv1alpha1.CredentialIssuer, error) {
-	res := d.Dynamic.Resource(credentialIssuersGVR)
+	res := d.Dynamic.Resource(d.gvr("config", "credentialissuers"))
 	var u *unstructured.Unstructured
 	if name != "" {
 		got, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -184,7 +198,7 @@ func (d *Discoverer) Frontend(ctx context.Context, issuerName, mode string, skip
 // Authenticators lists both kinds as "type/name".
 func (d *Discoverer) Authenticators(ctx context.Context) ([]Authenticator, error) {
 	var out []Authenticator
-	for typ, gvr := range map[string]schema.GroupVersionResource{"jwt": jwtGVR, "webhook": webhookGVR} {
+	for typ, gvr := range map[string]schema.GroupVersionResource{"jwt": d.gvr("authentication", "jwtauthenticators"), "webhook": d.gvr("authentication", "webhookauthenticators")} {
 		list, err := d.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, notInstalled(err, gvr.Resource)
@@ -203,7 +217,7 @@ func (d *Discoverer) Authenticators(ctx context.Context) ([]Authenticator, error
 func (d *Discoverer) Authenticator(ctx context.Context, typ, name string) (*Authenticator, error) {
 	switch typ {
 	case "webhook":
-		if _, err := d.Dynamic.Resource(webhookGVR).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		if _, err := d.Dynamic.Resource(d.gvr("authentication", "webhookauthenticators")).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return nil, notFound(err, "WebhookAuthenticator", name)
 		}
 		return &Authenticator{Type: typ, Name: name}, nil
@@ -211,7 +225,7 @@ func (d *Discoverer) Authenticator(ctx context.Context, typ, name string) (*Auth
 	default:
 		return nil, fmt.Errorf("--concierge-authenticator-type %q: use jwt or webhook", typ)
 	}
-	u, err := d.Dynamic.Resource(jwtGVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := d.Dynamic.Resource(d.gvr("authentication", "jwtauthenticators")).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, notFound(err, "JWTAuthenticator", name)
 	}
@@ -244,9 +258,10 @@ func notFound(err error, kind, name string) error {
 // caFromSource reads a CA bundle from the agent's namespace, found from the
 // login APIService as upstream does.
 func (d *Discoverer) caFromSource(ctx context.Context, src *authv1alpha1.CABundleSource) ([]byte, error) {
-	svc, err := d.Dynamic.Resource(apiServicesGVR).Get(ctx, "v1alpha1.login.concierge.pinniped.dev", metav1.GetOptions{})
+	name := "v1alpha1.login.concierge." + d.suffix()
+	svc, err := d.Dynamic.Resource(apiServicesGVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, notInstalled(err, "APIService v1alpha1.login.concierge.pinniped.dev")
+		return nil, notInstalled(err, "APIService "+name)
 	}
 	ns, _, _ := unstructured.NestedString(svc.Object, "spec", "service", "namespace")
 	var data string

@@ -98,3 +98,22 @@ func TestAuthenticatorDiscovery(t *testing.T) {
 		t.Fatalf("missing authenticator: %v", err)
 	}
 }
+
+// TestDiscoveryUnderASuffix: an agent installed with an API group suffix
+// is found under it, and one under pinniped.dev beside it is not.
+func TestDiscoveryUnderASuffix(t *testing.T) {
+	lists := map[schema.GroupVersionResource]string{}
+	for _, sfx := range []string{"pinniped.dev", "example.net"} {
+		lists[schema.GroupVersionResource{Group: "config.concierge." + sfx, Version: "v1alpha1", Resource: "credentialissuers"}] = "CredentialIssuerList"
+		lists[schema.GroupVersionResource{Group: "authentication.concierge." + sfx, Version: "v1alpha1", Resource: "jwtauthenticators"}] = "JWTAuthenticatorList"
+		lists[schema.GroupVersionResource{Group: "authentication.concierge." + sfx, Version: "v1alpha1", Resource: "webhookauthenticators"}] = "WebhookAuthenticatorList"
+	}
+	suffixed := issuer("suffixed", tcr)
+	suffixed.SetAPIVersion("config.concierge.example.net/v1alpha1")
+	d := &kubeconfig.Discoverer{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, issuer("plain", tcr), suffixed),
+		APIGroupSuffix: "example.net", Poll: 10 * time.Millisecond, Wait: 100 * time.Millisecond}
+	ci, err := d.CredentialIssuer(context.Background(), "")
+	if err != nil || ci.Name != "suffixed" {
+		t.Fatalf("found %v, %v", ci, err)
+	}
+}

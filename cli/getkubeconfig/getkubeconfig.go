@@ -220,7 +220,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("read the cluster CA: %w", err)
 		}
 	}
-	d := &kubeconfig.Discoverer{Dynamic: dyn, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
+	d := &kubeconfig.Discoverer{Dynamic: dyn, APIGroupSuffix: o.APIGroupSuffix, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
 	pinniped := kubeconfig.Exec{Path: o.PinnipedPath, InstallHint: o.InstallHint}
 	if pinniped.Path == "" {
