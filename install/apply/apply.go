@@ -45,9 +45,13 @@ func (in *Installer) client(u *unstructured.Unstructured) (dynamic.ResourceInter
 	return scoped(in.Dynamic, r, u.GetNamespace()), nil
 }
 
-// Apply server-side-applies every object. CRDs go first and must be
+// Apply server-side-applies every object, unless another server already
+// serves the agent's API groups (CheckOwnership). CRDs go first and must be
 // Established before the custom resources that use them.
 func (in *Installer) Apply(ctx context.Context, objs []render.Object) error {
+	if err := in.CheckOwnership(ctx, objs); err != nil {
+		return err
+	}
 	var crds, rest []render.Object
 	for _, o := range objs {
 		if o.GetKind() == "CustomResourceDefinition" {

@@ -1,0 +1,66 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pinniped-kit/pinniped/install/render"
+)
+
+// ErrServedByAnother means an API group this install would serve is
+// already served by another server: upstream Pinniped's Concierge, or our
+// agent installed in another namespace. Applying anyway would take the
+// group from it, and both would fight over the CRDs.
+type ErrServedByAnother struct {
+	APIService, Namespace, Service string
+	// Ours: the other server is our agent, installed elsewhere.
+	Ours bool
+}
+
+func (e *ErrServedByAnother) Error() string {
+	if e.Ours {
+		return fmt.Sprintf("APIService %s is served by a pinniped agent installed in namespace %q; install into that namespace (--namespace=%s) to upgrade it, or run pinniped uninstall --namespace=%s first",
+			e.APIService, e.Namespace, e.Namespace, e.Namespace)
+	}
+	return fmt.Sprintf("APIService %s is served by %s/%s, which is not a pinniped agent (upstream Pinniped's Concierge?); two servers cannot share an API group: uninstall it first (see docs/migrating-from-upstream.md), then run pinniped install again",
+		e.APIService, e.Namespace, e.Service)
+}
+
+// CheckOwnership refuses to install over another server's APIServices.
+// It only reads, so it runs before anything is changed (and in dry runs).
+func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) error {
+	for _, o := range objs {
+		if o.GetKind() != "APIService" {
+			continue
+		}
+		c, err := in.client(o.Unstructured)
+		if err != nil {
+			return err
+		}
+		existing, err := c.Get(ctx, o.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read APIService %s: %w", o.GetName(), explain(err))
+		}
+		wantNS, wantName := service(o.Unstructured)
+		ns, name := service(existing)
+		if ns == wantNS && name == wantName {
+			continue
+		}
+		return &ErrServedByAnother{APIService: o.GetName(), Namespace: ns, Service: name,
+			Ours: existing.GetLabels()["app.kubernetes.io/name"] == render.AppName}
+	}
+	return nil
+}
+
+func service(u *unstructured.Unstructured) (namespace, name string) {
+	namespace, _, _ = unstructured.NestedString(u.Object, "spec", "service", "namespace")
+	name, _, _ = unstructured.NestedString(u.Object, "spec", "service", "name")
+	return namespace, name
+}
