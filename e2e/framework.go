@@ -451,13 +451,18 @@ func pageState(bctx context.Context) string {
 }
 
 // Browser starts headless Chromium with a fresh profile that trusts exactly the bed's Dex
-// serving key (by SPKI hash) and returns a chromedp context.
+// and test Supervisor serving keys (by SPKI hash) and returns a chromedp context.
 func Browser(t testing.TB, ctx context.Context) (context.Context, context.CancelFunc) {
 	t.Helper()
-	spki, err := spkiHash(filepath.Join(Bed.Config().PKIDir(), "dex.crt"))
-	if err != nil {
-		t.Fatal(err)
+	var hashes []string
+	for _, cert := range []string{"dex.crt", "supervisor.crt"} {
+		h, err := spkiHash(filepath.Join(Bed.Config().PKIDir(), cert))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, h)
 	}
+	spki := strings.Join(hashes, ",")
 	home := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		// A private HOME and the basic password store keep Chromium from D-Bus-activating

@@ -49,6 +49,8 @@ build pause "$tools" ./cmd/pause "$tools/cmd/pause"
 # Dex has its own module: its dependencies are newer than Kubernetes' and must not
 # change the versions Kubernetes is built with.
 build dex "$tools/dex" . "$tools/dex"
+# The test double of upstream Pinniped's Supervisor (fosite-based), also its own module.
+build supervisor "$tools/supervisor" . "$tools/supervisor"
 
 # A stable name for "the current toolchain", for people and scripts.
 ln -sfn "$bin" "$cache/bin/current"

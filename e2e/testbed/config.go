@@ -43,6 +43,8 @@ type Config struct {
 	APIServerPort int
 	EtcdPort      int
 	DexPort       int
+	// SupervisorPort is the test Supervisor's (e2e/tools/supervisor).
+	SupervisorPort int
 }
 
 // Env variable names read by ConfigFromEnv.
@@ -69,19 +71,20 @@ func DefaultCacheDir() string {
 // ConfigFromEnv returns the default configuration, overridden by PINNIPED_E2E_* variables.
 func ConfigFromEnv() Config {
 	c := Config{
-		Name:          getenv(EnvName, "e2e"),
-		Profile:       getenv(EnvProfile, ProfileKubeadm),
-		BinDir:        getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
-		NodeIP:        "10.99.0.1",
-		ServiceCIDR:   "10.96.0.0/16",
-		PodCIDR:       "10.244.0.0/24",
-		LBRange:       "10.99.1.0/28",
-		APIServerPort: 6443,
-		EtcdPort:      2379,
-		DexPort:       5556,
+		Name:           getenv(EnvName, "e2e"),
+		Profile:        getenv(EnvProfile, ProfileKubeadm),
+		BinDir:         getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
+		NodeIP:         "10.99.0.1",
+		ServiceCIDR:    "10.96.0.0/16",
+		PodCIDR:        "10.244.0.0/24",
+		LBRange:        "10.99.1.0/28",
+		APIServerPort:  6443,
+		EtcdPort:       2379,
+		DexPort:        5556,
+		SupervisorPort: 5557,
 	}
 	c.StateDir = getenv(EnvStateDir, filepath.Join("/var/lib/pinniped-e2e", c.Name))
-	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort} {
+	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort} {
 		if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
 			*p = v
 		}
@@ -148,6 +151,14 @@ func (c Config) AuditLog() string { return c.path("logs", "kube-apiserver-audit.
 func (c Config) APIServerURL() string {
 	return fmt.Sprintf("https://%s:%d", c.NodeIP, c.APIServerPort)
 }
+
+// SupervisorIssuer is the test Supervisor's issuer URL.
+func (c Config) SupervisorIssuer() string {
+	return fmt.Sprintf("https://%s:%d", c.NodeIP, c.SupervisorPort)
+}
+
+// SupervisorSecretFile holds the test Supervisor's client secret at Dex.
+func (c Config) SupervisorSecretFile() string { return c.path("pki", "supervisor-dex-client.secret") }
 
 // DexIssuer is Dex's issuer URL (no path: device flow needs that in this Dex version).
 func (c Config) DexIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeIP, c.DexPort) }

@@ -23,6 +23,17 @@ type DexUser struct {
 // + PKCE, refresh and device flow are all enabled.
 const DexClientID = "pinniped-cli"
 
+// SupervisorDexClientID is the test Supervisor's confidential client at Dex.
+const SupervisorDexClientID = "supervisor"
+
+// Display names of the test Supervisor's identity providers (see
+// e2e/tools/supervisor): both log people in at the bed's Dex; the LDAP one
+// offers only cli_password and prefixes usernames and groups with "ldap:".
+const (
+	SupervisorOIDCIDP = "Bed Dex"
+	SupervisorLDAPIDP = "Bed LDAP"
+)
+
 // DexUsers are the bed's users. Test-only credentials; Dex listens only inside the bed's
 // network namespace.
 var DexUsers = []DexUser{

@@ -1,7 +1,9 @@
 package testbed
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -70,6 +72,14 @@ func (b *Bed) writeConfigs() error {
 
 	pki := cfg.PKIDir()
 	files := map[string]string{}
+
+	// A fresh secret per bed for the test Supervisor's client at Dex.
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	supervisorSecret := hex.EncodeToString(secret)
+	files["pki/supervisor-dex-client.secret"] = supervisorSecret
 
 	// containerd: CRI only, own root/state/socket, cgroupfs, a locally built pause image.
 	// restrict_oom_score_adj: without it every sandbox fails, because runc cannot raise
@@ -195,7 +205,11 @@ healthzBindAddress: 127.0.0.1:10256
 		"etcdEndpoints": []string{fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdPort)},
 		"etcdNamespace": "dex/",
 		"users":         DexUsers,
-		"clients":       []map[string]any{{"id": DexClientID, "name": "pinniped CLI", "public": true}},
+		"clients": []map[string]any{
+			{"id": DexClientID, "name": "pinniped CLI", "public": true},
+			// The test Supervisor logs people in at Dex as a confidential client.
+			{"id": SupervisorDexClientID, "name": "test Supervisor", "secret": supervisorSecret, "redirectURIs": []string{cfg.SupervisorIssuer() + "/callback"}},
+		},
 	}
 	raw, err := json.MarshalIndent(dex, "", "  ")
 	if err != nil {

@@ -184,6 +184,7 @@ func makePKI(cfg Config) error {
 		{clusterCA, "kubelet-server", leaf{cn: cfg.NodeName(), dns: []string{cfg.NodeName()}, ips: []net.IP{nodeIP}, server: true}},
 		{frontCA, "front-proxy-client", leaf{cn: "front-proxy-client", client: true}},
 		{bedCA, "dex", leaf{cn: "dex", ips: []net.IP{nodeIP}, dns: []string{"dex", "localhost"}, server: true}},
+		{bedCA, "supervisor", leaf{cn: "supervisor", ips: []net.IP{nodeIP}, dns: []string{"supervisor"}, server: true}},
 	}
 	for _, is := range issues {
 		cp, kp, err := is.ca.issue(is.l)

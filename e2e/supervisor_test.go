@@ -1,0 +1,248 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// supervisorAuthenticator makes a JWTAuthenticator trusting the bed's test
+// Supervisor (e2e/tools/supervisor) with an audience of this cluster's own,
+// so logins exchange the Supervisor's token for it (RFC 8693).
+func supervisorAuthenticator(t *testing.T) {
+	t.Helper()
+	cfg := Bed.Config()
+	ca, err := os.ReadFile(cfg.TestbedCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: supervisor}
+spec:
+  issuer: %s
+  audience: cluster-e2e-%s
+  tls: {certificateAuthorityData: %s}
+`, cfg.SupervisorIssuer(), randomString(t)[:8], base64.StdEncoding.EncodeToString(ca)))
+	t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "supervisor") })
+	waitPhase(t, "jwtauthenticator", "supervisor", "Ready")
+	if _, err := RunE(nil, "kubectl", "get", "clusterrolebinding", "e2e-supervisor-view"); err != nil {
+		// Both identities the two providers give alice may look around.
+		Kubectl(t, "create", "clusterrolebinding", "e2e-supervisor-view", "--clusterrole=view", "--group=developers", "--group=ldap:developers")
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "clusterrolebinding", "e2e-supervisor-view") })
+	}
+}
+
+// supervisorKubeconfig is what `pinniped get kubeconfig` writes for the
+// Supervisor's authenticator, with extra flags.
+func supervisorKubeconfig(t *testing.T, pinniped string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"get", "kubeconfig", "--concierge-authenticator-type=jwt", "--concierge-authenticator-name=supervisor"}, extra...)
+	f := filepath.Join(t.TempDir(), "supervisor.kubeconfig")
+	if err := os.WriteFile(f, []byte(Run(t, nil, pinniped, args...)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// loginArgs are the exec plugin's arguments in a kubeconfig.
+func loginArgs(t *testing.T, kubeconfig string) []string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	if user == nil || user.Exec == nil {
+		t.Fatalf("%s has no exec user", kubeconfig)
+	}
+	return user.Exec.Args
+}
+
+func whoami(t *testing.T, env []string) (string, string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(context.Background(), "kubectl", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	cmd.Env = append(BedEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// TestSupervisor logs in through the bed's test Supervisor, which speaks
+// upstream Pinniped's Supervisor protocol, with both of its identity
+// providers and every flow they offer.
+func TestSupervisor(t *testing.T) {
+	pinniped := installAgent(t)
+	supervisorAuthenticator(t)
+	alice := testbed.DexUsers[0]
+
+	t.Run("get kubeconfig discovers the providers and their flows", func(t *testing.T) {
+		// Two providers and no terminal: a clear error naming both.
+		_, err := RunE(nil, pinniped, "get", "kubeconfig", "--concierge-authenticator-type=jwt", "--concierge-authenticator-name=supervisor")
+		if err == nil || !strings.Contains(err.Error(), testbed.SupervisorOIDCIDP) || !strings.Contains(err.Error(), testbed.SupervisorLDAPIDP) {
+			t.Fatalf("want an error listing both providers, got %v", err)
+		}
+		args := strings.Join(loginArgs(t, supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)), " ")
+		for _, want := range []string{"--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password",
+			"pinniped:request-audience", "--request-audience=cluster-e2e-"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("the login lacks %q: %s", want, args)
+			}
+		}
+	})
+
+	t.Run("cli_password from the environment, two providers, two identities, two cache entries", func(t *testing.T) {
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		config := t.TempDir()
+		ldap := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
+		dex := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorOIDCIDP, "--upstream-identity-provider-flow=cli_password")
+		creds := []string{"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+		want := map[string]string{ldap: "ldap:" + alice.Email, dex: alice.Email}
+		for _, kc := range []string{ldap, dex} {
+			got, stderr, err := whoami(t, append([]string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config}, creds...))
+			if err != nil || got != want[kc] {
+				t.Fatalf("whoami: %q, want %q (%v)\n%s", got, want[kc], err, stderr)
+			}
+		}
+		// Again without the password: each answers from its own cache
+		// entry, and neither gets the other's identity.
+		for _, kc := range []string{ldap, dex} {
+			got, stderr, err := whoami(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config})
+			if err != nil || got != want[kc] {
+				t.Fatalf("cached whoami: %q, want %q (%v)\n%s", got, want[kc], err, stderr)
+			}
+		}
+		// A wrong password is refused with a clear message and nothing cached.
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		_, stderr, err := whoami(t, []string{"KUBECONFIG=" + ldap, "XDG_CONFIG_HOME=" + config, "PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=wrong-password"})
+		if err == nil || !strings.Contains(stderr, "not accepted") || strings.Contains(stderr, "wrong-password") {
+			t.Fatalf("a wrong password: %v\n%s", err, stderr)
+		}
+	})
+
+	t.Run("cli_password at the terminal prompt", func(t *testing.T) {
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
+		term := NewTmux(t, 120, 30, "env", "KUBECONFIG="+kc, "XDG_CONFIG_HOME="+t.TempDir(),
+			"sh", "-c", "kubectl auth whoami -o jsonpath='{.status.userInfo.username}'; echo; echo EXIT=$?; sleep 600")
+		term.WaitFor(30*time.Second, "the username prompt", func(s string) bool { return strings.Contains(s, "Username:") })
+		if !strings.Contains(term.Screen(), "Log in to "+testbed.SupervisorLDAPIDP) {
+			t.Errorf("the prompt does not say where:\n%s", term.Screen())
+		}
+		term.SendLiteral(alice.Email)
+		term.SendKeys("Enter")
+		term.WaitFor(10*time.Second, "the password prompt", func(s string) bool { return strings.Contains(s, "Password:") })
+		term.SendLiteral(alice.Password)
+		term.SendKeys("Enter")
+		screen := term.WaitFor(30*time.Second, "kubectl's answer", func(s string) bool { return strings.Contains(s, "EXIT=") })
+		if !strings.Contains(screen, "ldap:"+alice.Email) || !strings.Contains(screen, "EXIT=0") {
+			t.Fatalf("after the prompts:\n%s", screen)
+		}
+		if strings.Contains(screen, alice.Password) {
+			t.Fatalf("the password was shown:\n%s", screen)
+		}
+	})
+
+	t.Run("browser_authcode through the Supervisor and Dex, form_post back to the CLI", func(t *testing.T) {
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorOIDCIDP, "--upstream-identity-provider-flow=browser_authcode")
+		dir := t.TempDir()
+		urlFile := filepath.Join(dir, "url")
+		opener := filepath.Join(dir, "open-browser")
+		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(context.Background(), "kubectl", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		cmd.Env = append(BedEnv(), "KUBECONFIG="+kc, "BROWSER="+opener, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var authURL string
+		Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
+			b, err := os.ReadFile(urlFile)
+			if err != nil {
+				return err
+			}
+			authURL = strings.TrimSpace(string(b))
+			return nil
+		})
+		if !strings.Contains(authURL, "response_mode=form_post") || !strings.Contains(authURL, "pinniped_idp_name=") {
+			t.Errorf("the authorize request: %s", authURL)
+		}
+		bctx, cancel := Browser(t, context.Background())
+		defer cancel()
+		dexLogin(t, bctx, authURL, nil)
+		select {
+		case err := <-done:
+			if err != nil || stdout.String() != alice.Email {
+				t.Fatalf("kubectl: %v %q\n%s", err, stdout.String(), stderr.String())
+			}
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("kubectl did not finish after the browser login:\n%s\n%s", stderr.String(), pageState(bctx))
+		}
+	})
+
+	t.Run("a reused refresh token is refused and the CLI recovers with one login", func(t *testing.T) {
+		// Without D-Bus the sessions live in files, which the test can
+		// copy; with --credential-cache= no cluster credential is kept, so
+		// every run needs the session. Without the exchange (and so the
+		// agent) the ID token itself is the credential, and the
+		// Supervisor's 2-minute ID tokens make every run refresh it.
+		kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
+		var args []string
+		for _, a := range loginArgs(t, kc) {
+			if !strings.HasPrefix(a, "--concierge-") && !strings.HasPrefix(a, "--enable-concierge") && !strings.HasPrefix(a, "--request-audience") {
+				args = append(args, a)
+			}
+		}
+		args = append(args, "--credential-cache=")
+		config := t.TempDir()
+		env := []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+		login := func() string {
+			t.Helper()
+			cmd := exec.CommandContext(context.Background(), pinniped, args...)
+			cmd.Env = append(BedEnv(), env...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), `"ExecCredential"`) {
+				t.Fatalf("login: %v\n%s", err, stderr.String())
+			}
+			return stderr.String()
+		}
+		if first := login(); !strings.Contains(first, "Log in to "+testbed.SupervisorLDAPIDP) {
+			t.Fatalf("the first run should log in:\n%s", first)
+		}
+		saved := filepath.Join(t.TempDir(), "saved")
+		Run(t, nil, "cp", "-a", filepath.Join(config, "pinniped"), saved)
+		if second := login(); !strings.Contains(second, "refreshing your session") || strings.Contains(second, "Log in to") {
+			t.Fatalf("the second run should refresh:\n%s", second)
+		}
+		// Put the used refresh token back: the Supervisor refuses its reuse.
+		Run(t, nil, "rm", "-rf", filepath.Join(config, "pinniped"))
+		Run(t, nil, "cp", "-a", saved, filepath.Join(config, "pinniped"))
+		third := login()
+		if !strings.Contains(third, "could not refresh the session") || strings.Count(third, "Log in to "+testbed.SupervisorLDAPIDP) != 1 {
+			t.Fatalf("a refused refresh should end in exactly one login:\n%s", third)
+		}
+	})
+}
