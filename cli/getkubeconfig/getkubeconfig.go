@@ -347,6 +347,11 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	if c.RequestAudience == c.ClientID {
 		c.RequestAudience = "" // the ID token already has it
 	}
+	// The Supervisor refuses to mint tokens for such an audience (they
+	// would be good at its own APIs), so every login would fail.
+	if strings.Contains(c.RequestAudience, ".pinniped.dev") {
+		return fmt.Errorf("the audience %q contains .pinniped.dev, which a Supervisor refuses to exchange tokens for: give the JWTAuthenticator another spec.audience, or pass --oidc-request-audience", c.RequestAudience)
+	}
 	client, err := httpclient.New(c.CABundle, 15*time.Second)
 	if err != nil {
 		return fmt.Errorf("the CA bundle for %s: %w", c.Issuer, err)

@@ -151,9 +151,33 @@ func TestKubeconfigWithASupervisor(t *testing.T) {
 			t.Errorf("%s: want %q, got %v", args, want, err)
 		}
 	}
+	if _, _, err := getKubeconfig(t, idp, "--upstream-identity-provider-name=okta", "--oidc-request-audience=x.pinniped.dev"); err == nil || !strings.Contains(err.Error(), "refuses to exchange") {
+		t.Errorf("an audience the Supervisor refuses: %v", err)
+	}
 	// All three given: taken as they are, as upstream.
 	if login, _, err = getKubeconfig(t, idp, "--upstream-identity-provider-name=later", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password"); err != nil || login.Upstream.Name != "later" {
 		t.Fatalf("%+v %v", login, err)
+	}
+}
+
+// TestSupervisorScopes: username and groups go together, as upstream: a
+// Supervisor that lists only one of them gets neither.
+func TestSupervisorScopes(t *testing.T) {
+	asked := []string{"openid", "offline_access", "username", "groups"}
+	for supported, want := range map[string]string{
+		"":                                 "openid,offline_access,username,groups,pinniped:request-audience",
+		"openid,username,groups":           "openid,offline_access,username,groups,pinniped:request-audience",
+		"openid,username":                  "openid,offline_access,pinniped:request-audience",
+		"openid,groups,offline_access":     "openid,offline_access,pinniped:request-audience",
+		"openid,pinniped:request-audience": "openid,offline_access,pinniped:request-audience",
+	} {
+		var sup []string
+		if supported != "" {
+			sup = strings.Split(supported, ",")
+		}
+		if got := strings.Join(supervisorScopes(asked, sup, true), ","); got != want {
+			t.Errorf("supported %q: %s, want %s", supported, got, want)
+		}
 	}
 }
 

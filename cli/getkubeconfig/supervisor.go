@@ -33,14 +33,16 @@ func (o *Options) issuerSide(ctx context.Context, client *http.Client, disc *dis
 }
 
 // supervisorScopes are the scopes asked of a Supervisor. As upstream,
-// username and groups are left out only when the Supervisor does not list
-// them (an old one refuses them), and pinniped:request-audience is never
-// left out; it is added when the login exchanges its token for the
-// cluster's audience, which the Supervisor refuses without it.
+// username and groups are left out, both together, when the Supervisor
+// does not list both (an old one refuses them), and
+// pinniped:request-audience is never left out; it is added when the login
+// exchanges its token for the cluster's audience, which the Supervisor
+// refuses without it.
 func supervisorScopes(asked, supported []string, exchange bool) []string {
+	old := len(supported) > 0 && (!slices.Contains(supported, config.ScopeUsername) || !slices.Contains(supported, config.ScopeGroups))
 	var out []string
 	for _, s := range asked {
-		if (s == config.ScopeUsername || s == config.ScopeGroups) && len(supported) > 0 && !slices.Contains(supported, s) {
+		if (s == config.ScopeUsername || s == config.ScopeGroups) && old {
 			continue
 		}
 		out = append(out, s)

@@ -26,6 +26,10 @@ import (
 // refreshed first, so the cluster credential made from it is not cut short.
 const MinIDTokenLifetime = 10 * time.Minute
 
+// MinAccessTokenLifetime: a cached access token with less left than this is
+// not traded for the cluster's audience (upstream's rule).
+const MinAccessTokenLifetime = 10 * time.Second
+
 // Provider is what the engine needs from an OIDC provider.
 type Provider interface {
 	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
@@ -349,9 +353,20 @@ func (e *Engine) loadSession(ctx context.Context, key string) *sessions.Tokens {
 // usableSession is the saved session when its tokens serve c as they are.
 func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *sessions.Tokens {
 	s := e.loadSession(ctx, key)
-	needAccess := c.RequestAudience != "" && c.RequestAudience != c.ClientID
-	if s != nil && s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) &&
-		(!needAccess || s.AccessTokenExpiry.After(e.now().Add(10*time.Second))) {
+	if s == nil {
+		return nil
+	}
+	// A login that exchanges its token presents only the access token, so
+	// as upstream only that one must still be valid: the Supervisor's ID
+	// tokens live 2 minutes, and asking for 10 would refresh (and rotate
+	// the refresh token) on every credential-cache miss.
+	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+		if s.AccessToken != "" && s.AccessTokenExpiry.After(e.now().Add(MinAccessTokenLifetime)) {
+			return s
+		}
+		return nil
+	}
+	if s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) {
 		return s
 	}
 	return nil

@@ -444,3 +444,33 @@ func TestNoCredentialCacheKeepsTheSession(t *testing.T) {
 		t.Fatalf("logins %d (want 1: the session), exchanges %d (want 2: no credential cache)", h.idp.AuthCodeGrants.Load(), h.exchanges.Load())
 	}
 }
+
+// TestExchangeUsesTheCachedAccessToken: a login that trades its token for
+// the cluster's audience needs only its access token to be valid (as
+// upstream), so the Supervisor's 2-minute ID tokens do not make every
+// credential-cache miss refresh and rotate the refresh token.
+func TestExchangeUsesTheCachedAccessToken(t *testing.T) {
+	h := newHarness(t)
+	h.idp.IDTokenTTL = 2 * time.Minute
+	r := h.request(false)
+	r.RequestAudience = "cluster-a"
+	run := func() {
+		t.Helper()
+		e := h.engine(io.Discard)
+		e.NoCredentialCache = true
+		if err := e.LoginOIDC(context.Background(), r, interactive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	h.clk.add(5 * time.Minute) // the ID token is gone; the access token (1 h) is not
+	run()
+	if h.idp.AuthCodeGrants.Load() != 1 || h.idp.RefreshGrants.Load() != 0 || h.idp.ExchangeGrants.Load() != 2 {
+		t.Fatalf("logins %d, refreshes %d, exchanges %d; want 1, 0, 2", h.idp.AuthCodeGrants.Load(), h.idp.RefreshGrants.Load(), h.idp.ExchangeGrants.Load())
+	}
+	h.clk.add(54*time.Minute + 55*time.Second) // 5 s left on the access token
+	run()
+	if h.idp.RefreshGrants.Load() != 1 || h.idp.ExchangeGrants.Load() != 3 {
+		t.Fatalf("refreshes %d, exchanges %d; want 1, 3", h.idp.RefreshGrants.Load(), h.idp.ExchangeGrants.Load())
+	}
+}

@@ -87,7 +87,7 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 
 // IsSupervisor reports whether the issuer is a Pinniped Supervisor.
 func (d *Document) IsSupervisor() bool {
-	return d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != ""
+	return d != nil && d.Supervisor != nil && d.Supervisor.IdentityProvidersEndpoint != ""
 }
 
 // SupportedScopes keeps, of the scopes asked of an issuer that is not a
@@ -119,6 +119,13 @@ func underIssuer(issuer, u string) bool {
 	uu, err2 := url.Parse(u)
 	if err1 != nil || err2 != nil || uu.Scheme != "https" || uu.Host != iu.Host {
 		return false
+	}
+	// Dot segments (also percent-encoded: Path is decoded) would climb out
+	// of the issuer's path once the server resolves them.
+	for _, seg := range strings.Split(uu.Path, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
 	}
 	base := strings.TrimSuffix(iu.Path, "/")
 	return uu.Path == base || strings.HasPrefix(uu.Path, base+"/")

@@ -81,6 +81,16 @@ func TestFetchRefuses(t *testing.T) {
 	if _, err := discovery.Fetch(context.Background(), srv.Client(), "http://"+strings.TrimPrefix(issuer, "https://")); err == nil {
 		t.Fatal("an http issuer was asked")
 	}
+	// Dot segments climb out of the issuer's path once resolved, also
+	// percent-encoded.
+	for _, ep := range []string{"ISSUER/../idps", "ISSUER/v1alpha1/%2e%2e/%2E%2E/idps", "ISSUER/./idps"} {
+		doc := good()
+		doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]any{"pinniped_identity_providers_endpoint": ep}
+		srv, issuer := serve(t, doc)
+		if d, err := discovery.Fetch(context.Background(), srv.Client(), issuer); err != nil || d.IsSupervisor() {
+			t.Errorf("%s: kept as a Supervisor's list (%v)", ep, err)
+		}
+	}
 }
 
 func TestSupportedScopes(t *testing.T) {

@@ -236,6 +236,24 @@ func TestPasswordAndRefreshAndExchange(t *testing.T) {
 	}
 }
 
+// TestTokenChecks: an ID token whose at_hash names another access token is
+// refused, and a Supervisor's exchange must answer token_type N_A.
+func TestTokenChecks(t *testing.T) {
+	p := oidctest.New(t)
+	p.WrongAtHash.Store(true)
+	if _, err := discover(t, p).PasswordGrant(ctxT(t), "alice", "password"); err == nil || !strings.Contains(err.Error(), "at_hash") {
+		t.Fatalf("a mismatched at_hash: %v", err)
+	}
+
+	p = oidctest.New(t)
+	p.IDPs = []oidctest.IDP{{Name: "ldap", Type: "ldap", Flows: []string{config.UpstreamFlowPassword}}}
+	p.ExchangeTokenType = "Bearer"
+	prov := discover(t, p)
+	if _, _, err := prov.ExchangeForAudience(ctxT(t), "some-access-token", "cluster-b"); err == nil || !strings.Contains(err.Error(), "not N_A") {
+		t.Fatalf("a Supervisor's exchange without N_A: %v", err)
+	}
+}
+
 func TestRefusesHTTPIssuer(t *testing.T) {
 	_, err := oidclogin.Discover(context.Background(), &config.OIDC{Issuer: "http://dex.example.com", ClientID: "x"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "https") {

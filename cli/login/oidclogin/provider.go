@@ -119,6 +119,13 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 	if wantNonce != "" && idt.Nonce != wantNonce {
 		return nil, errors.New("the ID token's nonce does not match this login (possible replay); log in again")
 	}
+	// at_hash binds the access token (which a login may trade for the
+	// cluster's audience) to the verified ID token.
+	if idt.AccessTokenHash != "" {
+		if err := idt.VerifyAccessToken(tok.AccessToken); err != nil {
+			return nil, fmt.Errorf("the provider's access token does not match its ID token (at_hash): %w", err)
+		}
+	}
 	var claims struct {
 		Username          string `json:"username"`
 		Email             string `json:"email"`

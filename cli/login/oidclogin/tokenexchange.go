@@ -50,6 +50,11 @@ func (p *Provider) ExchangeForAudience(ctx context.Context, accessToken, audienc
 	if out.IssuedTokenType != "urn:ietf:params:oauth:token-type:jwt" {
 		return "", time.Time{}, fmt.Errorf("token exchange for audience %q returned a %q, not a JWT", audience, out.IssuedTokenType)
 	}
+	// The Supervisor's issued token is not an OAuth access token, and it
+	// says so with N_A (RFC 8693 2.2.1); upstream's CLI insists on it.
+	if p.doc.IsSupervisor() && out.TokenType != "N_A" {
+		return "", time.Time{}, fmt.Errorf("token exchange for audience %q: the Supervisor answered token_type %q, not N_A", audience, out.TokenType)
+	}
 	v := p.oidc.Verifier(&oidc.Config{ClientID: audience, SupportedSigningAlgs: signingAlgs, Now: p.now})
 	idt, err := v.Verify(p.ctx(ctx), out.AccessToken)
 	if err != nil {

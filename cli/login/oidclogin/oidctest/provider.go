@@ -57,6 +57,10 @@ type Provider struct {
 	IDPs []IDP
 	// lastIDP is the identity provider the last authorize request named.
 	lastIDP atomic.Pointer[string]
+	// WrongAtHash makes ID tokens carry an at_hash of another access
+	// token; ExchangeTokenType replaces the exchange's N_A token_type.
+	WrongAtHash       atomic.Bool
+	ExchangeTokenType string
 	// Tamper, when set, sees each cli_password answer before it is sent
 	// and may change its redirect, or answer itself (returning true): a
 	// hostile or broken Supervisor.
@@ -204,7 +208,11 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		p.DeviceGrants.Add(1)
 	case "urn:ietf:params:oauth:grant-type:token-exchange":
 		p.ExchangeGrants.Add(1)
-		writeJSON(w, 200, map[string]any{"access_token": p.sign(f.Get("audience"), ""), "issued_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_type": "N_A"})
+		tokenType := "N_A"
+		if p.ExchangeTokenType != "" {
+			tokenType = p.ExchangeTokenType
+		}
+		writeJSON(w, 200, map[string]any{"access_token": p.sign(f.Get("audience"), "", ""), "issued_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_type": tokenType})
 		return
 	default:
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
@@ -214,13 +222,20 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.refreshTokens[refresh] = true
 	p.mu.Unlock()
+	access := "access-" + randomString()
+	hashed := access
+	if p.WrongAtHash.Load() {
+		hashed = "another-access-token"
+	}
 	writeJSON(w, 200, map[string]any{
-		"access_token": "access-" + randomString(), "token_type": "bearer", "expires_in": 3600,
-		"refresh_token": refresh, "id_token": p.sign(p.ClientID, nonce),
+		"access_token": access, "token_type": "bearer", "expires_in": 3600,
+		"refresh_token": refresh, "id_token": p.sign(p.ClientID, nonce, hashed),
 	})
 }
 
-func (p *Provider) sign(aud, nonce string) string {
+// sign makes an ID token; with an access token, its at_hash (ES256: the
+// left half of its SHA-256).
+func (p *Provider) sign(aud, nonce, accessToken string) string {
 	ttl := p.IDTokenTTL
 	if ttl == 0 {
 		ttl = time.Hour
@@ -230,6 +245,10 @@ func (p *Provider) sign(aud, nonce string) string {
 		"username": "alice", "email": "alice@example.com", "groups": []string{"devs"}}
 	if nonce != "" {
 		claims["nonce"] = nonce
+	}
+	if accessToken != "" {
+		sum := sha256.Sum256([]byte(accessToken))
+		claims["at_hash"] = base64.RawURLEncoding.EncodeToString(sum[:16])
 	}
 	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
 	b, _ := json.Marshal(claims)
