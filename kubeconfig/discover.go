@@ -28,9 +28,9 @@ import (
 // Resources read during discovery; the agent's own are under its API group
 // suffix (see Discoverer.gvr).
 var (
-	apiServicesGVR       = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	secretsGVR           = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMapsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	secretsGVR     = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMapsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
 // Frontend is where clients exchange tokens.
