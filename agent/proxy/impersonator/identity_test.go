@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -87,6 +89,54 @@ func TestDirectTransportsSendNoIdentity(t *testing.T) {
 		}
 		if sent := next.calls != before; sent != c.sent {
 			t.Errorf("%s: sent %v (%v)", name, sent, err)
+		}
+	}
+}
+
+type recordingTransport struct{ last http.Header }
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.last = req.Header.Clone()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+}
+
+// TestIdentitySurvivesHopByHopRemoval: past the Connection gate (as if it
+// were gone, or let a token through), the reverse proxy's own hop-by-hop
+// removal must not touch the identity headers, because they are set in
+// Rewrite, after it. A request whose Connection names them is still sent,
+// with exactly the decided identity; set any earlier, they would be
+// deleted and the last check would refuse the request.
+func TestIdentitySurvivesHopByHopRemoval(t *testing.T) {
+	up := &recordingTransport{}
+	p := &Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up}
+	p.Init()
+	decided := http.Header{}
+	decided.Set("Impersonate-User", "alice")
+	decided.Set("Impersonate-Group", "devs")
+	decided.Set("Impersonate-Extra-"+OriginalUserExtra, `{"username":"alice"}`)
+	extra := http.CanonicalHeaderKey("Impersonate-Extra-" + OriginalUserExtra)
+	for _, conn := range []string{
+		"Impersonate-User",
+		"impersonate-user, IMPERSONATE-GROUP",
+		extra,
+		"keep-alive,Impersonate-User,Impersonate-Group," + strings.ToLower(extra),
+	} {
+		up.last = nil
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/pods", nil)
+		r.Header.Set("Connection", conn)
+		rec := httptest.NewRecorder()
+		p.proxy.ServeHTTP(rec, withIdentity(r, decided.Clone()))
+		if rec.Code != http.StatusOK || up.last == nil {
+			t.Fatalf("Connection: %s: %d, sent %v", conn, rec.Code, up.last != nil)
+		}
+		got := http.Header{}
+		for k, vs := range up.last {
+			if isIdentityHeader(k) {
+				got[k] = vs
+			}
+		}
+		if !sameHeaders(got, decided) {
+			t.Fatalf("Connection: %s: the API server saw %v, want %v", conn, got, decided)
 		}
 	}
 }
