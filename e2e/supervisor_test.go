@@ -118,13 +118,18 @@ func TestSupervisor(t *testing.T) {
 				t.Fatalf("whoami: %q, want %q (%v)\n%s", got, want[kc], err, stderr)
 			}
 		}
-		// Again without the password: each answers from its own cache
-		// entry, and neither gets the other's identity.
+		// Again without the password (the username stays: a password
+		// login's cache entry is keyed by its user): each answers from its
+		// own cache entry, and neither gets the other's identity.
 		for _, kc := range []string{ldap, dex} {
-			got, stderr, err := whoami(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config})
+			got, stderr, err := whoami(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config, "PINNIPED_USERNAME=" + alice.Email})
 			if err != nil || got != want[kc] {
 				t.Fatalf("cached whoami: %q, want %q (%v)\n%s", got, want[kc], err, stderr)
 			}
+		}
+		// Another user in the same shell never gets alice's entry.
+		if got, _, err := whoami(t, []string{"KUBECONFIG=" + ldap, "XDG_CONFIG_HOME=" + config, "PINNIPED_USERNAME=mallory@example.com"}); err == nil || strings.Contains(got, alice.Email) {
+			t.Fatalf("another user answered from alice's cache entry: %q %v", got, err)
 		}
 		// A wrong password is refused with a clear message and nothing cached.
 		_, _ = RunE(nil, pinniped, "logout", "--all")
