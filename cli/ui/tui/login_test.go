@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +78,7 @@ func TestLoginScreenLifecycle(t *testing.T) {
 func TestLoginFinishWithErrorIsShownOnce(t *testing.T) {
 	l, screen, _ := newTestLogin(nil)
 	l.ShowDeviceCode("https://dex/device", "ABCD-EFGH", "")
-	err := l.Finish(errors.New("device login: expired_token"))
+	err := l.Finish(fmt.Errorf("%w: expired_token", oidclogin.ErrDeviceLogin))
 	var shown interface{ AlreadyShown() bool }
 	if !errors.As(err, &shown) || !strings.Contains(err.Error(), "expired_token") {
 		t.Fatalf("want a shown error, got %#v", err)
