@@ -70,7 +70,11 @@ func (c *Cache) lockIndex(ctx context.Context) (func(), error) {
 	if c.LockDir == "" {
 		return c.mu.Unlock, nil
 	}
-	l, err := lock.Acquire(ctx, c.LockDir, indexKey)
+	// Bounded whatever the caller's deadline (logout and status have
+	// none): a stopped process must not wedge every later one.
+	lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
+	defer cancel()
+	l, err := lock.Acquire(lctx, c.LockDir, indexKey)
 	if err != nil {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("lock the credential index: %w", err)
@@ -107,8 +111,10 @@ func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) 
 		_ = c.Store.Delete(ctx, key)
 		return nil, false, nil //nolint:nilerr // a corrupt entry is a miss, never a failure
 	}
+	// An expired entry is a miss but stays: the engine may be writing its
+	// successor right now (kubectl runs many at once), and deleting here
+	// without the index lock could remove that. The index evicts it.
 	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
-		_ = c.Store.Delete(ctx, key)
 		return nil, false, nil
 	}
 	return &e.Credential, true, nil
@@ -130,12 +136,27 @@ func (c *Cache) Put(ctx context.Context, key, label string, cred Credential) err
 	if err != nil {
 		return err
 	}
-	if err := c.Store.Set(ctx, key, b); err != nil {
-		return err
-	}
-	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry {
-		return append(without(idx, key), indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now})
+	// The value is written under the index lock, so a process evicting
+	// the expired entry it replaces cannot delete it in between.
+	return c.updateIndex(ctx, func(idx []indexEntry) ([]indexEntry, error) {
+		if err := c.Store.Set(ctx, key, b); err != nil {
+			return nil, err
+		}
+		return append(without(idx, key), indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now}), nil
 	})
+}
+
+// freshValue reports whether the value under key is a credential that has
+// not expired: an index entry can be older than its value (a writer of an
+// earlier version wrote the value outside the lock), and such a value is
+// not evicted with the entry.
+func (c *Cache) freshValue(ctx context.Context, key string, now time.Time) bool {
+	raw, err := c.Store.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	e, err := decodeEntry(raw)
+	return err == nil && usable(&e.Credential) && e.Credential.ExpirationTimestamp.After(now)
 }
 
 func without(idx []indexEntry, key string) []indexEntry {
@@ -153,7 +174,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := c.Store.Delete(ctx, key); err != nil {
 		return err
 	}
-	return c.updateIndex(ctx, func(idx []indexEntry) []indexEntry { return without(idx, key) })
+	return c.updateIndex(ctx, func(idx []indexEntry) ([]indexEntry, error) { return without(idx, key), nil })
 }
 
 // Entry describes a cached credential without its secrets.
@@ -218,7 +239,7 @@ func (c *Cache) readIndex(ctx context.Context) ([]indexEntry, error) {
 // updateIndex applies fn, then drops expired entries and caps the size,
 // deleting the values of everything it drops. The index is shared by every
 // pinniped process, so the whole read-modify-write holds its lock.
-func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) []indexEntry) error {
+func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) ([]indexEntry, error)) error {
 	unlock, err := c.lockIndex(ctx)
 	if err != nil {
 		return err
@@ -228,7 +249,9 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) []indexEn
 	if err != nil {
 		return err
 	}
-	idx = fn(idx)
+	if idx, err = fn(idx); err != nil {
+		return err
+	}
 	now := c.now()
 	keep := idx[:0]
 	var drop []string
@@ -240,12 +263,14 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) []indexEn
 		}
 	}
 	sort.SliceStable(keep, func(i, j int) bool { return keep[i].Created.Before(keep[j].Created) })
-	for len(keep) > MaxEntries {
-		drop = append(drop, keep[0].Key)
-		keep = keep[1:]
-	}
 	for _, k := range drop {
-		_ = c.Store.Delete(ctx, k)
+		if !c.freshValue(ctx, k, now) {
+			_ = c.Store.Delete(ctx, k)
+		}
+	}
+	for len(keep) > MaxEntries {
+		_ = c.Store.Delete(ctx, keep[0].Key)
+		keep = keep[1:]
 	}
 	b, err := json.Marshal(keep)
 	if err != nil {

@@ -144,3 +144,38 @@ func TestIndexUpdatesAcrossProcesses(t *testing.T) {
 		t.Fatalf("the index lists %d of %d credentials (%v): updates were lost", len(list), n, err)
 	}
 }
+
+// TestEvictionSparesAFreshValue: kubectl runs for two clusters at once.
+// One finds its credential expired while the other is replacing it; neither
+// the read nor the other cluster's index update may delete the new value
+// (which would cost the user another exchange).
+func TestEvictionSparesAFreshValue(t *testing.T) {
+	c, clk, store := newCache(t)
+	ctx := context.Background()
+	if err := c.Put(ctx, "a", "cluster a", cred(clk.t.Add(time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(2 * time.Minute)
+	// A miss leaves the expired entry for the index to evict.
+	if _, ok, _ := c.Get(ctx, "a"); ok {
+		t.Fatal("an expired credential was handed out")
+	}
+	if _, err := store.Get(ctx, "a"); err != nil {
+		t.Fatal("a read deleted an entry another process may be replacing")
+	}
+	// The fresh value lands before its index entry (as an earlier
+	// version's writer did it); cluster b's update evicts a's stale index
+	// entry but must keep the value.
+	other := &credcache.Cache{Store: store, Now: clk.now}
+	fresh := fmt.Sprintf(`{"version":1,"credential":{"clientCertificateData":"cert","clientKeyData":"key","expirationTimestamp":%q}}`,
+		clk.t.Add(time.Hour).Format(time.RFC3339))
+	if err := store.Set(ctx, "a", []byte(fresh)); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Put(ctx, "b", "cluster b", cred(clk.t.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := c.Get(ctx, "a"); !ok {
+		t.Fatal("the index update deleted a's fresh credential")
+	}
+}

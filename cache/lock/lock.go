@@ -17,6 +17,10 @@ import (
 	"github.com/gofrs/flock"
 )
 
+// IndexWait bounds the wait for a lock on a cache's index: its holders do
+// one short read-modify-write, so a longer wait means a stopped process.
+const IndexWait = time.Minute
+
 // Lock is a held lock.
 type Lock struct{ f *flock.Flock }
 
@@ -31,7 +35,7 @@ func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 	ok, err := f.TryLockContext(ctx, 25*time.Millisecond)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("another pinniped process is still logging in for this cluster (waited on %s): %w", f.Path(), err)
+			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w", f.Path(), err)
 		}
 		return nil, fmt.Errorf("lock %s: %w", f.Path(), err)
 	}

@@ -124,7 +124,7 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]string) (keep, drop [
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.LockDir != "" {
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
 		defer cancel()
 		l, err := lock.Acquire(lctx, c.LockDir, indexKey)
 		if err != nil {

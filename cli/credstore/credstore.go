@@ -29,6 +29,23 @@ func DefaultLockDir() (string, error) {
 	return filepath.Join(dir, "locks"), nil
 }
 
+// LockDir is where the locks for a --credential-cache mode live: beside
+// the files of a path, else beside the default file cache. With no cache
+// at all, a configuration directory that cannot be used only costs the
+// single-flight of concurrent logins (""), never the login itself.
+func LockDir(mode string) (string, error) {
+	if isPath(mode) {
+		return filepath.Join(filepath.Dir(mode), "pinniped-locks"), nil
+	}
+	dir, err := DefaultLockDir()
+	if err != nil && mode == "none" {
+		return "", nil
+	}
+	return dir, err
+}
+
+func isPath(mode string) bool { return strings.ContainsAny(mode, `/\`) }
+
 // ConfigDir is $XDG_CONFIG_HOME/pinniped or ~/.config/pinniped. Without a
 // home directory it is <tmp>/pinniped-<uid>, a predictable name in a
 // directory everyone can write: it is used only if this user owns it, it is
@@ -51,6 +68,10 @@ func Open(mode string, warn io.Writer) (cache.Store, error) {
 	if mode == "" || mode == "none" {
 		return nil, nil
 	}
+	// A path names its own directory; only the other modes need ours.
+	if isPath(mode) {
+		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil
+	}
 	config, err := ConfigDir()
 	if err != nil {
 		return nil, err
@@ -66,8 +87,6 @@ func Open(mode string, warn io.Writer) (cache.Store, error) {
 			warn:     warn,
 			marker:   filepath.Join(config, "keyring-unresponsive"),
 		}, nil
-	case strings.ContainsAny(mode, `/\`):
-		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil
 	}
 	return nil, fmt.Errorf("--credential-cache %q: use keyring, file, none, or a file path", mode)
 }

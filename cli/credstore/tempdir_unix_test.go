@@ -32,7 +32,10 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 		{"a file", func(t *testing.T, dir string) { must(t, os.WriteFile(dir, nil, 0o600)) }, "not a directory"},
 		{"a parent anyone may write to, not sticky", func(t *testing.T, dir string) {
 			must(t, os.Chmod(filepath.Dir(dir), 0o777))
-		}, "without the sticky bit"},
+		}, "no sticky bit"},
+		{"a parent its group may write to, not sticky", func(t *testing.T, dir string) {
+			must(t, os.Chmod(filepath.Dir(dir), 0o770))
+		}, "no sticky bit"},
 		{"a sticky parent anyone may write to", func(t *testing.T, dir string) {
 			must(t, os.Chmod(filepath.Dir(dir), 0o777|os.ModeSticky))
 		}, ""},
@@ -69,6 +72,18 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 			}
 			if _, err := DefaultLockDir(); err == nil {
 				t.Fatal("DefaultLockDir used the refused directory")
+			}
+			// A cache path of its own, or none at all, still works: the
+			// refused directory cannot stop such a login.
+			path := filepath.Join(t.TempDir(), "creds.yaml")
+			if st, err := Open(path, nil); err != nil || st == nil {
+				t.Fatalf("Open(a path) = %v, %v", st, err)
+			}
+			if d, err := LockDir(path); err != nil || d != filepath.Join(filepath.Dir(path), "pinniped-locks") {
+				t.Fatalf("LockDir(a path) = %q, %v", d, err)
+			}
+			if d, err := LockDir("none"); err != nil || d != "" {
+				t.Fatalf("LockDir(none) = %q, %v", d, err)
 			}
 		})
 	}

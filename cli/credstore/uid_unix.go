@@ -25,8 +25,8 @@ func privateTempDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no home directory, and %s cannot be read: %w; set HOME or XDG_CONFIG_HOME", filepath.Dir(dir), err)
 	}
-	if parent.Mode().Perm()&0o002 != 0 && parent.Mode()&fs.ModeSticky == 0 {
-		return "", fmt.Errorf("refusing to keep credentials under %s: anyone may replace what is in it (it is world-writable without the sticky bit); set HOME or XDG_CONFIG_HOME", filepath.Dir(dir))
+	if parent.Mode().Perm()&0o022 != 0 && parent.Mode()&fs.ModeSticky == 0 {
+		return "", fmt.Errorf("refusing to keep credentials under %s: anyone may replace what is in it (others may write to it, and it has no sticky bit); set HOME or XDG_CONFIG_HOME", filepath.Dir(dir))
 	}
 	err = os.Mkdir(dir, 0o700)
 	if err != nil && !errors.Is(err, fs.ErrExist) {

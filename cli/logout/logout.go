@@ -20,6 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
@@ -94,6 +95,8 @@ type caches struct {
 	store cache.Store
 	creds *credcache.Cache
 	sess  *sessions.Cache
+	// lockDir holds the locks a login takes on its credential and session.
+	lockDir string
 }
 
 // storesFor is credstore.Everywhere; tests put a keyring of their own there.
@@ -107,13 +110,13 @@ func cachesFor(mode string) ([]caches, error) {
 	if err != nil {
 		return nil, err
 	}
-	lockDir, err := credstore.DefaultLockDir()
+	lockDir, err := credstore.LockDir(mode)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]caches, len(stores))
 	for i, st := range stores {
-		out[i] = caches{st, &credcache.Cache{Store: st, LockDir: lockDir}, &sessions.Cache{Store: st, LockDir: lockDir}}
+		out[i] = caches{st, &credcache.Cache{Store: st, LockDir: lockDir}, &sessions.Cache{Store: st, LockDir: lockDir}, lockDir}
 	}
 	return out, nil
 }
@@ -232,6 +235,16 @@ func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) s
 // forget removes one credential and one session from c; it reports whether
 // either was there.
 func forget(ctx context.Context, c caches, key, sessionKey string) (bool, error) {
+	// A login or refresh running now for this context would save its
+	// result after the delete, and the user would stay logged in: wait for
+	// it (the locks it holds), briefly.
+	for _, name := range []string{key, sessionKey} {
+		unlock, err := holdLoginLock(ctx, c.lockDir, name)
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+	}
 	_, hadCred, err := c.creds.Get(ctx, key)
 	if err != nil {
 		return false, err
@@ -241,6 +254,22 @@ func forget(ctx context.Context, c caches, key, sessionKey string) (bool, error)
 	}
 	hadSession, err := c.sess.Delete(ctx, sessionKey)
 	return hadCred || hadSession, err
+}
+
+// loginLockWait bounds logout's wait for a login in progress.
+var loginLockWait = 10 * time.Second
+
+func holdLoginLock(ctx context.Context, dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, loginLockWait)
+	defer cancel()
+	l, err := lock.Acquire(lctx, dir, name)
+	if err != nil {
+		return nil, fmt.Errorf("a login for this context is still running (finish or cancel it, then run pinniped logout again): %w", err)
+	}
+	return func() { _ = l.Unlock() }, nil
 }
 
 // isPinniped reports whether an exec entry's command is pinniped, written

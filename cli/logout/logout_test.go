@@ -15,8 +15,10 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -185,4 +187,36 @@ func TestIsPinniped(t *testing.T) {
 			t.Errorf("%s: %v", cmd, !want)
 		}
 	}
+}
+
+// TestLogoutWaitsForALoginInProgress: a login or refresh running for the
+// context holds its session's lock and would save its result after the
+// delete; logout does not report success under it.
+func TestLogoutWaitsForALoginInProgress(t *testing.T) {
+	env := map[string]string{"PINNIPED_USERNAME": "alice"}
+	kr, files, kubeconfig := setup(t, ldapArgs, env)
+	cacheLogin(t, kr, ldapArgs, env)
+	c, err := flagset.ParseOIDC(ldapArgs[2:], func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := credstore.LockDir("keyring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := lock.Acquire(context.Background(), dir, c.SessionKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Unlock() }()
+	loginLockWait = 100 * time.Millisecond
+	t.Cleanup(func() { loginLockWait = 10 * time.Second })
+	if _, err := runCmd(t, env, "logout", "--kubeconfig="+kubeconfig); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("logout under a running login: %v", err)
+	}
+	_ = held.Unlock()
+	if _, err := runCmd(t, env, "logout", "--kubeconfig="+kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	empty(t, kr, files)
 }

@@ -120,9 +120,10 @@ func (c *OIDC) PasswordLogin() bool {
 
 // MayUsePassword reports whether the login may end up using a password:
 // told to, or a Supervisor's identity provider named without a flow, whose
-// default flow the Supervisor decides at login time.
+// default flow the Supervisor decides at login time (whatever --flow
+// says: only --upstream-identity-provider-flow picks it).
 func (c *OIDC) MayUsePassword() bool {
-	return c.PasswordLogin() || (c.Upstream.Name != "" && c.Upstream.Flow == "" && c.Flow == FlowAuto)
+	return c.PasswordLogin() || (c.Upstream.Name != "" && c.Upstream.Flow == "")
 }
 
 // Validate checks everything that needs no network.

@@ -65,6 +65,9 @@ func TestPasswordLogin(t *testing.T) {
 	// A Supervisor's provider named without a flow may turn out to take a
 	// password: its key must name the user.
 	if !(&config.OIDC{Upstream: config.Upstream{Name: "ldap"}}).MayUsePassword() ||
+		// --flow does not choose the Supervisor's flow.
+		!(&config.OIDC{Flow: config.FlowBrowser, Upstream: config.Upstream{Name: "ldap"}}).MayUsePassword() ||
+		!(&config.OIDC{Flow: config.FlowDevice, Upstream: config.Upstream{Name: "ldap"}}).MayUsePassword() ||
 		(&config.OIDC{Upstream: config.Upstream{Name: "ldap", Flow: config.UpstreamFlowBrowser}}).MayUsePassword() ||
 		(&config.OIDC{Username: "ci", Password: "x"}).MayUsePassword() {
 		t.Error("MayUsePassword")

@@ -166,7 +166,7 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	if err != nil {
 		return nil, err
 	}
-	lockDir, err := credstore.DefaultLockDir()
+	lockDir, err := credstore.LockDir(cacheMode)
 	if err != nil {
 		return nil, err
 	}

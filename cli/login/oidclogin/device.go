@@ -11,6 +11,10 @@ import (
 // ErrNoDeviceFlow means the provider does not advertise a device endpoint.
 var ErrNoDeviceFlow = errors.New("the identity provider does not support the device flow (no device_authorization_endpoint)")
 
+// ErrDeviceLogin marks a device login that started but did not finish
+// (the code expired, was refused, or the provider failed).
+var ErrDeviceLogin = errors.New("device login")
+
 // DeviceLogin runs the OAuth 2.0 device authorization grant (RFC 8628): the
 // person enters a short code on any device with a browser. It ends when the
 // person approves, the code expires, or ctx ends.
@@ -20,7 +24,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 	}
 	da, err := p.oauth.DeviceAuth(p.ctx(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("start device login: %w", err)
+		return nil, fmt.Errorf("start %w: %w", ErrDeviceLogin, err)
 	}
 	ui.ShowDeviceCode(da.VerificationURI, da.UserCode, da.VerificationURIComplete)
 	ui.Step("waiting for you to approve the login on the other device")
@@ -56,9 +60,9 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 	tok, err := p.oauth.DeviceAccessToken(p.ctx(pollCtx), da)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("device login not completed: %w", context.Cause(ctx))
+			return nil, fmt.Errorf("%w not completed: %w", ErrDeviceLogin, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("device login: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrDeviceLogin, err)
 	}
 	return p.tokens(ctx, tok, "")
 }

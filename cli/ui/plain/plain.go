@@ -21,6 +21,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/tty"
 )
 
 // Login is a login's progress in lines.
@@ -164,7 +165,7 @@ func (p *Login) Ask(ctx context.Context, prompt string, secret bool) (string, er
 	read := func() (string, error) { return readLine(p.In) }
 	if secret {
 		f, ok := p.In.(interface{ Fd() uintptr })
-		if !ok || !term.IsTerminal(int(f.Fd())) {
+		if !ok || !tty.IsTerminal(p.In) {
 			return "", errors.New("a password is read only from a terminal, where it is not shown")
 		}
 		fd := int(f.Fd())

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 )
 
@@ -76,7 +78,7 @@ func TestLoginScreenLifecycle(t *testing.T) {
 func TestLoginFinishWithErrorIsShownOnce(t *testing.T) {
 	l, screen, _ := newTestLogin(nil)
 	l.ShowDeviceCode("https://dex/device", "ABCD-EFGH", "")
-	err := l.Finish(errors.New("device login: expired_token"))
+	err := l.Finish(fmt.Errorf("%w: expired_token", oidclogin.ErrDeviceLogin))
 	var shown interface{ AlreadyShown() bool }
 	if !errors.As(err, &shown) || !strings.Contains(err.Error(), "expired_token") {
 		t.Fatalf("want a shown error, got %#v", err)

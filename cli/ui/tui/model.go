@@ -405,7 +405,7 @@ func NextStep(err error) string {
 		return "the issuer's certificate is not trusted: get a kubeconfig with its CA from your administrator (pinniped get kubeconfig), or pass --ca-bundle."
 	case errors.As(err, &netErr):
 		return "check that the identity provider is reachable from this machine (VPN, proxy, DNS), then run the command again."
-	case strings.Contains(err.Error(), "device login"):
+	case errors.Is(err, oidclogin.ErrDeviceLogin):
 		return "the code may have expired; run the command again for a new one."
 	}
 	return "run the command again; if it keeps failing, `pinniped logout` clears the cached session."

@@ -348,7 +348,7 @@ func TestNextStep(t *testing.T) {
 		{fmt.Errorf("x: %w", oidclogin.ErrLoginDenied), "right account"},
 		{oidclogin.ErrNoDeviceFlow, "--flow=device"},
 		{fmt.Errorf("discover: %w", timeoutErr{}), "reachable"},
-		{errors.New("device login: expired_token"), "expired"},
+		{fmt.Errorf("%w: expired_token", oidclogin.ErrDeviceLogin), "expired"},
 		{errors.New("something else"), "pinniped logout"},
 	} {
 		if got := NextStep(tt.err); !strings.Contains(got, tt.want) {
