@@ -38,12 +38,19 @@ type ErrNamespaceTaken struct {
 	// Label is the other install's suffix label value; empty for the
 	// default suffix.
 	Label string
+	// Uninstall: the refusal is of an uninstall, whose --namespace or
+	// --api-group-suffix names another install's.
+	Uninstall bool
 }
 
 func (e *ErrNamespaceTaken) Error() string {
 	other := "the default API group suffix"
 	if e.Label != "" {
 		other = fmt.Sprintf("another API group suffix (%s=%s)", render.SuffixLabel, e.Label)
+	}
+	if e.Uninstall {
+		return fmt.Sprintf("namespace %q holds a pinniped agent installed with %s, not the one this uninstall names: nothing was removed; pass that install's --namespace and --api-group-suffix together",
+			e.Namespace, other)
 	}
 	return fmt.Sprintf("namespace %q already holds a pinniped agent installed with %s; two installs cannot share a namespace: choose another --namespace for this one",
 		e.Namespace, other)

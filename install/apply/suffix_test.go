@@ -109,6 +109,26 @@ func TestUninstallTakesOnlyItsOwnInstall(t *testing.T) {
 	}
 }
 
+// TestUninstallRefusesTheOtherInstallsNamespace: an uninstall whose
+// --namespace is the other install's (the default namespace with a
+// suffix, say) removes nothing.
+func TestUninstallRefusesTheOtherInstallsNamespace(t *testing.T) {
+	for _, c := range []struct{ namespace, suffix string }{{"pinniped", otherSuffix}, {"pinniped-suffixed", ""}} {
+		dyn, def, suf := twoInstalls(t)
+		in := &Installer{Dynamic: dyn, Progress: nopProgress{}, Poll: time.Millisecond, GroupSuffix: c.suffix}
+		err := in.Uninstall(context.Background(), c.namespace)
+		var taken *ErrNamespaceTaken
+		if !errors.As(err, &taken) || !strings.Contains(err.Error(), "nothing was removed") {
+			t.Fatalf("uninstall --namespace=%s --api-group-suffix=%q: %v", c.namespace, c.suffix, err)
+		}
+		for suffix, objs := range map[string][]*unstructured.Unstructured{"": def, otherSuffix: suf} {
+			if _, gone := present(t, &Installer{Dynamic: dyn, GroupSuffix: suffix}, objs); len(gone) > 0 {
+				t.Errorf("deleted:\n%s", strings.Join(gone, "\n"))
+			}
+		}
+	}
+}
+
 // TestInstallRefusesANamespaceOfAnotherSuffix: two installs cannot share a
 // namespace (same Deployment, Service and Secret names), so the second is
 // refused before anything changes; re-installing the same one is not.

@@ -39,6 +39,12 @@ var uninstallOrder = []schema.GroupVersionKind{
 // name, and nothing else: not the objects of an install with another API
 // group suffix either (see selectorFor).
 func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
+	// In its own namespace an install's objects are told apart by the
+	// namespace alone, so uninstalling with the wrong --namespace (or the
+	// wrong --api-group-suffix) would delete the other install's agent.
+	if err := in.checkUninstallNamespace(ctx, namespace); err != nil {
+		return err
+	}
 	// Namespaced objects live in the agent's namespace, plus the RBAC
 	// bindings install puts in kube-system and kube-public.
 	namespaces := []string{namespace, "kube-system", "kube-public"}
@@ -97,6 +103,27 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 		return fmt.Errorf("namespace %s is still terminating after 3m (kubectl get namespace %s -o yaml shows what holds it): %w", namespace, namespace, err)
 	}
 	in.Progress.Done("namespace " + namespace + " deleted")
+	return nil
+}
+
+// checkUninstallNamespace refuses a namespace whose agent was installed
+// with another API group suffix than this uninstall's.
+func (in *Installer) checkUninstallNamespace(ctx context.Context, namespace string) error {
+	deploy := resources[schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]
+	existing, err := scoped(in.Dynamic, deploy, namespace).Get(ctx, render.AppName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Deployment %s/%s: %w", namespace, render.AppName, explain(err))
+	}
+	want := ""
+	if !groupsuffix.IsDefault(in.GroupSuffix) {
+		want = render.SuffixLabelValue(in.GroupSuffix)
+	}
+	if theirs := existing.GetLabels()[render.SuffixLabel]; theirs != want {
+		return &ErrNamespaceTaken{Namespace: namespace, Label: theirs, Uninstall: true}
+	}
 	return nil
 }
 

@@ -119,6 +119,11 @@ func (c *Config) Validate() error {
 	for _, msg := range validation.IsDNS1123Label(c.Namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q: %s", c.Namespace, msg))
 	}
+	// Uninstall tells an install's objects in its own namespace apart by
+	// the namespace, and other installs keep objects in these two.
+	if c.Namespace == "kube-system" || c.Namespace == "kube-public" {
+		errs = append(errs, fmt.Errorf("namespace %q is shared with the cluster (and with other installs' bindings): install the agent into a namespace of its own", c.Namespace))
+	}
 	if c.Image == "" {
 		errs = append(errs, errors.New("an agent image is required (--image)"))
 	}

@@ -103,6 +103,8 @@ func TestBadInput(t *testing.T) {
 		"webhook CA no webhook": {Image: "i", WebhookCABundle: []byte("x")},
 		"suffix without a dot":  {Image: "i", GroupSuffix: "tuna"},
 		"suffix not DNS":        {Image: "i", GroupSuffix: "Tuna.IO"},
+		"kube-system":           {Image: "i", Namespace: "kube-system"},
+		"kube-public":           {Image: "i", Namespace: "kube-public"},
 	}
 	for name, cfg := range cases {
 		if _, err := render.Render(cfg); err == nil {

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
 // OriginalUserExtra records who asked for a nested impersonation, in the
@@ -258,8 +260,8 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 		return
 	}
 	if want != nil {
-		if _, reserved := want.Extra[p.originalUserKey()]; reserved {
-			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "the extra "+p.originalUserKey()+" is reserved for the impersonation proxy")
+		if key, reserved := reservedExtra(want.Extra); reserved {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "the extra "+key+" is reserved for the impersonation proxy")
 			return
 		}
 	}
@@ -333,8 +335,8 @@ func (p *Proxy) target(r *http.Request, real user.Info) (user.Info, error) {
 	if want == nil {
 		return real, nil
 	}
-	if _, reserved := want.Extra[p.originalUserKey()]; reserved {
-		return nil, &deniedError{msg: "the extra " + p.originalUserKey() + " is reserved for the impersonation proxy"}
+	if key, reserved := reservedExtra(want.Extra); reserved {
+		return nil, &deniedError{msg: "the extra " + key + " is reserved for the impersonation proxy"}
 	}
 	if p.Authz == nil {
 		return nil, &deniedError{msg: "nested impersonation is not enabled on this proxy"}
@@ -461,3 +463,18 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, ms
 		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg, //nolint:gosec // HTTP codes fit
 	})
 }
+
+// reservedExtra finds an extra only an impersonation proxy may set: the
+// original-user key of any API group suffix, not only this proxy's, so a
+// client cannot forge what another install's audit tooling reads.
+func reservedExtra(extra map[string][]string) (string, bool) {
+	for k := range extra {
+		if strings.HasPrefix(strings.ToLower(k), originalUserKeyPrefix) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// originalUserKeyPrefix is OriginalUserExtra without its API group suffix.
+var originalUserKeyPrefix = strings.TrimSuffix(groupsuffix.OriginalUserExtra("x.y"), "x.y")

@@ -49,4 +49,10 @@ func TestOriginalUserKeyFollowsTheSuffix(t *testing.T) {
 	if code := status(t, srv.URL+"/api", reserved); code != http.StatusForbidden {
 		t.Errorf("a client setting the suffixed key: status %d, want 403", code)
 	}
+	// Nor another install's key: audit tooling of the default install
+	// reads that one.
+	other := map[string][]string{"Impersonate-User": {"bob"}, "Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev": {"{}"}}
+	if code := status(t, srv.URL+"/api", other); code != http.StatusForbidden {
+		t.Errorf("a client setting the default install's key: status %d, want 403", code)
+	}
 }
