@@ -84,6 +84,11 @@ func TestTwoInstallsWithSuffixes(t *testing.T) {
 	})
 
 	t.Run("uninstalling the suffixed install leaves the default one working", func(t *testing.T) {
+		// The suffix without its namespace names the default install's
+		// namespace: refused, nothing removed.
+		if _, err := RunE(nil, pinniped, "uninstall", "--api-group-suffix="+suffix); err == nil || !strings.Contains(err.Error(), "nothing was removed") {
+			t.Fatalf("uninstall with the default namespace and the other suffix: %v", err)
+		}
 		if out, err := uninstallSuffixed(); err != nil {
 			t.Fatalf("uninstall: %v\n%s", err, out)
 		}
