@@ -23,6 +23,7 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
 // Resources read during discovery; the agent's own are under its API group
@@ -68,14 +69,7 @@ type Discoverer struct {
 // gvr is the agent's resource in group (config or authentication) under
 // the suffix.
 func (d *Discoverer) gvr(group, resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: group + ".concierge." + d.suffix(), Version: "v1alpha1", Resource: resource}
-}
-
-func (d *Discoverer) suffix() string {
-	if d.APIGroupSuffix == "" {
-		return "pinniped.dev"
-	}
-	return d.APIGroupSuffix
+	return schema.GroupVersionResource{Group: groupsuffix.Group(group, d.APIGroupSuffix), Version: groupsuffix.Version, Resource: resource}
 }
 
 func (d *Discoverer) progress(msg string) {
@@ -258,7 +252,7 @@ func notFound(err error, kind, name string) error {
 // caFromSource reads a CA bundle from the agent's namespace, found from the
 // login APIService as upstream does.
 func (d *Discoverer) caFromSource(ctx context.Context, src *authv1alpha1.CABundleSource) ([]byte, error) {
-	name := "v1alpha1.login.concierge." + d.suffix()
+	name := groupsuffix.APIServiceName(groupsuffix.Login, d.APIGroupSuffix)
 	svc, err := d.Dynamic.Resource(apiServicesGVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, notInstalled(err, "APIService "+name)

@@ -13,6 +13,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/logbuffer"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
@@ -31,7 +32,9 @@ func newServeCommand() *cobra.Command {
 It serves login.concierge.pinniped.dev and identity.concierge.pinniped.dev as
 an aggregated API behind kube-apiserver, reconciles JWTAuthenticator and
 WebhookAuthenticator resources, and reports working credential strategies in
-the CredentialIssuer's status.
+the CredentialIssuer's status. With --api-group-suffix=example.com every
+group is <prefix>.concierge.example.com instead (upstream's api_group_suffix),
+so it can run beside a Concierge that keeps the default groups.
 
 Where the cluster's signing key is out of reach (managed clusters), it also
 runs the impersonation proxy, as spec.impersonationProxy of the
@@ -71,7 +74,8 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.ServiceName, "service-name", "pinniped-agent-api", "Service in front of the aggregated API; the serving certificate is for <name>.<namespace>.svc")
 	f.StringVar(&o.ServingSecretName, "serving-secret", "pinniped-agent-api-tls", "Secret holding the aggregated API's CA and serving certificate")
 	f.StringVar(&o.CredentialIssuerName, "credential-issuer", "pinniped-config", "CredentialIssuer whose status the agent maintains")
-	f.StringSliceVar(&o.APIServiceNames, "apiservices", []string{"v1alpha1.login.concierge.pinniped.dev", "v1alpha1.identity.concierge.pinniped.dev"}, "APIServices whose caBundle the agent keeps current")
+	f.StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of every API group the agent serves and watches: <prefix>.concierge.<suffix> (a DNS subdomain with a dot; as upstream's api_group_suffix)")
+	f.StringSliceVar(&o.APIServiceNames, "apiservices", nil, "APIServices whose caBundle the agent keeps current (default: v1alpha1.login.concierge.<suffix> and v1alpha1.identity.concierge.<suffix>)")
 	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
 	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, "lifetime of issued client certificates (the CSR strategy raises it to 10m, the API's minimum)")
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")

@@ -16,6 +16,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
@@ -78,28 +78,40 @@ type Handler struct {
 	// was refused. Off, they name only the rule (personal data stays out
 	// of the log unless the admin opted in).
 	LogIdentities bool
+	// GroupSuffix is the API group suffix served (upstream's
+	// api_group_suffix); empty means pinniped.dev. Only that spelling of
+	// the groups exists: an agent under another suffix runs beside a
+	// Concierge (or another agent) that owns the default groups.
+	GroupSuffix string
+
+	apiOnce sync.Once
+	apiDoc  *api
+}
+
+func (h *Handler) api() *api {
+	h.apiOnce.Do(func() { h.apiDoc = newAPI(h.GroupSuffix) })
+	return h.apiDoc
 }
 
 // ServeHTTP routes by path. Only the exact paths of our two group versions
 // exist; everything else is a Kubernetes NotFound.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := h.api()
 	switch r.URL.Path {
 	case "/apis":
-		h.get(w, r, groupList)
-	case "/apis/" + loginv1alpha1.GroupName:
-		h.get(w, r, loginGroup)
-	case "/apis/" + identityv1alpha1.GroupName:
-		h.get(w, r, identityGroup)
-	case "/apis/" + loginv1alpha1.SchemeGroupVersion.String():
-		h.get(w, r, loginResources)
-	case "/apis/" + identityv1alpha1.SchemeGroupVersion.String():
-		h.get(w, r, identityResources)
-	case "/apis/" + loginv1alpha1.SchemeGroupVersion.String() + "/tokencredentialrequests":
-		h.collection(w, r, "TokenCredentialRequest", h.createTokenCredentialRequest,
-			&loginv1alpha1.TokenCredentialRequestList{TypeMeta: metav1.TypeMeta{Kind: "TokenCredentialRequestList", APIVersion: loginv1alpha1.SchemeGroupVersion.String()}, Items: []loginv1alpha1.TokenCredentialRequest{}})
-	case "/apis/" + identityv1alpha1.SchemeGroupVersion.String() + "/whoamirequests":
-		h.collection(w, r, "WhoAmIRequest", h.createWhoAmIRequest,
-			&identityv1alpha1.WhoAmIRequestList{TypeMeta: metav1.TypeMeta{Kind: "WhoAmIRequestList", APIVersion: identityv1alpha1.SchemeGroupVersion.String()}, Items: []identityv1alpha1.WhoAmIRequest{}})
+		h.get(w, r, a.groupList)
+	case a.loginGroupPath:
+		h.get(w, r, a.loginGroup)
+	case a.identityGroupPath:
+		h.get(w, r, a.identityGroup)
+	case a.loginPath:
+		h.get(w, r, a.loginResources)
+	case a.identityPath:
+		h.get(w, r, a.identityResource)
+	case a.tcrPath:
+		h.collection(w, r, "TokenCredentialRequest", h.createTokenCredentialRequest, a.tcrList)
+	case a.whoAmIPath:
+		h.collection(w, r, "WhoAmIRequest", h.createWhoAmIRequest, a.whoAmIList)
 	default:
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path))
 	}
@@ -178,7 +190,7 @@ func (h *Handler) now() time.Time {
 func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	var req loginv1alpha1.TokenCredentialRequest
-	if !h.decode(w, r, "TokenCredentialRequest", loginv1alpha1.SchemeGroupVersion.String(), &req) {
+	if !h.decode(w, r, "TokenCredentialRequest", h.api().loginVersion, &req) {
 		return
 	}
 	if req.Namespace != "" {
@@ -200,7 +212,7 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 
 	// The response never echoes the token back.
 	out := &loginv1alpha1.TokenCredentialRequest{
-		TypeMeta:   metav1.TypeMeta{Kind: "TokenCredentialRequest", APIVersion: loginv1alpha1.SchemeGroupVersion.String()},
+		TypeMeta:   metav1.TypeMeta{Kind: "TokenCredentialRequest", APIVersion: h.api().loginVersion},
 		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(start.UTC())},
 	}
 	if res.credential != nil {
@@ -231,8 +243,8 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 	switch {
 	case len(spec.Token) > MaxTokenBytes:
 		return fail(fmt.Sprintf("token of %d bytes exceeds the %d byte limit", len(spec.Token), MaxTokenBytes))
-	case ref.APIGroup == nil || *ref.APIGroup != authv1alpha1.GroupName:
-		return fail("spec.authenticator.apiGroup must be " + authv1alpha1.GroupName)
+	case ref.APIGroup == nil || *ref.APIGroup != h.api().authGroup:
+		return fail("spec.authenticator.apiGroup must be " + h.api().authGroup)
 	case ref.Kind != "JWTAuthenticator" && ref.Kind != "WebhookAuthenticator":
 		return fail("spec.authenticator.kind must be JWTAuthenticator or WebhookAuthenticator")
 	}
@@ -298,7 +310,7 @@ func checkUser(u user.Info, named bool) string {
 
 func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
 	var req identityv1alpha1.WhoAmIRequest
-	if !h.decode(w, r, "WhoAmIRequest", identityv1alpha1.SchemeGroupVersion.String(), &req) {
+	if !h.decode(w, r, "WhoAmIRequest", h.api().identityVersion, &req) {
 		return
 	}
 	u, ok := request.UserFrom(r.Context())
@@ -314,7 +326,7 @@ func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out := &identityv1alpha1.WhoAmIRequest{
-		TypeMeta:   metav1.TypeMeta{Kind: "WhoAmIRequest", APIVersion: identityv1alpha1.SchemeGroupVersion.String()},
+		TypeMeta:   metav1.TypeMeta{Kind: "WhoAmIRequest", APIVersion: h.api().identityVersion},
 		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(h.now().UTC())},
 		Status:     identityv1alpha1.WhoAmIRequestStatus{KubernetesUserInfo: identityv1alpha1.KubernetesUserInfo{User: info}},
 	}

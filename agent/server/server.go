@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
@@ -48,13 +49,18 @@ type Options struct {
 	ServiceName          string // the Service in front of the aggregated API
 	ServingSecretName    string
 	CredentialIssuerName string
-	APIServiceNames      []string
-	CertTTL              time.Duration
-	LogIdentities        bool
-	ProxyAudit           metrics.ProxyAuditLevel
-	LeaseName            string
-	PodName              string
-	KubeCertAgentImage   string
+	// GroupSuffix is upstream's api_group_suffix: every API group is
+	// <prefix>.concierge.<GroupSuffix>. Empty means pinniped.dev.
+	GroupSuffix string
+	// APIServiceNames are the APIServices whose caBundle the agent keeps;
+	// empty means the two of GroupSuffix.
+	APIServiceNames    []string
+	CertTTL            time.Duration
+	LogIdentities      bool
+	ProxyAudit         metrics.ProxyAuditLevel
+	LeaseName          string
+	PodName            string
+	KubeCertAgentImage string
 	// ProxyListenAddress is where the impersonation proxy listens when the
 	// CredentialIssuer enables it.
 	ProxyListenAddress string
@@ -71,6 +77,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CertTTL < time.Minute || o.CertTTL > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--credential-ttl %v must be between 1m and 24h", o.CertTTL))
+	}
+	if err := groupsuffix.Validate(groupsuffix.OrDefault(o.GroupSuffix)); err != nil {
+		errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
 	}
 	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress, "--proxy-listen": o.ProxyListenAddress} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -129,15 +138,19 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	apiServices := o.APIServiceNames
+	if len(apiServices) == 0 {
+		apiServices = groupsuffix.APIServiceNames(o.GroupSuffix)
+	}
 	certs := &servingcert.Manager{Kube: kube, Dynamic: dyn, Namespace: o.Namespace, SecretName: o.ServingSecretName,
-		ServiceName: o.ServiceName, APIServiceNames: o.APIServiceNames}
+		ServiceName: o.ServiceName, APIServiceNames: apiServices}
 	serving, _, err := certs.Ensure(ctx)
 	if err != nil {
 		return err
 	}
 
 	authnController := &authenticators.Controller{Dynamic: dyn, Kube: kube, Namespace: o.Namespace, Registry: registry,
-		IsLeader: leading.Load, Log: log.With("controller", "authenticators")}
+		IsLeader: leading.Load, Log: log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
 	go func() {
 		if err := authnController.Run(ctx); err != nil {
 			log.Error("authenticator controller stopped", "error", err)
@@ -145,7 +158,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	}()
 
 	handler := &exchange.Handler{Authenticators: registry, Issuer: issuers, Log: log.With("logger", "exchange"), Observe: m.Observe,
-		LogIdentities: o.LogIdentities}
+		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	srv := &http.Server{
 		Addr:    o.ListenAddress,
 		Handler: frontproxy.Middleware(proxyAuth.Authenticator, log, handler),
@@ -174,7 +187,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	proxy, err := replica.New(ctx, replica.Config{
 		Namespace: o.Namespace, CredentialIssuerName: o.CredentialIssuerName, CertTTL: o.CertTTL,
 		ServiceAccount: o.ProxyServiceAccount, ListenAddress: o.ProxyListenAddress, LogIdentities: o.LogIdentities,
-		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus,
+		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus, GroupSuffix: o.GroupSuffix,
 	}, kube, dyn, restConfig, registry, log.With("component", "impersonation-proxy"))
 	if err != nil {
 		return err
@@ -189,7 +202,8 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	// found no control plane: a managed cluster, where the proxy is the
 	// intended path and the CSR API is the fallback.
 	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: statusTrigger,
-		Log: log.With("controller", "credentialissuer"),
+		GroupSuffix: o.GroupSuffix,
+		Log:         log.With("controller", "credentialissuer"),
 		Probers: []credentialissuer.Prober{{
 			Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
 			Success: configv1alpha1.FetchedKeyStrategyReason,

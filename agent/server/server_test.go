@@ -25,6 +25,7 @@ func TestOptionsValidate(t *testing.T) {
 		"listen not addr": {func(o *Options) { o.ListenAddress = "10250" }, "--listen"},
 		"proxy not addr":  {func(o *Options) { o.ProxyListenAddress = "localhost" }, "--proxy-listen"},
 		"health not addr": {func(o *Options) { o.HealthListenAddress = "" }, "--health-listen"},
+		"bad suffix":      {func(o *Options) { o.GroupSuffix = "nodot" }, "--api-group-suffix"},
 	} {
 		o := good
 		c.change(&o)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
@@ -112,7 +113,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.StringVar(&o.CredentialIssuer, "concierge-credential-issuer", "", "CredentialIssuer to read (default: the only one)")
 	fs.StringVar(&o.AuthenticatorType, "concierge-authenticator-type", "", "jwt or webhook (default: discovered)")
 	fs.StringVar(&o.AuthenticatorName, "concierge-authenticator-name", "", "authenticator name (default: discovered)")
-	fs.StringVar(&o.APIGroupSuffix, "concierge-api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
+	fs.StringVar(&o.APIGroupSuffix, "concierge-api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs")
 	fs.BoolVar(&o.SkipWait, "concierge-skip-wait", false, "do not wait while a credential strategy is Pending")
 	fs.StringSliceVar(&o.ConciergeCABundlePaths, "concierge-ca-bundle", nil, "PEM file(s) overriding the discovered CA of the agent's endpoint")
 	fs.StringVar(&o.ConciergeEndpoint, "concierge-endpoint", "", "override the discovered endpoint of the agent")
@@ -172,6 +173,9 @@ func (o *Options) Validate() error {
 	}
 	if (o.AuthenticatorType == "") != (o.AuthenticatorName == "") {
 		errs = append(errs, errors.New("set both --concierge-authenticator-type and --concierge-authenticator-name, or neither"))
+	}
+	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
+		errs = append(errs, fmt.Errorf("--concierge-api-group-suffix: %w", err))
 	}
 	if o.Merge && o.Output == "" {
 		errs = append(errs, errors.New("--merge needs -o naming the kubeconfig to add to"))

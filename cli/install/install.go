@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -66,7 +67,11 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
   pinniped install --oidc-issuer=https://dex.example.com --oidc-audience=prod -o yaml > pinniped.yaml
 
   # use a TokenReview webhook instead of OIDC
-  pinniped install --webhook-endpoint=https://authn.example.com/review --webhook-ca-bundle=ca.pem`,
+  pinniped install --webhook-endpoint=https://authn.example.com/review --webhook-ca-bundle=ca.pem
+
+  # beside a Concierge (or another agent) that keeps the default API groups
+  pinniped install --api-group-suffix=example.com --namespace=pinniped-example \
+    --oidc-issuer=https://dex.example.com --oidc-audience=prod-cluster-7f3a`,
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, o.prepare, runF, o.Run),
 	}
@@ -84,6 +89,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
 	fs.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
 	fs.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
+	fs.StringVar(&o.Render.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of the agent's API groups, <prefix>.concierge.<suffix> (upstream's api_group_suffix); another value than the default lets this install run beside one that has it, in another --namespace")
 	fs.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
 	fs.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
 	fs.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
@@ -176,7 +182,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	p := ui.For(o.f.IO.In, o.ErrOut, o.f.Getenv)
 	defer ui.Close(p)
-	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server"}
+	in := &apply.Installer{Dynamic: dyn, Progress: p, ServerDryRun: o.DryRun == "server", GroupSuffix: o.Render.GroupSuffix}
 	fmt.Fprintf(o.ErrOut, "Installing pinniped agent %s into %s (namespace %s)\n", o.Render.Image, cfg.Host, o.Render.Namespace)
 	if err := in.Apply(ctx, objs); err != nil {
 		return err
@@ -197,12 +203,17 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	if !o.Wait {
-		fmt.Fprintln(o.ErrOut, "Applied. Not waiting (--wait=false); check with: kubectl get credentialissuer "+render.CredentialIssuerName+" -o yaml")
+		fmt.Fprintln(o.ErrOut, "Applied. Not waiting (--wait=false); check with: kubectl get credentialissuers."+
+			groupsuffix.Group(groupsuffix.Config, o.Render.GroupSuffix)+" "+render.CredentialIssuerName+" -o yaml")
 		return nil
 	}
 	if err := in.Wait(ctx, o.Render.Namespace, o.Timeout); err != nil {
 		return err
 	}
-	fmt.Fprintln(o.ErrOut, "pinniped is ready. Next: pinniped get kubeconfig > user-kubeconfig.yaml")
+	next := "pinniped get kubeconfig"
+	if !groupsuffix.IsDefault(o.Render.GroupSuffix) {
+		next += " --concierge-api-group-suffix=" + o.Render.GroupSuffix
+	}
+	fmt.Fprintln(o.ErrOut, "pinniped is ready. Next: "+next+" > user-kubeconfig.yaml")
 	return nil
 }

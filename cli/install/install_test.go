@@ -136,3 +136,36 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("said %q", errOut.String())
 	}
 }
+
+// TestInstallWithSuffix: --api-group-suffix reaches the rendered manifests
+// (groups and the agent's flag); a suffix that is not a dotted DNS name
+// is refused before anything is rendered, and so is one for uninstall.
+func TestInstallWithSuffix(t *testing.T) {
+	var out, errOut bytes.Buffer
+	f := cmdutil.Test(nil, &out, &errOut, nil)
+	f.Version.Version = "v1.2.3"
+	cmd := NewCmdInstall(f, nil)
+	cmd.SetArgs([]string{"--api-group-suffix=example.com", "-n", "pinniped-example", "-o", "yaml"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: v1alpha1.login.concierge.example.com", "apiVersion: config.concierge.example.com/v1alpha1",
+		"- --api-group-suffix=example.com", "name: pinniped-agent-example.com"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q", want)
+		}
+	}
+	if strings.Contains(out.String(), "concierge.pinniped.dev") {
+		t.Error("a default group is still rendered")
+	}
+	if o, _, err := runInstall(t, "--api-group-suffix=nodot"); err == nil || o != nil || !strings.Contains(err.Error(), "--api-group-suffix") {
+		t.Errorf("install with a dotless suffix: %v", err)
+	}
+	un := NewCmdUninstall(cmdutil.Test(nil, &out, &errOut, nil), func(context.Context, *UninstallOptions) error { return nil })
+	un.SetArgs([]string{"--api-group-suffix=Not_DNS.io"})
+	un.SetOut(&out)
+	un.SetErr(&errOut)
+	if err := un.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--api-group-suffix") {
+		t.Errorf("uninstall with a bad suffix: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -15,6 +16,9 @@ import (
 // UninstallOptions are the inputs of `pinniped uninstall`.
 type UninstallOptions struct {
 	Kube *kubeflags.Flags
+	// GroupSuffix picks which install to remove when several run side by
+	// side (each with its own API group suffix).
+	GroupSuffix string
 
 	f *cmdutil.Factory
 }
@@ -29,12 +33,26 @@ func NewCmdUninstall(f *cmdutil.Factory, runF func(context.Context, *UninstallOp
 		Long: `uninstall deletes every object "pinniped install" created and every object
 the agent made (its Secrets, CertificateSigningRequests and helper pods),
 found by the app.kubernetes.io/part-of=pinniped label. Nothing else is
-touched. Users' cached credentials stop working when they expire.`,
+touched. Users' cached credentials stop working when they expire.
+
+Where installs with different --api-group-suffix values run side by side,
+it removes only the one named by --namespace and --api-group-suffix.`,
+		Example: `  pinniped uninstall
+  pinniped uninstall --namespace=pinniped-example --api-group-suffix=example.com`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, nil, runF, o.Run),
+		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	o.Kube.AddTo(cmd.Flags())
+	cmd.Flags().StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix the install was made with (pinniped install --api-group-suffix)")
 	return cmd
+}
+
+// Validate checks the flags.
+func (o *UninstallOptions) Validate() error {
+	if err := groupsuffix.Validate(o.GroupSuffix); err != nil {
+		return fmt.Errorf("--api-group-suffix: %w", err)
+	}
+	return nil
 }
 
 // Run removes the agent.
@@ -44,9 +62,13 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 		return err
 	}
 	ns := o.Kube.NamespaceOr("pinniped")
-	fmt.Fprintf(o.f.IO.ErrOut, "Removing pinniped from %s (namespace %s)\n", cfg.Host, ns)
+	which := "namespace " + ns
+	if !groupsuffix.IsDefault(o.GroupSuffix) {
+		which += ", API group suffix " + o.GroupSuffix
+	}
+	fmt.Fprintf(o.f.IO.ErrOut, "Removing pinniped from %s (%s)\n", cfg.Host, which)
 	p := ui.For(o.f.IO.In, o.f.IO.ErrOut, o.f.Getenv)
 	defer ui.Close(p)
-	in := &apply.Installer{Dynamic: dyn, Progress: p}
+	in := &apply.Installer{Dynamic: dyn, Progress: p, GroupSuffix: o.GroupSuffix}
 	return in.Uninstall(ctx, ns)
 }

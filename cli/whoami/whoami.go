@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
@@ -62,7 +63,7 @@ you in first if your kubeconfig needs it.`,
 	o.Kube.AddTo(cmd.Flags())
 	o.Kube.AddContextAlias(cmd.Flags(), "kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json or yaml: the WhoAmIRequest, as upstream Pinniped prints it")
-	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", "pinniped.dev", "API group suffix of the agent's APIs")
+	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: no limit)")
 	return cmd
 }
@@ -77,8 +78,8 @@ func (o *Options) Validate() error {
 	if o.Timeout < 0 {
 		return errors.New("--timeout must not be negative")
 	}
-	if o.APIGroupSuffix == "" {
-		return errors.New("--api-group-suffix must not be empty")
+	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
+		return fmt.Errorf("--api-group-suffix: %w", err)
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ type creator interface {
 }
 
 func ask(ctx context.Context, c creator, suffix string) (*Result, error) {
-	gv := schema.GroupVersion{Group: "identity.concierge." + suffix, Version: identityv1alpha1.SchemeGroupVersion.Version}
+	gv := schema.GroupVersion{Group: groupsuffix.Group(groupsuffix.Identity, suffix), Version: groupsuffix.Version}
 	obj, err := c.create(ctx, gv.WithResource("whoamirequests"), map[string]any{
 		"apiVersion": gv.String(), "kind": "WhoAmIRequest", "spec": map[string]any{}})
 	if err == nil {

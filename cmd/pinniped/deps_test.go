@@ -34,6 +34,7 @@ func TestFrontStaysTiny(t *testing.T) {
 			"github.com/pinniped-kit/pinniped/cli/login/loginflags",
 			"github.com/pinniped-kit/pinniped/cli/login/config",
 			"github.com/pinniped-kit/pinniped/agent/apis/httpsurl",
+			"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix",
 			"github.com/pinniped-kit/pinniped/cli/credstore",
 			"github.com/pinniped-kit/pinniped/cli/login/execcred",
 			"github.com/pinniped-kit/pinniped/cache",

@@ -35,10 +35,13 @@ type Installer struct {
 	ServerDryRun bool
 	// Poll is the interval between readiness checks.
 	Poll time.Duration
+	// GroupSuffix is the API group suffix of the install this Installer
+	// applies, waits for or removes; empty means the default.
+	GroupSuffix string
 }
 
 func (in *Installer) client(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	r, err := resourceFor(u.GroupVersionKind())
+	r, err := in.resourceFor(u.GroupVersionKind())
 	if err != nil {
 		return nil, err
 	}

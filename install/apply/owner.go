@@ -23,17 +23,49 @@ type ErrServedByAnother struct {
 
 func (e *ErrServedByAnother) Error() string {
 	if e.Ours {
-		return fmt.Sprintf("APIService %s is served by a pinniped agent installed in namespace %q; install into that namespace (--namespace=%s) to upgrade it, or run pinniped uninstall --namespace=%s first",
+		return fmt.Sprintf("APIService %s is served by a pinniped agent installed in namespace %q; install into that namespace (--namespace=%s) to upgrade it, run pinniped uninstall --namespace=%s first, or give this install its own --api-group-suffix to run beside it",
 			e.APIService, e.Namespace, e.Namespace, e.Namespace)
 	}
-	return fmt.Sprintf("APIService %s is served by %s/%s, which is not a pinniped agent (upstream Pinniped's Concierge?); two servers cannot share an API group: uninstall it first (see docs/migrating-from-upstream.md), then run pinniped install again",
+	return fmt.Sprintf("APIService %s is served by %s/%s, which is not a pinniped agent (upstream Pinniped's Concierge?); two servers cannot share an API group: uninstall it first (see docs/migrating-from-upstream.md), or install with --api-group-suffix=<a domain of yours> to run beside it",
 		e.APIService, e.Namespace, e.Service)
 }
 
-// CheckOwnership refuses to install over another server's APIServices.
-// It only reads, so it runs before anything is changed (and in dry runs).
+// ErrNamespaceTaken means the namespace already holds our agent installed
+// with another API group suffix. Two installs cannot share a namespace:
+// their Deployments, Services and Secrets have the same names.
+type ErrNamespaceTaken struct {
+	Namespace string
+	// Label is the other install's suffix label value; empty for the
+	// default suffix.
+	Label string
+	// Uninstall: the refusal is of an uninstall, whose --namespace or
+	// --api-group-suffix names another install's.
+	Uninstall bool
+}
+
+func (e *ErrNamespaceTaken) Error() string {
+	other := "the default API group suffix"
+	if e.Label != "" {
+		other = fmt.Sprintf("another API group suffix (%s=%s)", render.SuffixLabel, e.Label)
+	}
+	if e.Uninstall {
+		return fmt.Sprintf("namespace %q holds a pinniped agent installed with %s, not the one this uninstall names: nothing was removed; pass that install's --namespace and --api-group-suffix together",
+			e.Namespace, other)
+	}
+	return fmt.Sprintf("namespace %q already holds a pinniped agent installed with %s; two installs cannot share a namespace: choose another --namespace for this one",
+		e.Namespace, other)
+}
+
+// CheckOwnership refuses to install over another server's APIServices,
+// or into a namespace that holds our agent under another suffix. It only
+// reads, so it runs before anything is changed (and in dry runs).
 func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) error {
 	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == render.AppName {
+			if err := in.checkNamespace(ctx, o); err != nil {
+				return err
+			}
+		}
 		if o.GetKind() != "APIService" {
 			continue
 		}
@@ -55,6 +87,26 @@ func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) e
 		}
 		return &ErrServedByAnother{APIService: o.GetName(), Namespace: ns, Service: name,
 			Ours: existing.GetLabels()["app.kubernetes.io/name"] == render.AppName}
+	}
+	return nil
+}
+
+// checkNamespace refuses when the agent Deployment the install would apply
+// exists with another install's suffix label.
+func (in *Installer) checkNamespace(ctx context.Context, want render.Object) error {
+	c, err := in.client(want.Unstructured)
+	if err != nil {
+		return err
+	}
+	existing, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Deployment %s: %w", qualifiedName(want.Unstructured), explain(err))
+	}
+	if theirs := existing.GetLabels()[render.SuffixLabel]; theirs != want.GetLabels()[render.SuffixLabel] {
+		return &ErrNamespaceTaken{Namespace: want.GetNamespace(), Label: theirs}
 	}
 	return nil
 }

@@ -11,15 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/install/render"
 )
 
-// uninstallOrder deletes custom resources before their CRDs, and the
-// namespace last so nothing inside it is orphaned mid-way.
+// uninstallOrder deletes custom resources (the agent's kinds, under the
+// install's suffix, come first) before their CRDs, and the namespace last
+// so nothing inside it is orphaned mid-way.
 var uninstallOrder = []schema.GroupVersionKind{
-	{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Kind: "JWTAuthenticator"},
-	{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Kind: "WebhookAuthenticator"},
-	{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Kind: "CredentialIssuer"},
 	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
 	{Version: "v1", Kind: "Pod"},
@@ -37,22 +36,36 @@ var uninstallOrder = []schema.GroupVersionKind{
 
 // Uninstall deletes, by label, everything install created or the agent made
 // (its serving Secret, CSRs, helper pods), plus the leader-election Lease by
-// name, and nothing else.
+// name, and nothing else: not the objects of an install with another API
+// group suffix either (see selectorFor).
 func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
-	selector := metav1.ListOptions{LabelSelector: render.PartOfLabel + "=" + render.PartOfValue}
+	// In its own namespace an install's objects are told apart by the
+	// namespace alone, so uninstalling with the wrong --namespace (or the
+	// wrong --api-group-suffix) would delete the other install's agent.
+	if err := in.checkUninstallNamespace(ctx, namespace); err != nil {
+		return err
+	}
 	// Namespaced objects live in the agent's namespace, plus the RBAC
 	// bindings install puts in kube-system and kube-public.
 	namespaces := []string{namespace, "kube-system", "kube-public"}
+	var order []schema.GroupVersionKind
+	for _, k := range customKinds {
+		order = append(order, schema.GroupVersionKind{Group: groupsuffix.Group(k.prefix, in.GroupSuffix), Version: groupsuffix.Version, Kind: k.kind})
+	}
+	order = append(order, uninstallOrder...)
 	deleted := 0
-	for _, gvk := range uninstallOrder {
-		r := resources[gvk]
+	for _, gvk := range order {
+		r, err := in.resourceFor(gvk)
+		if err != nil {
+			return err
+		}
 		scopes := []string{""}
 		if r.namespaced {
 			scopes = namespaces
 		}
 		for _, ns := range scopes {
 			c := scoped(in.Dynamic, r, ns)
-			list, err := c.List(ctx, selector)
+			list, err := c.List(ctx, metav1.ListOptions{LabelSelector: in.selectorFor(gvk, ns, namespace)})
 			if apierrors.IsNotFound(err) {
 				continue // e.g. the CRD is already gone
 			}
@@ -93,6 +106,45 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 	return nil
 }
 
+// checkUninstallNamespace refuses a namespace whose agent was installed
+// with another API group suffix than this uninstall's.
+func (in *Installer) checkUninstallNamespace(ctx context.Context, namespace string) error {
+	deploy := resources[schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]
+	existing, err := scoped(in.Dynamic, deploy, namespace).Get(ctx, render.AppName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Deployment %s/%s: %w", namespace, render.AppName, explain(err))
+	}
+	want := ""
+	if !groupsuffix.IsDefault(in.GroupSuffix) {
+		want = render.SuffixLabelValue(in.GroupSuffix)
+	}
+	if theirs := existing.GetLabels()[render.SuffixLabel]; theirs != want {
+		return &ErrNamespaceTaken{Namespace: namespace, Label: theirs, Uninstall: true}
+	}
+	return nil
+}
+
+// selectorFor selects this install's objects of kind gvk in ns. In the
+// install's own namespace, and in its own API groups, everything labelled
+// part-of=pinniped is this install's: objects the agent makes there carry
+// only that label. Elsewhere (cluster-scoped objects, kube-system,
+// kube-public) installs with other suffixes keep objects too, and only
+// this install's suffix label (or, for the default, its absence) tells them
+// apart.
+func (in *Installer) selectorFor(gvk schema.GroupVersionKind, ns, installNamespace string) string {
+	own := (ns != "" && ns == installNamespace)
+	if _, ok := customResources(in.GroupSuffix)[gvk]; ok {
+		own = true
+	}
+	if own {
+		return render.PartOfLabel + "=" + render.PartOfValue
+	}
+	return render.InstallSelector(in.GroupSuffix)
+}
+
 func scoped(d dynamic.Interface, r resource, namespace string) dynamic.ResourceInterface {
 	if r.namespaced {
 		return d.Resource(r.gvr).Namespace(namespace)
@@ -112,7 +164,7 @@ func joinNS(ns, name string) string {
 // kube-controller-manager), for an install that turned it off. It reports
 // whether anything was there.
 func (in *Installer) RemoveKubeCertAgent(ctx context.Context, namespace string) (bool, error) {
-	findKCM := render.AppName + "-find-controller-manager"
+	findKCM := render.Name(in.GroupSuffix, render.FindControllerManagerName)
 	removed := false
 	for _, o := range []struct {
 		gvk             schema.GroupVersionKind

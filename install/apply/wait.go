@@ -10,15 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/install/render"
 )
 
 var (
-	deploymentsGVR       = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	podsGVR              = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	eventsGVR            = schema.GroupVersionResource{Version: "v1", Resource: "events"}
-	apiServicesGVR       = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	credentialIssuersGVR = schema.GroupVersionResource{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Resource: "credentialissuers"}
+	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	podsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	eventsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 )
 
 // check is one readiness condition: ok, or a reason it is not ok yet.
@@ -35,14 +35,13 @@ func (in *Installer) Wait(ctx context.Context, namespace string, timeout time.Du
 	defer cancel()
 	checks := []check{
 		{"agent Deployment available", func(ctx context.Context) (string, error) { return in.deploymentNotReady(ctx, namespace) }},
-		{"APIService v1alpha1.login.concierge.pinniped.dev available", func(ctx context.Context) (string, error) {
-			return in.apiServiceNotReady(ctx, "v1alpha1.login.concierge.pinniped.dev")
-		}},
-		{"APIService v1alpha1.identity.concierge.pinniped.dev available", func(ctx context.Context) (string, error) {
-			return in.apiServiceNotReady(ctx, "v1alpha1.identity.concierge.pinniped.dev")
-		}},
-		{"a credential strategy works", in.strategyNotReady},
 	}
+	for _, name := range groupsuffix.APIServiceNames(in.GroupSuffix) {
+		checks = append(checks, check{"APIService " + name + " available", func(ctx context.Context) (string, error) {
+			return in.apiServiceNotReady(ctx, name)
+		}})
+	}
+	checks = append(checks, check{"a credential strategy works", in.strategyNotReady})
 	for _, c := range checks {
 		in.Progress.Step("waiting: " + c.name)
 		var last string
@@ -98,7 +97,11 @@ func (in *Installer) apiServiceNotReady(ctx context.Context, name string) (strin
 }
 
 func (in *Installer) strategyNotReady(ctx context.Context) (string, error) {
-	u, err := in.Dynamic.Resource(credentialIssuersGVR).Get(ctx, render.CredentialIssuerName, metav1.GetOptions{})
+	r, err := in.resourceFor(schema.GroupVersionKind{Group: groupsuffix.Group(groupsuffix.Config, in.GroupSuffix), Version: groupsuffix.Version, Kind: "CredentialIssuer"})
+	if err != nil {
+		return "", err
+	}
+	u, err := in.Dynamic.Resource(r.gvr).Get(ctx, render.CredentialIssuerName, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

@@ -5,7 +5,9 @@
 package render
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
@@ -49,6 +52,12 @@ type Config struct {
 	// of the permissions it needs. Clients use the CSR API or the
 	// impersonation proxy instead.
 	NoKubeCertAgent bool
+	// GroupSuffix is upstream's api_group_suffix: the agent's API groups
+	// become <prefix>.concierge.<GroupSuffix>. Empty (or pinniped.dev) is
+	// the default, rendered exactly as before suffixes existed. Under
+	// another suffix every cluster-wide name gets the suffix too (Names),
+	// so the install can run beside one with the default.
+	GroupSuffix string
 }
 
 // Names of the fixed objects. Upstream clients look some of them up by
@@ -64,10 +73,19 @@ const (
 	// KubeCertAgentName is the helper Deployment the agent runs beside
 	// kube-controller-manager (agent/server names it the same).
 	KubeCertAgentName = "pinniped-kube-cert-agent"
+	// FindControllerManagerName is the kube-system Role (and RoleBinding)
+	// that lets the agent find kube-controller-manager; under a suffix it
+	// is Name(suffix, FindControllerManagerName).
+	FindControllerManagerName = AppName + "-find-controller-manager"
 	// PartOfLabel marks every object install creates, and nothing else, so
 	// uninstall can find them.
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOfValue = "pinniped"
+	// SuffixLabel marks every object of an install with a non-default API
+	// group suffix (its value is SuffixLabelValue), so that uninstalling one
+	// install never selects another's objects. A default install carries no
+	// such label: its objects look exactly as they did before suffixes.
+	SuffixLabel = "pinniped.dev/api-group-suffix"
 )
 
 // Defaults fills unset fields.
@@ -100,6 +118,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	for _, msg := range validation.IsDNS1123Label(c.Namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q: %s", c.Namespace, msg))
+	}
+	// Uninstall tells an install's objects in its own namespace apart by
+	// the namespace, and other installs keep objects in these two.
+	if c.Namespace == "kube-system" || c.Namespace == "kube-public" {
+		errs = append(errs, fmt.Errorf("namespace %q is shared with the cluster (and with other installs' bindings): install the agent into a namespace of its own", c.Namespace))
 	}
 	if c.Image == "" {
 		errs = append(errs, errors.New("an agent image is required (--image)"))
@@ -137,6 +160,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("authenticator name %q: %s", c.AuthenticatorName, msg))
 		}
 	}
+	if c.GroupSuffix != "" {
+		if err := groupsuffix.Validate(c.GroupSuffix); err != nil {
+			errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
+		}
+	}
 	switch c.ProxyAudit {
 	case "", "all", "changes", "none":
 	default:
@@ -169,7 +197,44 @@ func labels(c *Config, component string) map[string]string {
 	if c.Version != "" {
 		l["app.kubernetes.io/version"] = sanitizeLabel(c.Version)
 	}
+	if !groupsuffix.IsDefault(c.GroupSuffix) {
+		l[SuffixLabel] = SuffixLabelValue(c.GroupSuffix)
+	}
 	return l
+}
+
+// SuffixLabelValue is the SuffixLabel value of an install with suffix: the
+// suffix itself when it fits a label value (63 characters), else a hash of
+// it (a suffix may be far longer, and selection needs only equality).
+func SuffixLabelValue(suffix string) string {
+	if len(suffix) <= 63 {
+		return suffix
+	}
+	sum := sha256.Sum256([]byte(suffix))
+	return "sha256-" + hex.EncodeToString(sum[:16])
+}
+
+// InstallSelector selects the objects of the install with suffix, and of
+// no other: the default install's objects are the ones without
+// SuffixLabel, which also matches what installs from before suffixes made.
+func InstallSelector(suffix string) string {
+	if groupsuffix.IsDefault(suffix) {
+		return PartOfLabel + "=" + PartOfValue + ",!" + SuffixLabel
+	}
+	return PartOfLabel + "=" + PartOfValue + "," + SuffixLabel + "=" + SuffixLabelValue(suffix)
+}
+
+// Name is the name of one of the install's objects that two installs
+// would otherwise share: cluster-scoped objects, and those it puts in
+// kube-system and kube-public. The default install keeps the names it has
+// always had (upgrades apply over them); another suffix appends itself, which
+// is unique because one suffix's API groups can be served by one install
+// only. Names in the agent's own namespace need no suffix.
+func Name(suffix, base string) string {
+	if groupsuffix.IsDefault(suffix) {
+		return base
+	}
+	return base + "-" + suffix
 }
 
 // sanitizeLabel turns a version like "v1.2.3-snapshot+abc" into a valid label value.

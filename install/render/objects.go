@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/install/crds"
 )
 
@@ -64,6 +66,8 @@ func Render(c Config) ([]Object, error) {
 	typeMeta := func(apiVersion, kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 	}
+	// shared names objects another install would otherwise share.
+	shared := func(base string) string { return Name(c.GroupSuffix, base) }
 
 	objs := []struct {
 		obj   runtime.Object
@@ -76,30 +80,30 @@ func Render(c Config) ([]Object, error) {
 		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(ProxyServiceAccountName, ns, "impersonation-proxy"),
 			AutomountServiceAccountToken: ptrFalse()}},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-			ObjectMeta: meta(ProxyServiceAccountName, "", "impersonation-proxy"), Rules: policyRules(proxyRules())}, rules: proxyRules()},
-		{obj: clusterRoleBinding(&c, ProxyServiceAccountName, ProxyServiceAccountName, rbacv1.Subject{Kind: "ServiceAccount", Name: ProxyServiceAccountName, Namespace: ns})},
+			ObjectMeta: meta(shared(ProxyServiceAccountName), "", "impersonation-proxy"), Rules: policyRules(proxyRules())}, rules: proxyRules()},
+		{obj: clusterRoleBinding(&c, shared(ProxyServiceAccountName), shared(ProxyServiceAccountName), rbacv1.Subject{Kind: "ServiceAccount", Name: ProxyServiceAccountName, Namespace: ns})},
 		// The built-in role for servers that delegate authentication and
 		// authorization: the proxy asks TokenReview about bearer tokens and
 		// SubjectAccessReview about nested impersonation.
-		{obj: clusterRoleBinding(&c, AppName+"-auth-delegator", "system:auth-delegator", rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
+		{obj: clusterRoleBinding(&c, shared(AppName+"-auth-delegator"), "system:auth-delegator", rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-			ObjectMeta: meta(AppName, "", "agent"), Rules: policyRules(clusterRules())}, rules: clusterRules()},
-		{obj: clusterRoleBinding(&c, AppName, AppName, rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
+			ObjectMeta: meta(shared(AppName), "", "agent"), Rules: policyRules(clusterRules(&c))}, rules: clusterRules(&c)},
+		{obj: clusterRoleBinding(&c, shared(AppName), shared(AppName), rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules(&c))}, rules: namespaceRules(&c)},
 		{obj: roleBinding(&c, AppName, ns, AppName)},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(AppName+"-cluster-info", "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
-		{obj: roleBinding(&c, AppName+"-cluster-info", "kube-public", AppName+"-cluster-info")},
+			ObjectMeta: meta(shared(AppName+"-cluster-info"), "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
+		{obj: roleBinding(&c, shared(AppName+"-cluster-info"), "kube-public", shared(AppName+"-cluster-info"))},
 		{obj: unless(c.NoKubeCertAgent, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(AppName+"-find-controller-manager", "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}), rules: kubeSystemRules()},
-		{obj: unless(c.NoKubeCertAgent, roleBinding(&c, AppName+"-find-controller-manager", "kube-system", AppName+"-find-controller-manager"))},
+			ObjectMeta: meta(shared(FindControllerManagerName), "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}), rules: kubeSystemRules()},
+		{obj: unless(c.NoKubeCertAgent, roleBinding(&c, shared(FindControllerManagerName), "kube-system", shared(FindControllerManagerName)))},
 		// The built-in Role every extension API server needs: it reads the
 		// front-proxy CA and header names from kube-system.
-		{obj: roleBinding(&c, AppName+"-extension-apiserver-authentication-reader", "kube-system", "extension-apiserver-authentication-reader")},
+		{obj: roleBinding(&c, shared(AppName+"-extension-apiserver-authentication-reader"), "kube-system", "extension-apiserver-authentication-reader")},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-			ObjectMeta: meta("pinniped-pre-authn-apis", "", "api"), Rules: policyRules(preAuthnRules())}, rules: preAuthnRules()},
-		{obj: clusterRoleBinding(&c, "pinniped-pre-authn-apis", "pinniped-pre-authn-apis",
+			ObjectMeta: meta(shared("pinniped-pre-authn-apis"), "", "api"), Rules: policyRules(preAuthnRules(&c))}, rules: preAuthnRules(&c)},
+		{obj: clusterRoleBinding(&c, shared("pinniped-pre-authn-apis"), shared("pinniped-pre-authn-apis"),
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
 		{obj: deployment(&c)},
@@ -109,9 +113,11 @@ func Render(c Config) ([]Object, error) {
 				Selector: map[string]string{"app.kubernetes.io/name": AppName},
 				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
 			}}},
-		{obj: apiService(&c, "login.concierge.pinniped.dev")},
-		{obj: apiService(&c, "identity.concierge.pinniped.dev")},
-		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(configv1alpha1.SchemeGroupVersion.String(), "CredentialIssuer"),
+		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Login, c.GroupSuffix))},
+		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix))},
+		// Named as always under any suffix: it lives in the suffix's own
+		// group, so it cannot meet another install's.
+		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(groupsuffix.GroupVersion(groupsuffix.Config, c.GroupSuffix), "CredentialIssuer"),
 			ObjectMeta: meta(CredentialIssuerName, "", "config"),
 			Spec: configv1alpha1.CredentialIssuerSpec{ImpersonationProxy: &configv1alpha1.ImpersonationProxySpec{
 				Mode: configv1alpha1.ImpersonationProxyModeAuto,
@@ -129,7 +135,7 @@ func Render(c Config) ([]Object, error) {
 			obj   runtime.Object
 			rules []rule
 		}{obj: &authv1alpha1.JWTAuthenticator{
-			TypeMeta:   typeMeta(authv1alpha1.SchemeGroupVersion.String(), "JWTAuthenticator"),
+			TypeMeta:   typeMeta(groupsuffix.GroupVersion(groupsuffix.Authentication, c.GroupSuffix), "JWTAuthenticator"),
 			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
 			Spec: authv1alpha1.JWTAuthenticatorSpec{
 				Issuer: c.OIDCIssuer, Audience: c.OIDCAudience,
@@ -143,7 +149,7 @@ func Render(c Config) ([]Object, error) {
 			obj   runtime.Object
 			rules []rule
 		}{obj: &authv1alpha1.WebhookAuthenticator{
-			TypeMeta:   typeMeta(authv1alpha1.SchemeGroupVersion.String(), "WebhookAuthenticator"),
+			TypeMeta:   typeMeta(groupsuffix.GroupVersion(groupsuffix.Authentication, c.GroupSuffix), "WebhookAuthenticator"),
 			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
 			Spec:       authv1alpha1.WebhookAuthenticatorSpec{Endpoint: c.WebhookEndpoint, TLS: tlsSpec(c.WebhookCABundle)},
 		}})
@@ -176,6 +182,9 @@ func agentArgs(c *Config) []string {
 	if c.ProxyAudit != "" {
 		args = append(args, "--proxy-audit="+c.ProxyAudit)
 	}
+	if !groupsuffix.IsDefault(c.GroupSuffix) {
+		args = append(args, "--api-group-suffix="+c.GroupSuffix)
+	}
 	return args
 }
 
@@ -207,6 +216,9 @@ func loadCRDs(c *Config) ([]Object, error) {
 		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
 			return nil, fmt.Errorf("embedded CRD %s: %w", f, err)
 		}
+		if err := renameGroup(u, c.GroupSuffix); err != nil {
+			return nil, fmt.Errorf("embedded CRD %s: %w", f, err)
+		}
 		l := u.GetLabels()
 		if l == nil {
 			l = map[string]string{}
@@ -218,6 +230,27 @@ func loadCRDs(c *Config) ([]Object, error) {
 		out = append(out, Object{Unstructured: u})
 	}
 	return out, nil
+}
+
+// renameGroup moves a generated CRD (always of the default groups) under
+// suffix: its spec.group and, as Kubernetes requires, its name
+// <plural>.<group>. Nothing else in the generated YAML names a group.
+func renameGroup(crd *unstructured.Unstructured, suffix string) error {
+	if groupsuffix.IsDefault(suffix) {
+		return nil
+	}
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	prefix, ok := strings.CutSuffix(group, ".concierge."+groupsuffix.Default)
+	if !ok {
+		return fmt.Errorf("spec.group %q is not a group of the default suffix", group)
+	}
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	if plural == "" || crd.GetName() != plural+"."+group {
+		return fmt.Errorf("name %q is not <spec.names.plural>.<spec.group>", crd.GetName())
+	}
+	renamed := groupsuffix.Group(prefix, suffix)
+	crd.SetName(plural + "." + renamed)
+	return unstructured.SetNestedField(crd.Object, renamed, "spec", "group")
 }
 
 func clusterRoleBinding(c *Config, name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {

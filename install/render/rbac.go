@@ -2,6 +2,8 @@ package render
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
 // rule is a PolicyRule with the reason it is needed; the reason is printed as
@@ -16,14 +18,13 @@ func r(why string, groups, resources, verbs []string, names ...string) rule {
 	return rule{PolicyRule: rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs, ResourceNames: names}, why: why}
 }
 
-var (
-	core      = []string{""}
-	authnGrp  = []string{"authentication.concierge.pinniped.dev"}
-	configGrp = []string{"config.concierge.pinniped.dev"}
-)
+var core = []string{""}
 
-// clusterRules are the agent's cluster-wide permissions.
-func clusterRules() []rule {
+// clusterRules are the agent's cluster-wide permissions: on its own API
+// groups (under its suffix) only.
+func clusterRules(c *Config) []rule {
+	authnGrp := []string{groupsuffix.Group(groupsuffix.Authentication, c.GroupSuffix)}
+	configGrp := []string{groupsuffix.Group(groupsuffix.Config, c.GroupSuffix)}
 	return []rule{
 		r("watch the authenticators the admin configures, to validate tokens with them",
 			authnGrp, []string{"jwtauthenticators", "webhookauthenticators"}, []string{"get", "list", "watch"}),
@@ -35,7 +36,7 @@ func clusterRules() []rule {
 			configGrp, []string{"credentialissuers/status"}, []string{"update"}),
 		r("publish the serving CA in the agent's two APIServices, so kube-apiserver trusts the agent",
 			[]string{"apiregistration.k8s.io"}, []string{"apiservices"}, []string{"get", "patch"},
-			"v1alpha1.login.concierge.pinniped.dev", "v1alpha1.identity.concierge.pinniped.dev"),
+			groupsuffix.APIServiceNames(c.GroupSuffix)...),
 		r("issue short-lived client certificates through the CSR API when the signing key is out of reach; delete them after use",
 			[]string{"certificates.k8s.io"}, []string{"certificatesigningrequests"}, []string{"create", "get", "list", "watch", "delete"}),
 		r("approve the agent's own CSRs once it has authenticated the user's token",
@@ -120,10 +121,10 @@ func clusterInfoRules() []rule {
 
 // preAuthnRules are granted to everyone, including unauthenticated users:
 // trading a token for a credential is how one becomes authenticated.
-func preAuthnRules() []rule {
+func preAuthnRules(c *Config) []rule {
 	return []rule{
 		r("anyone may trade an external token for a credential (the token is the proof), or ask who they are",
-			[]string{"login.concierge.pinniped.dev", "identity.concierge.pinniped.dev"},
+			[]string{groupsuffix.Group(groupsuffix.Login, c.GroupSuffix), groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix)},
 			[]string{"tokencredentialrequests", "whoamirequests"}, []string{"create", "list"}),
 	}
 }

@@ -40,6 +40,10 @@ func TestGoldenManifests(t *testing.T) {
 		"webhook.yaml": {Image: "img", WebhookEndpoint: "https://hook.example.com/authenticate"},
 		// Without the helper: no kube-system Role, no pods/exec, no Deployments.
 		"no-kube-cert-agent.yaml": {Image: "img", NoKubeCertAgent: true},
+		// Beside a Concierge or agent with the default groups: renamed
+		// groups, suffixed cluster-wide names, the suffix label.
+		"suffix.yaml": {Image: "img", Namespace: "pinniped-tuna", GroupSuffix: "tuna.io",
+			OIDCIssuer: "https://dex.example.com", OIDCAudience: "cluster-1", AuthenticatorName: "dex"},
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,6 +101,10 @@ func TestBadInput(t *testing.T) {
 		"bad authenticator":     {Image: "i", OIDCIssuer: "https://dex", OIDCAudience: "a", AuthenticatorName: "UPPER"},
 		"negative replicas":     {Image: "i", Replicas: -1},
 		"webhook CA no webhook": {Image: "i", WebhookCABundle: []byte("x")},
+		"suffix without a dot":  {Image: "i", GroupSuffix: "tuna"},
+		"suffix not DNS":        {Image: "i", GroupSuffix: "Tuna.IO"},
+		"kube-system":           {Image: "i", Namespace: "kube-system"},
+		"kube-public":           {Image: "i", Namespace: "kube-public"},
 	}
 	for name, cfg := range cases {
 		if _, err := render.Render(cfg); err == nil {

@@ -30,16 +30,25 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
 )
 
-// Resources reconciled here.
+// Resources reconciled here, under the default API group suffix; Resource
+// names them under any suffix.
 var (
-	JWTAuthenticators     = authv1alpha1.SchemeGroupVersion.WithResource("jwtauthenticators")
-	WebhookAuthenticators = authv1alpha1.SchemeGroupVersion.WithResource("webhookauthenticators")
+	JWTAuthenticators     = Resource(kindJWT, "")
+	WebhookAuthenticators = Resource(kindWebhook, "")
 )
+
+// Resource is the resource of an authenticator kind (JWTAuthenticator or
+// WebhookAuthenticator) under an API group suffix ("" means the default).
+func Resource(kind, suffix string) schema.GroupVersionResource {
+	plural := map[string]string{kindJWT: "jwtauthenticators", kindWebhook: "webhookauthenticators"}[kind]
+	return schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Authentication, suffix), Version: groupsuffix.Version, Resource: plural}
+}
 
 const (
 	kindJWT     = "JWTAuthenticator"
@@ -60,6 +69,8 @@ type Controller struct {
 	IsLeader  func() bool
 	Log       *slog.Logger
 	Now       func() time.Time
+	// GroupSuffix is the agent's API group suffix; empty means the default.
+	GroupSuffix string
 
 	queue     workqueue.TypedRateLimitingInterface[tokenauth.Key]
 	informers map[string]cache.SharedIndexInformer
@@ -77,8 +88,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.built = map[tokenauth.Key]string{}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, resync)
 	c.informers = map[string]cache.SharedIndexInformer{
-		kindJWT:     factory.ForResource(JWTAuthenticators).Informer(),
-		kindWebhook: factory.ForResource(WebhookAuthenticators).Informer(),
+		kindJWT:     factory.ForResource(Resource(kindJWT, c.GroupSuffix)).Informer(),
+		kindWebhook: factory.ForResource(Resource(kindWebhook, c.GroupSuffix)).Informer(),
 	}
 	for kind, inf := range c.informers {
 		enqueue := func(obj any) {
@@ -307,7 +318,6 @@ func (c *Controller) writeStatus(ctx context.Context, kind string, obj runtime.O
 	if err != nil {
 		return err
 	}
-	gvr := map[string]schema.GroupVersionResource{kindJWT: JWTAuthenticators, kindWebhook: WebhookAuthenticators}[kind]
-	_, err = c.Dynamic.Resource(gvr).UpdateStatus(ctx, &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+	_, err = c.Dynamic.Resource(Resource(kind, c.GroupSuffix)).UpdateStatus(ctx, &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
 	return err
 }

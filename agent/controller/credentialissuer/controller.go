@@ -14,16 +14,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
-// CredentialIssuers is the resource this controller writes.
-var CredentialIssuers = configv1alpha1.SchemeGroupVersion.WithResource("credentialissuers")
+// CredentialIssuers is the resource this controller writes, under the
+// default API group suffix; Resource names it under any suffix.
+var CredentialIssuers = Resource("")
+
+// Resource is the CredentialIssuer resource under an API group suffix
+// ("" means the default).
+func Resource(suffix string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, suffix), Version: groupsuffix.Version, Resource: "credentialissuers"}
+}
 
 // Prober checks one strategy.
 type Prober struct {
@@ -71,6 +80,8 @@ type Controller struct {
 	Interval time.Duration // between probes once everything works
 	// Trigger, when it fires, makes the controller probe again at once.
 	Trigger <-chan struct{}
+	// GroupSuffix is the agent's API group suffix; empty means the default.
+	GroupSuffix string
 }
 
 // Run probes and writes status until ctx ends.
@@ -153,13 +164,13 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 }
 
 func (c *Controller) writeStatus(ctx context.Context, strategies []configv1alpha1.CredentialIssuerStrategy) error {
-	res := c.Dynamic.Resource(CredentialIssuers)
+	res := c.Dynamic.Resource(Resource(c.GroupSuffix))
 	u, err := res.Get(ctx, c.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		// `pinniped install` creates it; recreate it if an admin deleted it,
 		// since clients cannot find the agent without it.
 		ci := &configv1alpha1.CredentialIssuer{
-			TypeMeta:   metav1.TypeMeta{APIVersion: configv1alpha1.SchemeGroupVersion.String(), Kind: "CredentialIssuer"},
+			TypeMeta:   metav1.TypeMeta{APIVersion: groupsuffix.GroupVersion(groupsuffix.Config, c.GroupSuffix), Kind: "CredentialIssuer"},
 			ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: map[string]string{"app.kubernetes.io/part-of": "pinniped"}},
 		}
 		m, convErr := runtime.DefaultUnstructuredConverter.ToUnstructured(ci)

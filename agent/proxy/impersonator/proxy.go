@@ -25,10 +25,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
 // OriginalUserExtra records who asked for a nested impersonation, in the
 // same extra key upstream Pinniped uses, so audit logs show the real person.
+// It is the default suffix's spelling (groupsuffix.OriginalUserExtra); a
+// Proxy under another suffix uses Proxy.OriginalUserKey.
 const OriginalUserExtra = "original-user-info.impersonation-proxy.concierge.pinniped.dev"
 
 // Request is what a client asked to be seen as (kubectl --as/--as-group/...).
@@ -70,6 +74,11 @@ type Proxy struct {
 	Log                                     *slog.Logger
 	// Observe, when set, is told about every request (metrics, audit).
 	Observe func(Observation)
+	// OriginalUserKey is the extra that records the real user of a nested
+	// impersonation, and that clients may not set themselves; empty means
+	// OriginalUserExtra. Under an API group suffix it carries that suffix,
+	// as upstream's does.
+	OriginalUserKey string
 
 	proxy, upgradeProxy, direct, directUpgrade *httputil.ReverseProxy
 }
@@ -251,8 +260,8 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 		return
 	}
 	if want != nil {
-		if _, reserved := want.Extra[OriginalUserExtra]; reserved {
-			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "the extra "+OriginalUserExtra+" is reserved for the impersonation proxy")
+		if key, reserved := reservedExtra(want.Extra); reserved {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "the extra "+key+" is reserved for the impersonation proxy")
 			return
 		}
 	}
@@ -326,8 +335,8 @@ func (p *Proxy) target(r *http.Request, real user.Info) (user.Info, error) {
 	if want == nil {
 		return real, nil
 	}
-	if _, reserved := want.Extra[OriginalUserExtra]; reserved {
-		return nil, &deniedError{msg: "the extra " + OriginalUserExtra + " is reserved for the impersonation proxy"}
+	if key, reserved := reservedExtra(want.Extra); reserved {
+		return nil, &deniedError{msg: "the extra " + key + " is reserved for the impersonation proxy"}
 	}
 	if p.Authz == nil {
 		return nil, &deniedError{msg: "nested impersonation is not enabled on this proxy"}
@@ -349,11 +358,18 @@ func (p *Proxy) target(r *http.Request, real user.Info) (user.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra := map[string][]string{OriginalUserExtra: {string(original)}}
+	extra := map[string][]string{p.originalUserKey(): {string(original)}}
 	for k, v := range want.Extra {
 		extra[k] = v
 	}
 	return &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: extra}, nil
+}
+
+func (p *Proxy) originalUserKey() string {
+	if p.OriginalUserKey != "" {
+		return p.OriginalUserKey
+	}
+	return OriginalUserExtra
 }
 
 // requested parses the client's Impersonate-* headers; nil means none.
@@ -447,3 +463,18 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, ms
 		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg, //nolint:gosec // HTTP codes fit
 	})
 }
+
+// reservedExtra finds an extra only an impersonation proxy may set: the
+// original-user key of any API group suffix, not only this proxy's, so a
+// client cannot forge what another install's audit tooling reads.
+func reservedExtra(extra map[string][]string) (string, bool) {
+	for k := range extra {
+		if strings.HasPrefix(strings.ToLower(k), originalUserKeyPrefix) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// originalUserKeyPrefix is OriginalUserExtra without its API group suffix.
+var originalUserKeyPrefix = strings.TrimSuffix(groupsuffix.OriginalUserExtra("x.y"), "x.y")

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
-	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
@@ -42,10 +42,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
-
-// tcrPath is the one request the proxy answers itself, anonymously: trading
-// a token for a certificate that is valid only at the proxy.
-var tcrPath = "/apis/" + loginv1alpha1.SchemeGroupVersion.String() + "/tokencredentialrequests"
 
 // Config is what the replica needs to know of the agent's settings.
 type Config struct {
@@ -63,6 +59,8 @@ type Config struct {
 	ObserveRequest  func(impersonator.Observation)
 	// KickStatus makes the leader's CredentialIssuer controller look again.
 	KickStatus func()
+	// GroupSuffix is the agent's API group suffix; empty means the default.
+	GroupSuffix string
 }
 
 // Runtime is the impersonation proxy on this replica.
@@ -116,15 +114,21 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	proxy := &impersonator.Proxy{
 		Upstream: upstream, Transport: transports.Impersonating, UpgradeTransport: transports.ImpersonatingUpgrade,
 		DirectTransport: transports.Direct, DirectUpgradeTransport: transports.DirectUpgrade,
-		Authn:   impersonator.NewCertAuthenticator(&p.clientCAs),
-		Tokens:  impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
-		Authz:   &impersonator.SARAuthorizer{Reviews: kube.AuthorizationV1().SubjectAccessReviews()},
-		Log:     log,
-		Observe: o.ObserveRequest,
+		Authn:           impersonator.NewCertAuthenticator(&p.clientCAs),
+		Tokens:          impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
+		Authz:           &impersonator.SARAuthorizer{Reviews: kube.AuthorizationV1().SubjectAccessReviews()},
+		Log:             log,
+		Observe:         o.ObserveRequest,
+		OriginalUserKey: groupsuffix.OriginalUserExtra(o.GroupSuffix),
 	}
 	proxy.Init()
 	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
-		LogIdentities: o.LogIdentities}
+		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
+	// The one request the proxy answers itself, anonymously: trading a
+	// token for a certificate that is valid only at the proxy. Under a
+	// suffix, the default spelling is an ordinary request for the API
+	// server (where another server may own it).
+	tcrPath := exchange.TokenCredentialRequestPath(o.GroupSuffix)
 	p.server = &listener.Server{
 		Addr: o.ListenAddress, Log: log, Drain: 20 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +153,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	ciFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "", func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.CredentialIssuerName).String()
 	})
-	p.ciInformer = ciFactory.ForResource(credentialissuer.CredentialIssuers).Informer()
+	p.ciInformer = ciFactory.ForResource(credentialissuer.Resource(o.GroupSuffix)).Informer()
 	_, _ = p.ciInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { p.poke(); kickStatus() },
 		UpdateFunc: func(oldObj, newObj any) {

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -42,9 +43,9 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	group := "authentication.concierge." + c.Suffix()
+	group := groupsuffix.Group(groupsuffix.Authentication, c.Suffix())
 	body, err := json.Marshal(&loginv1alpha1.TokenCredentialRequest{
-		TypeMeta: metav1.TypeMeta{APIVersion: "login.concierge." + c.Suffix() + "/v1alpha1", Kind: "TokenCredentialRequest"},
+		TypeMeta: metav1.TypeMeta{APIVersion: groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()), Kind: "TokenCredentialRequest"},
 		Spec: loginv1alpha1.TokenCredentialRequestSpec{
 			Token:         token,
 			Authenticator: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: c.AuthenticatorName},
@@ -54,7 +55,7 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 		return nil, err
 	}
 
-	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/login.concierge." + c.Suffix() + "/v1alpha1/tokencredentialrequests"
+	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

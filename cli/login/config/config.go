@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
@@ -173,6 +174,11 @@ func (c *Concierge) Validate() error {
 	if len(c.CABundle) > 0 && !hasCertificate(c.CABundle) {
 		errs = append(errs, errors.New("--concierge-ca-bundle-data holds no PEM certificate"))
 	}
+	if c.APIGroupSuffix != "" {
+		if err := groupsuffix.Validate(c.APIGroupSuffix); err != nil {
+			errs = append(errs, fmt.Errorf("--concierge-api-group-suffix: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -189,10 +195,7 @@ func (c *Concierge) Kind() (string, error) {
 
 // Suffix is the agent's API group suffix (default pinniped.dev).
 func (c *Concierge) Suffix() string {
-	if c.APIGroupSuffix == "" {
-		return "pinniped.dev"
-	}
-	return c.APIGroupSuffix
+	return groupsuffix.OrDefault(c.APIGroupSuffix)
 }
 
 // hasCertificate: a cheap check (no certificate parsing, which the front

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -40,7 +41,7 @@ func (c *Concierge) appendFlags(flags []Flag) []Flag {
 		Flag{"enable-concierge", &c.Enabled, false, "trade the token for a cluster credential at the pinniped agent", false},
 		Flag{"concierge-endpoint", &c.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
 		Flag{"concierge-ca-bundle-data", &c.CABundleData, "", "base64 PEM CA bundle of --concierge-endpoint", false},
-		Flag{"concierge-api-group-suffix", &c.Suffix, "pinniped.dev", "API group suffix of the agent's APIs", false},
+		Flag{"concierge-api-group-suffix", &c.Suffix, groupsuffix.Default, "API group suffix of the agent's APIs", false},
 		Flag{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
 		Flag{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
 		Flag{"concierge-namespace", &c.Namespace, "", "deprecated upstream flag; ignored (the agent is found through its API)", true},
