@@ -56,19 +56,26 @@ type callbackResult struct {
 	err  error
 }
 
+// authorizeSecrets are the per-login values that tie an authorization
+// code to this login: state (CSRF), nonce (replay) and the PKCE verifier.
+func authorizeSecrets() (state, nonce, verifier string, err error) {
+	if state, err = randomString(); err != nil {
+		return "", "", "", err
+	}
+	if nonce, err = randomString(); err != nil {
+		return "", "", "", err
+	}
+	return state, nonce, oauth2.GenerateVerifier(), nil
+}
+
 // BrowserLogin runs the authorization code flow with PKCE (S256), state and
 // nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
 // person, whichever comes first.
 func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*sessions.Tokens, error) {
-	state, err := randomString()
+	state, nonce, verifier, err := authorizeSecrets()
 	if err != nil {
 		return nil, err
 	}
-	nonce, err := randomString()
-	if err != nil {
-		return nil, err
-	}
-	verifier := oauth2.GenerateVerifier()
 
 	results := make(chan callbackResult, 2)
 	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present

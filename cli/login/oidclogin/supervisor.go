@@ -88,15 +88,10 @@ var ErrPasswordRefused = errors.New("the username or password was not accepted")
 // the redirect is read, not followed), then the usual code exchange with
 // PKCE.
 func (p *Provider) CLIPasswordLogin(ctx context.Context, up config.Upstream, listenPort int, username, password string) (*sessions.Tokens, error) {
-	state, err := randomString()
+	state, nonce, verifier, err := authorizeSecrets()
 	if err != nil {
 		return nil, err
 	}
-	nonce, err := randomString()
-	if err != nil {
-		return nil, err
-	}
-	verifier := oauth2.GenerateVerifier()
 	oc := p.oauth
 	oc.RedirectURL = fmt.Sprintf("http://127.0.0.1:%d/callback", listenPort)
 	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline}, upstreamParams(up)...)
