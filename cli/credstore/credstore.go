@@ -77,10 +77,10 @@ func Open(mode string, warn io.Writer) (cache.Store, error) {
 		return nil, err
 	}
 	dir := filepath.Join(config, "credentials")
-	switch {
-	case mode == "file":
+	switch mode {
+	case "file":
 		return &filestore.Store{Dir: dir}, nil
-	case mode == "keyring":
+	case "keyring":
 		return &fallbackStore{
 			primary:  &keyringstore.Store{Service: "pinniped"},
 			fallback: &filestore.Store{Dir: dir},
