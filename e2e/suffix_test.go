@@ -29,7 +29,13 @@ func TestTwoInstallsWithSuffixes(t *testing.T) {
 	pinniped := installAgent(t)
 	Run(t, nil, pinniped, installArgs(t, "--api-group-suffix="+suffix, "--namespace="+suffixedNS)...)
 	uninstallSuffixed := func() (string, error) {
-		return RunE(nil, pinniped, "uninstall", "--namespace="+suffixedNS, "--api-group-suffix="+suffix)
+		out, err := RunE(nil, pinniped, "uninstall", "--namespace="+suffixedNS, "--api-group-suffix="+suffix)
+		// While both were installed, kubectl's cached discovery resolved
+		// short names such as "jwtauthenticator" to either group; once the
+		// suffixed one is gone, it must stop naming it (as a person would
+		// after uninstalling: kubectl api-resources refreshes the cache).
+		_, _ = RunE(nil, "kubectl", "api-resources", "-o", "name")
+		return out, err
 	}
 	t.Cleanup(func() { _, _ = uninstallSuffixed() })
 
