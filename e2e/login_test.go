@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -149,46 +148,16 @@ func TestLogin(t *testing.T) {
 		// login needs no terminal, so it runs; only prompts are skipped.
 		_, _ = RunE(nil, pinniped, "logout", "--all")
 		kubeconfig := userKubeconfig(t, pinniped)
-		dir := t.TempDir()
-		urlFile := filepath.Join(dir, "url")
-		opener := filepath.Join(dir, "open-browser")
-		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces")
-		cmd.Env = append(BedEnv(), "KUBECONFIG="+kubeconfig, "BROWSER="+opener, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
-		cmd.Stdin = strings.NewReader("") // a pipe, at its end
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var authURL string
-		Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
-			b, err := os.ReadFile(urlFile)
-			if err != nil {
-				return err
-			}
-			authURL = strings.TrimSpace(string(b))
-			return nil
-		})
+		run := startBrowserKubectl(t, []string{"KUBECONFIG=" + kubeconfig}, strings.NewReader("") /* a pipe, at its end */, "get", "namespaces")
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
-		dexLogin(t, bctx, authURL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
-		select {
-		case err := <-done:
-			if err != nil || !strings.Contains(stdout.String(), "kube-system") {
-				t.Fatalf("kubectl: %v\n%s\n%s", err, stdout.String(), stderr.String())
-			}
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Fatalf("kubectl did not finish after the browser login:\n%s", stderr.String())
+		dexLogin(t, bctx, run.URL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
+		if out := run.wait(t, 60*time.Second, func() string { return pageState(bctx) }); !strings.Contains(out, "kube-system") {
+			t.Fatalf("kubectl answered %q\n%s", out, run.stderr.String())
 		}
 		for _, want := range []string{"no terminal to type into", "Log in by visiting this link"} {
-			if !strings.Contains(stderr.String(), want) {
-				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+			if !strings.Contains(run.stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, run.stderr.String())
 			}
 		}
 	})

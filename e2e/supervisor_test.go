@@ -165,44 +165,15 @@ func TestSupervisor(t *testing.T) {
 	t.Run("browser_authcode through the Supervisor and Dex, form_post back to the CLI", func(t *testing.T) {
 		_, _ = RunE(nil, pinniped, "logout", "--all")
 		kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorOIDCIDP, "--upstream-identity-provider-flow=browser_authcode")
-		dir := t.TempDir()
-		urlFile := filepath.Join(dir, "url")
-		opener := filepath.Join(dir, "open-browser")
-		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.CommandContext(context.Background(), "kubectl", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
-		cmd.Env = append(BedEnv(), "KUBECONFIG="+kc, "BROWSER="+opener, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var authURL string
-		Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
-			b, err := os.ReadFile(urlFile)
-			if err != nil {
-				return err
-			}
-			authURL = strings.TrimSpace(string(b))
-			return nil
-		})
-		if !strings.Contains(authURL, "response_mode=form_post") || !strings.Contains(authURL, "pinniped_idp_name=") {
-			t.Errorf("the authorize request: %s", authURL)
+		run := startBrowserKubectl(t, []string{"KUBECONFIG=" + kc}, nil, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if !strings.Contains(run.URL, "response_mode=form_post") || !strings.Contains(run.URL, "pinniped_idp_name=") {
+			t.Errorf("the authorize request: %s", run.URL)
 		}
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
-		dexLogin(t, bctx, authURL, nil)
-		select {
-		case err := <-done:
-			if err != nil || stdout.String() != alice.Email {
-				t.Fatalf("kubectl: %v %q\n%s", err, stdout.String(), stderr.String())
-			}
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Fatalf("kubectl did not finish after the browser login:\n%s\n%s", stderr.String(), pageState(bctx))
+		dexLogin(t, bctx, run.URL, nil)
+		if out := run.wait(t, 60*time.Second, func() string { return pageState(bctx) }); out != alice.Email {
+			t.Fatalf("kubectl answered %q, want %q\n%s", out, alice.Email, run.stderr.String())
 		}
 	})
 

@@ -95,7 +95,8 @@ func (d *Document) IsSupervisor() bool {
 // as Dex refuse a login that asks for one they do not know, and upstream's
 // kubeconfigs ask for the Supervisor's own (pinniped:request-audience,
 // username, groups) even of other issuers. Of an issuer that lists none,
-// only the two that no issuer but a Supervisor defines are dropped.
+// only the two that no issuer but a Supervisor defines are dropped. A
+// dropped username scope is asked as email and profile where listed.
 func (d *Document) SupportedScopes(scopes []string) (kept, dropped []string) {
 	supported := func(s string) bool { return slices.Contains(d.ScopesSupported, s) }
 	if len(d.ScopesSupported) == 0 {
@@ -106,6 +107,18 @@ func (d *Document) SupportedScopes(scopes []string) (kept, dropped []string) {
 			kept = append(kept, s)
 		} else {
 			dropped = append(dropped, s)
+		}
+	}
+	// The Supervisor's username scope is what puts a user name in its ID
+	// tokens; an OIDC issuer does that with the standard email and profile
+	// scopes. Without them, the claims a JWTAuthenticator usually maps
+	// (email, preferred_username) are missing and the cluster refuses the
+	// token, so an upstream kubeconfig would log in and still fail.
+	if slices.Contains(dropped, "username") {
+		for _, s := range []string{"email", "profile"} {
+			if !slices.Contains(kept, s) && len(d.ScopesSupported) > 0 && supported(s) {
+				kept = append(kept, s)
+			}
 		}
 	}
 	return kept, dropped

@@ -96,8 +96,17 @@ func TestFetchRefuses(t *testing.T) {
 func TestSupportedScopes(t *testing.T) {
 	d := &discovery.Document{ScopesSupported: []string{"offline_access", "groups", "email"}}
 	kept, dropped := d.SupportedScopes([]string{"offline_access", "openid", "pinniped:request-audience", "username", "groups"})
-	if strings.Join(kept, ",") != "offline_access,openid,groups" || strings.Join(dropped, ",") != "pinniped:request-audience,username" {
+	// The Supervisor's username scope is asked as the standard one this
+	// issuer lists (email; profile it does not list).
+	if strings.Join(kept, ",") != "offline_access,openid,groups,email" || strings.Join(dropped, ",") != "pinniped:request-audience,username" {
 		t.Fatalf("kept %v, dropped %v", kept, dropped)
+	}
+	d = &discovery.Document{ScopesSupported: []string{"openid", "email", "profile", "groups"}}
+	if kept, _ := d.SupportedScopes([]string{"openid", "email", "username"}); strings.Join(kept, ",") != "openid,email,profile" {
+		t.Fatalf("email asked already: %v", kept)
+	}
+	if kept, _ := d.SupportedScopes([]string{"openid", "groups"}); strings.Join(kept, ",") != "openid,groups" {
+		t.Fatalf("no username asked, nothing added: %v", kept)
 	}
 	if kept, dropped := (&discovery.Document{}).SupportedScopes([]string{"a", "pinniped:request-audience", "b", "username"}); strings.Join(kept, ",") != "a,b" || strings.Join(dropped, ",") != "pinniped:request-audience,username" {
 		t.Fatalf("an issuer that lists nothing: %v %v", kept, dropped)

@@ -1,0 +1,74 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// browserKubectl is a kubectl run whose login goes through a browser: its
+// BROWSER records the login link instead of opening anything, so the test
+// can hand the link to headless Chromium.
+type browserKubectl struct {
+	// URL is the login link the CLI asked the browser to open.
+	URL            string
+	stdout, stderr bytes.Buffer
+	done           chan error
+	cmd            *exec.Cmd
+}
+
+// startBrowserKubectl starts kubectl args with env (KUBECONFIG and the
+// like), a config directory of its own and stdin, and waits until the CLI
+// asks for a browser.
+func startBrowserKubectl(t *testing.T, env []string, stdin io.Reader, args ...string) *browserKubectl {
+	t.Helper()
+	dir := t.TempDir()
+	urlFile := filepath.Join(dir, "url")
+	opener := filepath.Join(dir, "open-browser")
+	if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := &browserKubectl{done: make(chan error, 1)}
+	b.cmd = exec.CommandContext(context.Background(), "kubectl", args...)
+	b.cmd.Env = append(append(BedEnv(), "BROWSER="+opener, "XDG_CONFIG_HOME="+filepath.Join(dir, "config")), env...)
+	b.cmd.Stdin = stdin
+	b.cmd.Stdout, b.cmd.Stderr = &b.stdout, &b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.done <- b.cmd.Wait() }()
+	Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
+		raw, err := os.ReadFile(urlFile)
+		if err != nil {
+			return err
+		}
+		b.URL = strings.TrimSpace(string(raw))
+		return nil
+	})
+	return b
+}
+
+// wait returns kubectl's stdout once it ends, failing the test if it does
+// not end within d or fails.
+func (b *browserKubectl) wait(t *testing.T, d time.Duration, page func() string) string {
+	t.Helper()
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Fatalf("kubectl: %v\n%s\n%s", err, b.stdout.String(), b.stderr.String())
+		}
+		return b.stdout.String()
+	case <-time.After(d):
+		_ = b.cmd.Process.Kill()
+		t.Fatalf("kubectl did not finish after the browser login:\n%s\n%s", b.stderr.String(), page())
+		return ""
+	}
+}
