@@ -365,8 +365,7 @@ func BrowserLogin(t testing.TB, ctx context.Context, user testbed.DexUser) *oaut
 	defer cancel()
 	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce))
 	browserSteps(t, bctx, "browser login as "+user.Email,
-		chromedp.Navigate(authURL),
-		chromedp.WaitVisible(chromedp.ID("login")),
+		openPage(authURL, chromedp.WaitVisible(chromedp.ID("login"))),
 		chromedp.SendKeys(chromedp.ID("login"), user.Email),
 		chromedp.SendKeys(chromedp.ID("password"), user.Password),
 		chromedp.Click(chromedp.ID("submit-login")),
@@ -416,8 +415,7 @@ func DeviceLogin(t testing.TB, ctx context.Context, user testbed.DexUser) *oauth
 	bctx, cancel := Browser(t, ctx)
 	defer cancel()
 	browserSteps(t, bctx, "device login in the browser as "+user.Email,
-		chromedp.Navigate(da.VerificationURIComplete),
-		chromedp.WaitVisible(chromedp.ID("user_code")),
+		openPage(da.VerificationURIComplete, chromedp.WaitVisible(chromedp.ID("user_code"))),
 		chromedp.Click(chromedp.ID("submit-login")),
 		chromedp.WaitVisible(chromedp.ID("login")),
 		chromedp.SendKeys(chromedp.ID("login"), user.Email),
@@ -506,6 +504,31 @@ func browserSteps(t testing.TB, bctx context.Context, what string, steps ...chro
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s: %v\n%s(Dex log: %s)", what, err, pageState(bctx), Bed.Config().LogFile("dex"))
 	}
+}
+
+// openPage navigates to url and waits for ready to show, trying again
+// when the load fails. Chromium drops a page that is loading when the
+// machine's network changes (net::ERR_NETWORK_CHANGED), and the bed's
+// network does change while a test runs: every pod that starts adds an
+// interface. A login page loaded twice is harmless (each load is a new
+// authorization request).
+func openPage(url string, ready chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		var errs []error
+		for attempt := 1; attempt <= 3; attempt++ {
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			_, err := chromedp.Steps(chromedp.Navigate(url), ready)(actx, tgt)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return errors.Join(errs...)
+	})
 }
 
 func chromiumPath(t testing.TB) string {

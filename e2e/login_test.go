@@ -89,8 +89,7 @@ func TestLogin(t *testing.T) {
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
 		browserSteps(t, bctx, "log in at Dex through the CLI's link",
-			chromedp.Navigate(authURL),
-			chromedp.WaitVisible(chromedp.ID("login")),
+			openPage(authURL, chromedp.WaitVisible(chromedp.ID("login"))),
 			chromedp.SendKeys(chromedp.ID("login"), alice.Email),
 			chromedp.SendKeys(chromedp.ID("password"), alice.Password),
 			chromedp.Click(chromedp.ID("submit-login")),
@@ -220,8 +219,7 @@ func TestLogin(t *testing.T) {
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
 		browserSteps(t, bctx, "approve the device at Dex",
-			chromedp.Navigate(complete),
-			chromedp.WaitVisible(chromedp.ID("user_code")),
+			openPage(complete, chromedp.WaitVisible(chromedp.ID("user_code"))),
 			chromedp.Click(chromedp.ID("submit-login")),
 			chromedp.WaitVisible(chromedp.ID("login")),
 			chromedp.SendKeys(chromedp.ID("login"), alice.Email),

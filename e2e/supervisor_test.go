@@ -177,6 +177,41 @@ func TestSupervisor(t *testing.T) {
 		}
 	})
 
+	t.Run("kubeconfigs in upstream's shape, each provider and flow", func(t *testing.T) {
+		// What upstream's get kubeconfig writes for a Supervisor
+		// (../shared/notes/supervisor-protocol.md §10): its scopes, the
+		// cluster's audience, then the provider's name, type and flow.
+		upstream := func(idp, typ, flow string) string {
+			ours := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+idp, "--upstream-identity-provider-flow="+flow)
+			return upstreamKubeconfig(t, ours, func(value func(string) string) []string {
+				return append(append([]string{"login", "oidc"}, upstreamConciergeArgs("supervisor", value)...),
+					"--issuer="+value("--issuer"), "--client-id=pinniped-cli",
+					"--scopes=offline_access,openid,pinniped:request-audience,username,groups",
+					"--ca-bundle-data="+value("--ca-bundle-data"), "--request-audience="+value("--request-audience"),
+					"--upstream-identity-provider-name="+idp, "--upstream-identity-provider-type="+typ,
+					"--upstream-identity-provider-flow="+flow)
+			})
+		}
+		_, _ = RunE(nil, pinniped, "logout", "--all")
+		creds := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+		for kc, want := range map[string]string{
+			upstream(testbed.SupervisorLDAPIDP, "ldap", "cli_password"): "ldap:" + alice.Email,
+			upstream(testbed.SupervisorOIDCIDP, "oidc", "cli_password"): alice.Email,
+		} {
+			if got, stderr, err := whoami(t, append([]string{"KUBECONFIG=" + kc}, creds...)); err != nil || got != want {
+				t.Fatalf("whoami: %q, want %q (%v)\n%s", got, want, err, stderr)
+			}
+		}
+		run := startBrowserKubectl(t, []string{"KUBECONFIG=" + upstream(testbed.SupervisorOIDCIDP, "oidc", "browser_authcode")}, nil,
+			"auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		bctx, cancel := Browser(t, context.Background())
+		defer cancel()
+		dexLogin(t, bctx, run.URL, nil)
+		if out := run.wait(t, 60*time.Second, func() string { return pageState(bctx) }); out != alice.Email {
+			t.Fatalf("kubectl answered %q, want %q\n%s", out, alice.Email, run.stderr.String())
+		}
+	})
+
 	t.Run("a reused refresh token is refused and the CLI recovers with one login", func(t *testing.T) {
 		// Without D-Bus the sessions live in files, which the test can
 		// copy; with --credential-cache= no cluster credential is kept, so

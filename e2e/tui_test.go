@@ -123,8 +123,7 @@ func dexLogin(t *testing.T, bctx context.Context, authURL string, until chromedp
 	t.Helper()
 	alice := testbed.DexUsers[0]
 	steps := []chromedp.Action[chromedp.Void]{
-		chromedp.Navigate(authURL),
-		chromedp.WaitVisible(chromedp.ID("login")),
+		openPage(authURL, chromedp.WaitVisible(chromedp.ID("login"))),
 		chromedp.SendKeys(chromedp.ID("login"), alice.Email),
 		chromedp.SendKeys(chromedp.ID("password"), alice.Password),
 		chromedp.Click(chromedp.ID("submit-login")),
@@ -270,8 +269,7 @@ func TestTUI(t *testing.T) {
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
 		browserSteps(t, bctx, "approve the device at Dex",
-			chromedp.Navigate(complete),
-			chromedp.WaitVisible(chromedp.ID("user_code")),
+			openPage(complete, chromedp.WaitVisible(chromedp.ID("user_code"))),
 			chromedp.Click(chromedp.ID("submit-login")),
 			chromedp.WaitVisible(chromedp.ID("login")),
 			chromedp.SendKeys(chromedp.ID("login"), alice.Email),
@@ -501,8 +499,7 @@ func TestTUI(t *testing.T) {
 		bctx, cancel := Browser(t, context.Background())
 		defer cancel()
 		browserSteps(t, bctx, "approve the device at Dex",
-			chromedp.Navigate(complete),
-			chromedp.WaitVisible(chromedp.ID("user_code")),
+			openPage(complete, chromedp.WaitVisible(chromedp.ID("user_code"))),
 			chromedp.Click(chromedp.ID("submit-login")),
 			chromedp.WaitVisible(chromedp.ID("login")),
 			chromedp.SendKeys(chromedp.ID("login"), alice.Email),
