@@ -33,39 +33,33 @@ import (
 type Options struct {
 	Kubeconfig, KubeconfigContext string
 
-	StaticToken, StaticTokenEnv string
-	NoConcierge                 bool
-	CredentialIssuer            string
-	AuthenticatorType           string
-	AuthenticatorName           string
-	APIGroupSuffix              string
-	SkipWait                    bool
-	ConciergeCABundlePaths      []string
-	ConciergeEndpoint           string
-	ConciergeMode               string
+	// Static is the static-token login asked for (--static-token,
+	// --static-token-env), if any.
+	Static                 config.Static
+	NoConcierge            bool
+	CredentialIssuer       string
+	AuthenticatorType      string
+	AuthenticatorName      string
+	APIGroupSuffix         string
+	SkipWait               bool
+	ConciergeCABundlePaths []string
+	ConciergeEndpoint      string
+	ConciergeMode          string
 
-	OIDCIssuer, OIDCClientID string
-	OIDCListenPort           int
-	OIDCScopes               []string
-	OIDCSkipBrowser          bool
-	OIDCCABundlePaths        []string
-	OIDCRequestAudience      string
-	OIDCFlow                 string
+	// OIDC is the login the --oidc-*, --upstream-identity-provider-* and
+	// --credential-cache flags ask for; Run fills in what they leave empty
+	// (issuer, CA, audience, provider) from the cluster and the issuer.
+	// Scopes are those asked for; Run writes those the issuer takes.
+	OIDC              config.OIDC
+	OIDCCABundlePaths []string
 
-	OIDCSessionCache string
-	OIDCSkipListen   bool
-	UpstreamName     string
-	UpstreamType     string
-	UpstreamFlow     string
-
-	SkipValidation  bool
-	Timeout         time.Duration
-	Output          string
-	Merge           bool
-	NameSuffix      string
-	CredentialCache string
-	PinnipedPath    string
-	InstallHint     string
+	SkipValidation bool
+	Timeout        time.Duration
+	Output         string
+	Merge          bool
+	NameSuffix     string
+	PinnipedPath   string
+	InstallHint    string
 
 	In          io.Reader
 	Out, ErrOut io.Writer
@@ -107,8 +101,8 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
-	fs.StringVar(&o.StaticToken, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
-	fs.StringVar(&o.StaticTokenEnv, "static-token-env", "", "log in with the token in this environment variable")
+	fs.StringVar(&o.Static.Token, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
+	fs.StringVar(&o.Static.TokenEnv, "static-token-env", "", "log in with the token in this environment variable")
 	fs.BoolVar(&o.NoConcierge, "no-concierge", false, "use the ID token itself as the credential (the cluster must trust the issuer directly)")
 	fs.StringVar(&o.CredentialIssuer, "concierge-credential-issuer", "", "CredentialIssuer to read (default: the only one)")
 	fs.StringVar(&o.AuthenticatorType, "concierge-authenticator-type", "", "jwt or webhook (default: discovered)")
@@ -118,19 +112,19 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.StringSliceVar(&o.ConciergeCABundlePaths, "concierge-ca-bundle", nil, "PEM file(s) overriding the discovered CA of the agent's endpoint")
 	fs.StringVar(&o.ConciergeEndpoint, "concierge-endpoint", "", "override the discovered endpoint of the agent")
 	fs.StringVar(&o.ConciergeMode, "concierge-mode", "", "TokenCredentialRequestAPI or ImpersonationProxy (default: the first that works)")
-	fs.StringVar(&o.OIDCIssuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
-	fs.StringVar(&o.OIDCClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
-	fs.IntVar(&o.OIDCListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
-	fs.StringSliceVar(&o.OIDCScopes, "oidc-scopes", slices.Clone(config.DefaultScopes), "scopes to request; of an issuer that is not a Supervisor, only those it supports are written")
-	fs.BoolVar(&o.OIDCSkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
+	fs.StringVar(&o.OIDC.Issuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
+	fs.StringVar(&o.OIDC.ClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
+	fs.IntVar(&o.OIDC.ListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
+	fs.StringSliceVar(&o.OIDC.Scopes, "oidc-scopes", slices.Clone(config.DefaultScopes), "scopes to request; of an issuer that is not a Supervisor, only those it supports are written")
+	fs.BoolVar(&o.OIDC.SkipBrowser, "oidc-skip-browser", false, "print the login link instead of opening a browser")
 	fs.StringSliceVar(&o.OIDCCABundlePaths, "oidc-ca-bundle", nil, "PEM file(s) overriding the issuer's discovered CA (repeatable)")
-	fs.StringVar(&o.OIDCRequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
-	fs.StringVar(&o.OIDCFlow, "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
-	fs.StringVar(&o.OIDCSessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
-	fs.StringVar(&o.UpstreamName, "upstream-identity-provider-name", "", "the identity provider behind a Pinniped Supervisor (default: the only one, or a choice on a terminal)")
-	fs.StringVar(&o.UpstreamType, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
-	fs.StringVar(&o.UpstreamFlow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password (default: the provider's first)")
-	fs.BoolVar(&o.OIDCSkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
+	fs.StringVar(&o.OIDC.RequestAudience, "oidc-request-audience", "", "override the audience to request (default: the JWTAuthenticator's)")
+	fs.StringVar((*string)(&o.OIDC.Flow), "oidc-flow", "", "login method users get: browser, device or password (default: browser with paste)")
+	fs.StringVar(&o.OIDC.SessionCache, "oidc-session-cache", "", "--session-cache for users' logins (upstream compatibility)")
+	fs.StringVar(&o.OIDC.Upstream.Name, "upstream-identity-provider-name", "", "the identity provider behind a Pinniped Supervisor (default: the only one, or a choice on a terminal)")
+	fs.StringVar(&o.OIDC.Upstream.Type, "upstream-identity-provider-type", "", "its type: oidc, ldap, activedirectory or github")
+	fs.StringVar(&o.OIDC.Upstream.Flow, "upstream-identity-provider-flow", "", "browser_authcode or cli_password (default: the provider's first)")
+	fs.BoolVar(&o.OIDC.SkipListen, "oidc-skip-listen", false, "users paste the code instead of a callback listener")
 	fs.Bool("oidc-debug-session-cache", false, "accepted for upstream compatibility; ignored")
 	fs.String("concierge-namespace", "", "deprecated upstream flag; ignored (the namespace is discovered)")
 	for _, h := range []string{"oidc-skip-listen", "oidc-debug-session-cache", "concierge-namespace"} {
@@ -141,7 +135,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.StringVarP(&o.Output, "output", "o", "", "write to this file instead of stdout")
 	fs.BoolVar(&o.Merge, "merge", false, "with -o, add the new cluster, user and context to that kubeconfig, leaving the rest untouched")
 	fs.StringVar(&o.NameSuffix, "generated-name-suffix", "-pinniped", "suffix of the generated cluster, user and context names")
-	fs.StringVar(&o.CredentialCache, "credential-cache", "", "--credential-cache for users' logins (default: keyring)")
+	fs.StringVar(&o.OIDC.CredentialCache, "credential-cache", "", "--credential-cache for users' logins (default: keyring)")
 	fs.StringVar(&o.PinnipedPath, "pinniped-cli-path", "", "path of pinniped in users' kubeconfig (default: this binary)")
 	fs.StringVar(&o.InstallHint, "install-hint", "The pinniped CLI is missing: install it from https://github.com/pinniped-kit/pinniped/releases", "what kubectl shows when pinniped is not installed")
 	return cmd
@@ -150,7 +144,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 // Validate checks flags without contacting anything.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.StaticToken != "" && o.StaticTokenEnv != "" {
+	if o.Static.Token != "" && o.Static.TokenEnv != "" {
 		errs = append(errs, errors.New("use --static-token or --static-token-env, not both"))
 	}
 	// Enumerated values in any case, as upstream takes them.
@@ -160,7 +154,8 @@ func (o *Options) Validate() error {
 		}
 	}
 	o.AuthenticatorType = strings.ToLower(o.AuthenticatorType)
-	o.OIDCFlow, o.UpstreamType, o.UpstreamFlow = strings.ToLower(o.OIDCFlow), strings.ToLower(o.UpstreamType), strings.ToLower(o.UpstreamFlow)
+	up := &o.OIDC.Upstream
+	o.OIDC.Flow, up.Type, up.Flow = config.Flow(strings.ToLower(string(o.OIDC.Flow))), strings.ToLower(up.Type), strings.ToLower(up.Flow)
 	switch o.ConciergeMode {
 	case "", "TokenCredentialRequestAPI", "ImpersonationProxy":
 	default:
@@ -180,8 +175,8 @@ func (o *Options) Validate() error {
 	if o.Merge && o.Output == "" {
 		errs = append(errs, errors.New("--merge needs -o naming the kubeconfig to add to"))
 	}
-	if o.OIDCIssuer != "" {
-		if err := httpsurl.Check("--oidc-issuer", o.OIDCIssuer); err != nil {
+	if o.OIDC.Issuer != "" {
+		if err := httpsurl.Check("--oidc-issuer", o.OIDC.Issuer); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -255,8 +250,10 @@ func (o *Options) Run(ctx context.Context) error {
 			AuthenticatorType: auth.Type, AuthenticatorName: auth.Name}
 	}
 	var login kubeconfig.Login
-	if o.StaticToken != "" || o.StaticTokenEnv != "" {
-		login = &config.Static{Token: o.StaticToken, TokenEnv: o.StaticTokenEnv, Concierge: conc, CredentialCache: o.CredentialCache}
+	if o.Static.Token != "" || o.Static.TokenEnv != "" {
+		s := o.Static
+		s.Concierge, s.CredentialCache = conc, o.OIDC.CredentialCache
+		login = &s
 		if conc != nil {
 			// What every login with this kubeconfig would refuse.
 			if err := conc.Validate(); err != nil {
@@ -264,16 +261,15 @@ func (o *Options) Run(ctx context.Context) error {
 			}
 		}
 	} else {
-		c := &config.OIDC{ClientID: o.OIDCClientID, ListenPort: o.OIDCListenPort, SkipBrowser: o.OIDCSkipBrowser, SkipListen: o.OIDCSkipListen,
-			Flow: config.Flow(o.OIDCFlow), Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.OIDCSessionCache,
-		}
-		if err := o.completeOIDC(ctx, c, auth); err != nil {
+		c := o.OIDC
+		c.Concierge = conc
+		if err := o.completeOIDC(ctx, &c, auth); err != nil {
 			return err
 		}
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("the kubeconfig would not work: %w", err)
 		}
-		login = c
+		login = &c
 	}
 
 	name := kctx.Cluster + o.NameSuffix
@@ -326,14 +322,18 @@ func (o *Options) pick(all []kubeconfig.Authenticator) (*kubeconfig.Authenticato
 	return &all[n], nil
 }
 
-// completeOIDC fills in the issuer side of an OIDC login: from the flags,
-// else from the chosen JWTAuthenticator (nil without the agent).
+// completeOIDC fills in the issuer side of the OIDC login the flags ask
+// for, where they leave it empty, from the chosen JWTAuthenticator (nil
+// without the agent).
 func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeconfig.Authenticator) error {
 	if auth != nil {
-		c.Issuer, c.CABundle, c.RequestAudience = auth.Issuer, auth.CABundle, auth.Audience
-	}
-	if o.OIDCIssuer != "" {
-		c.Issuer = o.OIDCIssuer
+		if c.Issuer == "" {
+			c.Issuer = auth.Issuer
+		}
+		if c.RequestAudience == "" {
+			c.RequestAudience = auth.Audience
+		}
+		c.CABundle = auth.CABundle
 	}
 	if c.Issuer == "" {
 		return errors.New("the chosen authenticator is not a JWTAuthenticator; pass --oidc-issuer, or --static-token-env for a webhook")
@@ -344,9 +344,6 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 			return fmt.Errorf("--oidc-ca-bundle: %w", err)
 		}
 		c.CABundle = b
-	}
-	if o.OIDCRequestAudience != "" {
-		c.RequestAudience = o.OIDCRequestAudience
 	}
 	if c.RequestAudience == c.ClientID {
 		c.RequestAudience = "" // the ID token already has it

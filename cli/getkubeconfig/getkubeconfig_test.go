@@ -187,19 +187,19 @@ func TestKubeconfigFlagsAsUpstream(t *testing.T) {
 	var got *Options
 	cmd := NewCmdKubeconfig(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--concierge-mode=impersonationproxy", "--concierge-authenticator-type=JWT", "--concierge-authenticator-name=dex",
-		"--upstream-identity-provider-type=LDAP", "--upstream-identity-provider-flow=CLI_Password", "--oidc-ca-bundle=a.pem", "--oidc-ca-bundle=b.pem"})
+		"--upstream-identity-provider-type=LDAP", "--upstream-identity-provider-flow=CLI_Password", "--oidc-ca-bundle=a.pem", "--oidc-ca-bundle=b.pem", "--oidc-flow=Device"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got.ConciergeMode != "ImpersonationProxy" || got.AuthenticatorType != "jwt" || got.UpstreamType != "ldap" || got.UpstreamFlow != "cli_password" ||
+	if got.ConciergeMode != "ImpersonationProxy" || got.AuthenticatorType != "jwt" || got.OIDC.Upstream.Type != "ldap" || got.OIDC.Upstream.Flow != "cli_password" || got.OIDC.Flow != config.FlowDevice ||
 		strings.Join(got.OIDCCABundlePaths, ",") != "a.pem,b.pem" {
 		t.Fatalf("%+v", got)
 	}
 	got = nil
 	cmd = NewCmdKubeconfig(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--static-token-env=MY_TOKEN", "--no-concierge"})
-	if err := cmd.Execute(); err != nil || got == nil {
-		t.Fatalf("a static token without the agent: %v", err)
+	if err := cmd.Execute(); err != nil || got == nil || got.Static.TokenEnv != "MY_TOKEN" || !got.NoConcierge {
+		t.Fatalf("a static token without the agent: %v %+v", err, got)
 	}
 }
 

@@ -17,14 +17,14 @@ import (
 // for a Pinniped Supervisor the identity provider and flow behind it.
 func (o *Options) issuerSide(ctx context.Context, client *http.Client, disc *discovery.Document, c *config.OIDC) error {
 	if !disc.IsSupervisor() {
-		if o.UpstreamName != "" || o.UpstreamType != "" || o.UpstreamFlow != "" {
+		if c.Upstream != (config.Upstream{}) {
 			return fmt.Errorf("--upstream-identity-provider-* choose an identity provider behind a Pinniped Supervisor, and %s is not one; leave them out", c.Issuer)
 		}
-		c.Scopes, _ = disc.SupportedScopes(o.OIDCScopes)
+		c.Scopes, _ = disc.SupportedScopes(c.Scopes)
 		return nil
 	}
-	c.Scopes = supervisorScopes(o.OIDCScopes, disc.ScopesSupported, c.RequestAudience != "")
-	up, err := o.chooseUpstream(ctx, client, disc)
+	c.Scopes = supervisorScopes(c.Scopes, disc.ScopesSupported, c.RequestAudience != "")
+	up, err := o.chooseUpstream(ctx, client, disc, c.Upstream)
 	if err != nil {
 		return err
 	}
@@ -58,8 +58,7 @@ func supervisorScopes(asked, supported []string, exchange bool) []string {
 // must match exactly one of the Supervisor's providers, and the flow must
 // be one it offers (its first by default). Where upstream refuses an
 // ambiguous choice, a person at a terminal is asked instead.
-func (o *Options) chooseUpstream(ctx context.Context, client *http.Client, disc *discovery.Document) (config.Upstream, error) {
-	given := config.Upstream{Name: o.UpstreamName, Type: o.UpstreamType, Flow: o.UpstreamFlow}
+func (o *Options) chooseUpstream(ctx context.Context, client *http.Client, disc *discovery.Document, given config.Upstream) (config.Upstream, error) {
 	if given.Name != "" && given.Type != "" && given.Flow != "" {
 		return given, nil
 	}

@@ -3,7 +3,11 @@
 // cobra commands in the engine register it on their pflag set
 // (loginflags/flagset), and the lean front binary parses it with Parse,
 // without linking pflag. Both therefore read the same flags with the same
-// defaults, and compute the same cache keys from them.
+// defaults, and compute the same cache keys from them. The flags write
+// straight into the login model (package config); only what arrives in
+// another form on a command line (CA bundles as files or base64, the
+// Concierge's on/off switch) is kept here until Config turns it into the
+// model.
 package loginflags
 
 import (
@@ -20,14 +24,12 @@ import (
 // concierge is how many flags Concierge has.
 const concierge = 7
 
-// Concierge are the --enable-concierge and --concierge-* flags.
+// Concierge are the --enable-concierge and --concierge-* flags. Those
+// that are the model's own fields write straight into Login.
 type Concierge struct {
 	Enabled      bool
-	Endpoint     string
+	Login        config.Concierge
 	CABundleData string
-	Suffix       string
-	AuthType     string
-	AuthName     string
 	// Namespace is what upstream v0.3 to v0.5 wrote into kubeconfigs;
 	// accepted and ignored, so such kubeconfigs keep working.
 	Namespace string
@@ -39,40 +41,23 @@ func (c *Concierge) Flags() []Flag { return c.appendFlags(nil) }
 func (c *Concierge) appendFlags(flags []Flag) []Flag {
 	return append(flags,
 		Flag{"enable-concierge", &c.Enabled, false, "trade the token for a cluster credential at the pinniped agent", false},
-		Flag{"concierge-endpoint", &c.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
+		Flag{"concierge-endpoint", &c.Login.Endpoint, "", "https URL of the agent's API (the cluster's API server or the impersonation proxy)", false},
 		Flag{"concierge-ca-bundle-data", &c.CABundleData, "", "base64 PEM CA bundle of --concierge-endpoint", false},
-		Flag{"concierge-api-group-suffix", &c.Suffix, groupsuffix.Default, "API group suffix of the agent's APIs", false},
-		Flag{"concierge-authenticator-type", &c.AuthType, "", "jwt or webhook", false},
-		Flag{"concierge-authenticator-name", &c.AuthName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
+		Flag{"concierge-api-group-suffix", &c.Login.APIGroupSuffix, groupsuffix.Default, "API group suffix of the agent's APIs", false},
+		Flag{"concierge-authenticator-type", &c.Login.AuthenticatorType, "", "jwt or webhook", false},
+		Flag{"concierge-authenticator-name", &c.Login.AuthenticatorName, "", "name of the JWTAuthenticator or WebhookAuthenticator", false},
 		Flag{"concierge-namespace", &c.Namespace, "", "deprecated upstream flag; ignored (the agent is found through its API)", true},
 	)
 }
 
-// CABundle decodes --concierge-ca-bundle-data.
-func (c *Concierge) CABundle() ([]byte, error) {
-	ca, err := base64.StdEncoding.DecodeString(c.CABundleData)
-	if err != nil {
-		return nil, fmt.Errorf("--concierge-ca-bundle-data is not base64: %w", err)
-	}
-	return ca, nil
-}
-
-// OIDC are the flags of `pinniped login oidc`.
+// OIDC are the flags of `pinniped login oidc`. Those that are the model's
+// own fields write straight into Login; the rest are how the model's CA
+// bundles and Concierge arrive on a command line.
 type OIDC struct {
-	Issuer, ClientID         string
-	Scopes                   []string
-	ListenPort               int
-	SkipBrowser, SkipListen  bool
-	CABundlePaths            []string
-	CABundleData             []string
-	RequestAudience          string
-	CredentialCache          string
-	SessionCache             string
-	Flow                     string
-	UpstreamName, UpstreamTy string
-	UpstreamFlow             string
-	Timeout                  time.Duration
-	Concierge                Concierge
+	Login         config.OIDC
+	CABundlePaths []string
+	CABundleData  []string
+	Concierge     Concierge
 }
 
 // cacheUsage documents --credential-cache, where we differ from upstream.
@@ -97,31 +82,27 @@ func (o *OIDC) Config(getenv func(string) string) (*config.OIDC, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &config.OIDC{
-		Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, CABundle: ca, RequestAudience: o.RequestAudience,
-		Flow:       config.Flow(o.Flow),
-		Upstream:   config.Upstream{Name: o.UpstreamName, Type: o.UpstreamTy, Flow: o.UpstreamFlow},
-		ListenPort: o.ListenPort, SkipBrowser: o.SkipBrowser, SkipListen: o.SkipListen,
-		Concierge: conc, CredentialCache: o.CredentialCache, SessionCache: o.SessionCache, Timeout: o.Timeout,
-		Username: getenv(EnvUsername), Password: getenv(EnvPassword),
-	}
+	c := o.Login
+	c.CABundle, c.Concierge = ca, conc
+	c.Username, c.Password = getenv(EnvUsername), getenv(EnvPassword)
 	// The variable wins over the flag whenever set, as upstream.
 	if v := getenv(EnvUpstreamFlow); v != "" {
 		c.Upstream.Flow = v
 	}
-	return c, nil
+	return &c, nil
 }
 
 func (c *Concierge) config() (*config.Concierge, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
-	ca, err := c.CABundle()
+	ca, err := base64.StdEncoding.DecodeString(c.CABundleData)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--concierge-ca-bundle-data is not base64: %w", err)
 	}
-	return &config.Concierge{Endpoint: c.Endpoint, APIGroupSuffix: c.Suffix,
-		AuthenticatorType: c.AuthType, AuthenticatorName: c.AuthName, CABundle: ca}, nil
+	conc := c.Login
+	conc.CABundle = ca
+	return &conc, nil
 }
 
 // Config is the static login these flags ask for: the token from --token
@@ -135,29 +116,32 @@ func (s *Static) Config(lookupEnv func(string) (string, bool)) (*config.Static, 
 	if err != nil {
 		return nil, err
 	}
-	return &config.Static{Token: token, TokenEnv: s.TokenEnv, Concierge: conc, CredentialCache: s.CredentialCache}, nil
+	c := s.Login
+	c.Token, c.Concierge = token, conc
+	return &c, nil
 }
 
 // Flags lists the flags.
 func (o *OIDC) Flags() []Flag {
+	c := &o.Login
 	// One allocation: the front parses this table on every kubectl call.
 	return o.Concierge.appendFlags(append(make([]Flag, 0, 17+concierge),
-		Flag{"issuer", &o.Issuer, "", "OIDC issuer URL (https)", false},
-		Flag{"client-id", &o.ClientID, "pinniped-cli", "OIDC client ID", false},
-		Flag{"scopes", &o.Scopes, slices.Clone(config.DefaultScopes), "OIDC scopes to request", false},
-		Flag{"listen-port", &o.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
-		Flag{"skip-browser", &o.SkipBrowser, false, "print the login link instead of opening a browser", false},
-		Flag{"skip-listen", &o.SkipListen, false, "no callback listener: paste the code instead", true},
+		Flag{"issuer", &c.Issuer, "", "OIDC issuer URL (https)", false},
+		Flag{"client-id", &c.ClientID, "pinniped-cli", "OIDC client ID", false},
+		Flag{"scopes", &c.Scopes, slices.Clone(config.DefaultScopes), "OIDC scopes to request", false},
+		Flag{"listen-port", &c.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
+		Flag{"skip-browser", &c.SkipBrowser, false, "print the login link instead of opening a browser", false},
+		Flag{"skip-listen", &c.SkipListen, false, "no callback listener: paste the code instead", true},
 		Flag{"ca-bundle", &o.CABundlePaths, []string(nil), "PEM file of CAs for the issuer (repeatable)", false},
 		Flag{"ca-bundle-data", &o.CABundleData, []string(nil), "base64 PEM CA bundle for the issuer (repeatable)", false},
-		Flag{"request-audience", &o.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
-		Flag{"credential-cache", &o.CredentialCache, "keyring", cacheUsage, false},
-		Flag{"session-cache", &o.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
-		Flag{"flow", &o.Flow, "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
-		Flag{"upstream-identity-provider-name", &o.UpstreamName, "", "upstream identity provider at a Pinniped Supervisor", false},
-		Flag{"upstream-identity-provider-type", &o.UpstreamTy, "oidc", "its type (oidc, ldap, activedirectory, github)", false},
-		Flag{"upstream-identity-provider-flow", &o.UpstreamFlow, "", "browser_authcode or cli_password", false},
-		Flag{"timeout", &o.Timeout, 15 * time.Minute, "give up on an interactive login after this long", false},
+		Flag{"request-audience", &c.RequestAudience, "", "trade the ID token for one with this audience (RFC 8693)", false},
+		Flag{"credential-cache", &c.CredentialCache, "keyring", cacheUsage, false},
+		Flag{"session-cache", &c.SessionCache, "", "accepted for upstream compatibility; sessions live with --credential-cache", true},
+		Flag{"flow", (*string)(&c.Flow), "", "interactive login method: browser, device or password (default: browser with a paste prompt)", false},
+		Flag{"upstream-identity-provider-name", &c.Upstream.Name, "", "upstream identity provider at a Pinniped Supervisor", false},
+		Flag{"upstream-identity-provider-type", &c.Upstream.Type, "oidc", "its type (oidc, ldap, activedirectory, github)", false},
+		Flag{"upstream-identity-provider-flow", &c.Upstream.Flow, "", "browser_authcode or cli_password", false},
+		Flag{"timeout", &c.Timeout, 15 * time.Minute, "give up on an interactive login after this long", false},
 		Flag{"debug-session-cache", new(bool), false, "accepted for upstream compatibility; ignored", true},
 	))
 }
@@ -192,34 +176,35 @@ func joinPEM(out, b []byte) []byte {
 	return append(out, b...)
 }
 
-// Static are the flags of `pinniped login static`.
+// Static are the flags of `pinniped login static`. Those that are the
+// model's own fields write straight into Login; the token itself is
+// resolved from them and the environment.
 type Static struct {
-	Token, TokenEnv string
-	CredentialCache string
-	Concierge       Concierge
+	Login     config.Static
+	Concierge Concierge
 }
 
 // Flags lists the flags.
 func (s *Static) Flags() []Flag {
 	return s.Concierge.appendFlags(append(make([]Flag, 0, 3+concierge),
-		Flag{"token", &s.Token, "", "the static token", false},
-		Flag{"token-env", &s.TokenEnv, "", "name of an environment variable holding the token", false},
-		Flag{"credential-cache", &s.CredentialCache, "keyring", cacheUsage, false},
+		Flag{"token", &s.Login.Token, "", "the static token", false},
+		Flag{"token-env", &s.Login.TokenEnv, "", "name of an environment variable holding the token", false},
+		Flag{"credential-cache", &s.Login.CredentialCache, "keyring", cacheUsage, false},
 	))
 }
 
 // ResolveToken returns the token from --token or the variable --token-env names.
 // As upstream, --token-env wins over --token when both are given.
 func (s *Static) ResolveToken(lookupEnv func(string) (string, bool)) (string, error) {
-	if s.TokenEnv != "" {
-		v, ok := lookupEnv(s.TokenEnv)
+	if env := s.Login.TokenEnv; env != "" {
+		v, ok := lookupEnv(env)
 		if !ok {
-			return "", fmt.Errorf("--token-env %s: that environment variable is not set", s.TokenEnv)
+			return "", fmt.Errorf("--token-env %s: that environment variable is not set", env)
 		}
 		if v == "" {
-			return "", fmt.Errorf("--token-env %s: that environment variable is empty", s.TokenEnv)
+			return "", fmt.Errorf("--token-env %s: that environment variable is empty", env)
 		}
 		return v, nil
 	}
-	return s.Token, nil
+	return s.Login.Token, nil
 }

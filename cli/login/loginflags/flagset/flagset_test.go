@@ -68,7 +68,7 @@ func TestStaticFlags(t *testing.T) {
 	if !loginflags.Parse(fast.Flags(), args) || !withPflag(full.Flags(), args) {
 		t.Fatalf("a parser refused %q", args)
 	}
-	if !reflect.DeepEqual(fast, full) || fast.CredentialCache != "keyring" || fast.Concierge.Suffix != "pinniped.dev" {
+	if !reflect.DeepEqual(fast, full) || fast.Login.CredentialCache != "keyring" || fast.Concierge.Login.APIGroupSuffix != "pinniped.dev" {
 		t.Errorf("Parse %+v\npflag %+v", fast, full)
 	}
 }
