@@ -1,6 +1,6 @@
 // Package cmdutil is what every `pinniped` command shares: one Factory
-// holding the process's streams, environment, clock, browser opener and
-// cluster clients. Commands take it and a run function, as gh's do
+// holding the process's streams, environment, clock, browser opener,
+// kubeconfig loading, cluster clients and credential caches. Commands take it and a run function, as gh's do
 // (NewCmdX(f, runF)): the command turns flags into options and validates
 // them; runF (the options' Run when nil) does the work. Tests pass their
 // own runF to check parsing, and a Factory of fakes to check Run.
@@ -8,8 +8,10 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 	"github.com/pinniped-kit/pinniped/cli/version"
@@ -32,11 +36,27 @@ type Factory struct {
 	Now       func() time.Time
 	// Browser opens a URL for the person ($BROWSER, else the platform's opener).
 	Browser func(url string) error
+	// KubeConfig loads the kubeconfig at path ("": $KUBECONFIG, else
+	// ~/.kube/config) with context ("": its current one).
+	KubeConfig func(path, context string) clientcmd.ClientConfig
 	// Dynamic builds a cluster client from a command's kubeconfig (its
 	// flags, or one it loaded).
 	Dynamic func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error)
+	// Caches are where logins cache credentials and sessions.
+	Caches Caches
 	// Version is this build.
 	Version version.Info
+}
+
+// Caches opens the stores a --credential-cache mode names (credstore.Places
+// in the real world).
+type Caches interface {
+	// Open is the store a login with this mode reads and writes.
+	Open(mode string, warn io.Writer) (cache.Store, error)
+	// Everywhere is every store such a login may have written to.
+	Everywhere(mode string) ([]cache.Store, error)
+	// LockDir is where such logins take their locks ("" for none).
+	LockDir(mode string) (string, error)
 }
 
 // New is the real world: the process's streams and environment.
@@ -47,14 +67,21 @@ func New(streams genericiooptions.IOStreams, info version.Info) *Factory {
 		LookupEnv: os.LookupEnv,
 		Now:       time.Now,
 		Browser:   func(url string) error { return plain.OpenURL(os.Getenv, url) },
-		Dynamic:   kubeflags.Dynamic,
-		Version:   info,
+		KubeConfig: func(path, context string) clientcmd.ClientConfig {
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rules.ExplicitPath = path
+			return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+		},
+		Dynamic: kubeflags.Dynamic,
+		Caches:  credstore.ForProcess(),
+		Version: info,
 	}
 }
 
 // Test is a Factory for tests: streams of their own, an empty environment
-// unless env says otherwise, a fixed clock, and no browser or cluster
-// unless the test puts one there.
+// unless env says otherwise (KUBECONFIG and XDG_CONFIG_HOME included: set
+// them to files of the test's own), a fixed clock, and no browser or
+// cluster unless the test puts one there.
 func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	return &Factory{
@@ -63,9 +90,17 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 		LookupEnv: lookup,
 		Now:       func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) },
 		Browser:   func(string) error { return os.ErrNotExist },
+		KubeConfig: func(path, context string) clientcmd.ClientConfig {
+			rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
+			if path == "" && env["KUBECONFIG"] != "" {
+				rules.Precedence = filepath.SplitList(env["KUBECONFIG"])
+			}
+			return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+		},
 		Dynamic: func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 			return nil, nil, os.ErrNotExist
 		},
+		Caches:  testCaches(env),
 		Version: version.Info{Version: "v0.0.0-test", Commit: "test"},
 	}
 }
@@ -86,3 +121,20 @@ func RunE[O any](o O, prepare func() error, runF func(context.Context, O) error,
 		return run(cmd.Context())
 	}
 }
+
+// testCaches are the caches under the test's XDG_CONFIG_HOME; without one,
+// none: a test must never read or write the person's own.
+func testCaches(env map[string]string) Caches {
+	if env["XDG_CONFIG_HOME"] == "" {
+		return noCaches{}
+	}
+	return credstore.Places{Getenv: func(k string) string { return env[k] }}
+}
+
+type noCaches struct{}
+
+var errNoCaches = errors.New("cmdutil.Test: give the test an XDG_CONFIG_HOME of its own to use caches")
+
+func (noCaches) Open(string, io.Writer) (cache.Store, error) { return nil, errNoCaches }
+func (noCaches) Everywhere(string) ([]cache.Store, error)    { return nil, errNoCaches }
+func (noCaches) LockDir(string) (string, error)              { return "", errNoCaches }

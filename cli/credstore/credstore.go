@@ -20,9 +20,19 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 )
 
+// Places are where one environment's caches live: its $XDG_CONFIG_HOME,
+// else the home directory. Getenv is the environment (the process's, or
+// the one a test or a kubeconfig's exec entry gives).
+type Places struct {
+	Getenv func(string) string
+}
+
+// ForProcess are the places of this process's environment.
+func ForProcess() Places { return Places{Getenv: os.Getenv} }
+
 // DefaultLockDir keeps lock files beside the file cache.
-func DefaultLockDir() (string, error) {
-	dir, err := ConfigDir()
+func (p Places) DefaultLockDir() (string, error) {
+	dir, err := p.ConfigDir()
 	if err != nil {
 		return "", err
 	}
@@ -33,11 +43,11 @@ func DefaultLockDir() (string, error) {
 // the files of a path, else beside the default file cache. With no cache
 // at all, a configuration directory that cannot be used only costs the
 // single-flight of concurrent logins (""), never the login itself.
-func LockDir(mode string) (string, error) {
+func (p Places) LockDir(mode string) (string, error) {
 	if isPath(mode) {
 		return filepath.Join(filepath.Dir(mode), "pinniped-locks"), nil
 	}
-	dir, err := DefaultLockDir()
+	dir, err := p.DefaultLockDir()
 	if err != nil && mode == "none" {
 		return "", nil
 	}
@@ -50,8 +60,8 @@ func isPath(mode string) bool { return strings.ContainsAny(mode, `/\`) }
 // home directory it is <tmp>/pinniped-<uid>, a predictable name in a
 // directory everyone can write: it is used only if this user owns it, it is
 // a real directory and nobody else may enter it (see privateTempDir).
-func ConfigDir() (string, error) {
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+func (p Places) ConfigDir() (string, error) {
+	if d := p.Getenv("XDG_CONFIG_HOME"); d != "" {
 		return filepath.Join(d, "pinniped"), nil
 	}
 	home, err := os.UserHomeDir()
@@ -64,7 +74,7 @@ func ConfigDir() (string, error) {
 // Open returns the store the --credential-cache flag asks for:
 // "keyring" (default; falls back to files when no keyring works), "file",
 // "none", or a path (upstream Pinniped's form), meaning files in its directory.
-func Open(mode string, warn io.Writer) (cache.Store, error) {
+func (p Places) Open(mode string, warn io.Writer) (cache.Store, error) {
 	if mode == "" || mode == "none" {
 		return nil, nil
 	}
@@ -72,7 +82,7 @@ func Open(mode string, warn io.Writer) (cache.Store, error) {
 	if isPath(mode) {
 		return &filestore.Store{Dir: filepath.Join(filepath.Dir(mode), "pinniped-credentials")}, nil
 	}
-	config, err := ConfigDir()
+	config, err := p.ConfigDir()
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +209,8 @@ func (s *fallbackStore) Describe() string {
 // its file fallback, where copies are written while the keyring is
 // unavailable. Calls to the keyring may then fail; the caller says so and
 // goes on with the files.
-func Everywhere(mode string) ([]cache.Store, error) {
-	st, err := Open(mode, io.Discard)
+func (p Places) Everywhere(mode string) ([]cache.Store, error) {
+	st, err := p.Open(mode, io.Discard)
 	if err != nil || st == nil {
 		return nil, err
 	}

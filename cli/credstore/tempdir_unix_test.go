@@ -52,7 +52,7 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 			t.Setenv("TMPDIR", tmp)
 			dir := filepath.Join(tmp, "pinniped-"+strconv.Itoa(os.Getuid()))
 			c.prepare(t, dir)
-			got, err := ConfigDir()
+			got, err := ForProcess().ConfigDir()
 			if c.refused == "" {
 				if err != nil || got != dir {
 					t.Fatalf("ConfigDir() = %q, %v; want %s", got, err, dir)
@@ -67,22 +67,22 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 				t.Fatalf("ConfigDir() = %q, %v; want a refusal saying %q and what to do", got, err, c.refused)
 			}
 			// Nothing that opens the cache gets past it either.
-			if _, err := Open("file", nil); err == nil {
+			if _, err := ForProcess().Open("file", nil); err == nil {
 				t.Fatal("Open used the refused directory")
 			}
-			if _, err := DefaultLockDir(); err == nil {
+			if _, err := ForProcess().DefaultLockDir(); err == nil {
 				t.Fatal("DefaultLockDir used the refused directory")
 			}
 			// A cache path of its own, or none at all, still works: the
 			// refused directory cannot stop such a login.
 			path := filepath.Join(t.TempDir(), "creds.yaml")
-			if st, err := Open(path, nil); err != nil || st == nil {
+			if st, err := ForProcess().Open(path, nil); err != nil || st == nil {
 				t.Fatalf("Open(a path) = %v, %v", st, err)
 			}
-			if d, err := LockDir(path); err != nil || d != filepath.Join(filepath.Dir(path), "pinniped-locks") {
+			if d, err := ForProcess().LockDir(path); err != nil || d != filepath.Join(filepath.Dir(path), "pinniped-locks") {
 				t.Fatalf("LockDir(a path) = %q, %v", d, err)
 			}
-			if d, err := LockDir("none"); err != nil || d != "" {
+			if d, err := ForProcess().LockDir("none"); err != nil || d != "" {
 				t.Fatalf("LockDir(none) = %q, %v", d, err)
 			}
 		})

@@ -190,9 +190,7 @@ func (o *Options) Validate() error {
 func (o *Options) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.KubeconfigContext})
+	cc := o.f.KubeConfig(o.Kubeconfig, o.KubeconfigContext)
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)

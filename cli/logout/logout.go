@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
@@ -23,7 +22,6 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -73,14 +71,14 @@ func (o *Options) Validate() error {
 func (o *Options) Run(ctx context.Context) error {
 	errOut := o.f.IO.ErrOut
 	if o.All {
-		n, err := forgetAll(ctx, errOut)
+		n, err := forgetAll(ctx, o.f.Caches, errOut)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
 		return nil
 	}
-	return logoutContext(ctx, errOut, o.f.Getenv, o.Kubeconfig, o.Context, o.CredentialCache)
+	return o.logoutContext(ctx)
 }
 
 // isKeyring: the OS keyring may not answer; that is reported, and the
@@ -99,18 +97,15 @@ type caches struct {
 	lockDir string
 }
 
-// storesFor is credstore.Everywhere; tests put a keyring of their own there.
-var storesFor = credstore.Everywhere
-
-func cachesFor(mode string) ([]caches, error) {
+func cachesFor(places cmdutil.Caches, mode string) ([]caches, error) {
 	if mode == "" {
 		mode = "keyring" // where sessions go when cluster credentials are not cached
 	}
-	stores, err := storesFor(mode)
+	stores, err := places.Everywhere(mode)
 	if err != nil {
 		return nil, err
 	}
-	lockDir, err := credstore.LockDir(mode)
+	lockDir, err := places.LockDir(mode)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +118,8 @@ func cachesFor(mode string) ([]caches, error) {
 
 // forgetAll clears every store, each with its own index. A keyring that
 // does not answer is reported, not fatal: the files are still cleared.
-func forgetAll(ctx context.Context, errOut io.Writer) (int, error) {
-	all, err := cachesFor("keyring")
+func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (int, error) {
+	all, err := cachesFor(places, "keyring")
 	if err != nil {
 		return 0, err
 	}
@@ -148,10 +143,9 @@ func forgetAll(ctx context.Context, errOut io.Writer) (int, error) {
 	return total, nil
 }
 
-func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) string, kubeconfigPath, contextName, cacheOverride string) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfigPath
-	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+func (o *Options) logoutContext(ctx context.Context) error {
+	errOut, environ, contextName := o.f.IO.ErrOut, o.f.Getenv, o.Context
+	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -188,7 +182,7 @@ func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) s
 	exec := &execcred.Request{APIVersion: execcred.V1}
 	if user.Exec.ProvideClusterInfo {
 		// What kubectl hands the plugin: the CA read from a file too.
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, contextName, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
+		cfg, err := o.f.KubeConfig(o.Kubeconfig, contextName).ClientConfig()
 		if err != nil {
 			return fmt.Errorf("context %q: %w", contextName, err)
 		}
@@ -199,10 +193,10 @@ func logoutContext(ctx context.Context, errOut io.Writer, environ func(string) s
 		exec.Cluster = &execcred.Cluster{Server: cluster.Server, CertificateAuthorityData: cluster.CertificateAuthorityData}
 	}
 	mode := login.CredentialCache
-	if cacheOverride != "" {
-		mode = cacheOverride
+	if o.CredentialCache != "" {
+		mode = o.CredentialCache
 	}
-	all, err := cachesFor(mode)
+	all, err := cachesFor(o.f.Caches, mode)
 	if err != nil {
 		return err
 	}
@@ -298,7 +292,7 @@ secret.`,
 }
 
 func status(ctx context.Context, f *cmdutil.Factory) error {
-	all, err := cachesFor("keyring")
+	all, err := cachesFor(f.Caches, "keyring")
 	if err != nil {
 		return err
 	}

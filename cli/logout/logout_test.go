@@ -42,14 +42,33 @@ func (m memKeyring) Delete(service, user string) error {
 	return nil
 }
 
+// bothStores are the real places of a test's XDG_CONFIG_HOME (files,
+// locks), with a keyring of the test's own beside the files.
+type bothStores struct {
+	credstore.Places
+	keyring, files cache.Store
+}
+
+func (b bothStores) Everywhere(string) ([]cache.Store, error) {
+	return []cache.Store{b.keyring, b.files}, nil
+}
+
+// testCaches are what runCmd's factory opens: setup's.
+var testCaches cmdutil.Caches
+
 // setup makes a keyring and its file fallback the stores logout and status
 // look in, and a kubeconfig whose context logs in with args.
 func setup(t *testing.T, args []string, env map[string]string) (keyringStore, files cache.Store, kubeconfig string) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	config := t.TempDir()
 	keyringStore = &keyringstore.Store{Service: "pinniped", Backend: memKeyring{}}
-	files = &filestore.Store{Dir: filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "pinniped", "credentials")}
-	storesFor = func(string) ([]cache.Store, error) { return []cache.Store{keyringStore, files}, nil }
-	t.Cleanup(func() { storesFor = nil })
+	files = &filestore.Store{Dir: filepath.Join(config, "pinniped", "credentials")}
+	testCaches = bothStores{credstore.Places{Getenv: func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return config
+		}
+		return ""
+	}}, keyringStore, files}
+	t.Cleanup(func() { testCaches = nil })
 	var b strings.Builder
 	b.WriteString("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\"}\n")
 	b.WriteString("contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n")
@@ -167,6 +186,7 @@ func runCmd(t *testing.T, env map[string]string, name string, args ...string) (s
 	var out bytes.Buffer
 	f := cmdutil.Test(nil, &out, &out, env)
 	f.Now = time.Now
+	f.Caches = testCaches
 	cmd := NewCmdLogout(f, nil)
 	if name == "status" {
 		cmd = NewCmdStatus(f, nil)
@@ -200,7 +220,7 @@ func TestLogoutWaitsForALoginInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := credstore.LockDir("keyring")
+	dir, err := testCaches.LockDir("keyring")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func oidc(o *loginflags.OIDC, exec *execcred.Request, env Env) *execcred.Status 
 	if err != nil || c.Validate() != nil {
 		return nil
 	}
-	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
+	return cached(env, c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
 }
 
 func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Status {
@@ -85,12 +85,12 @@ func static(s *loginflags.Static, exec *execcred.Request, env Env) *execcred.Sta
 		// The token is the credential: nothing to cache or look up.
 		return &execcred.Status{Token: c.Token}
 	}
-	return cached(c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
+	return cached(env, c.CredentialCache, c.CredentialKey(exec.KeyCluster()))
 }
 
-func cached(mode, key string) *execcred.Status {
+func cached(env Env, mode, key string) *execcred.Status {
 	// Warnings are the engine's to print; a read never writes a file.
-	store, err := credstore.Open(mode, io.Discard)
+	store, err := credstore.Places{Getenv: env.Getenv}.Open(mode, io.Discard)
 	if err != nil || store == nil {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -162,11 +161,11 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	if noCredentials {
 		cacheMode = "keyring"
 	}
-	store, err := credstore.Open(cacheMode, f.IO.ErrOut)
+	store, err := f.Caches.Open(cacheMode, f.IO.ErrOut)
 	if err != nil {
 		return nil, err
 	}
-	lockDir, err := credstore.LockDir(cacheMode)
+	lockDir, err := f.Caches.LockDir(cacheMode)
 	if err != nil {
 		return nil, err
 	}
