@@ -1,0 +1,106 @@
+package logincmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+)
+
+// execCredential is what a login prints on stdout.
+type execCredential struct {
+	APIVersion, Kind string
+	Status           struct {
+		Token               string
+		ExpirationTimestamp *time.Time
+	}
+}
+
+// execute runs a login command built on a test factory with env, through
+// its real Run; stdout must hold nothing but the ExecCredential.
+func execute(t *testing.T, env map[string]string, newCmd func(*cmdutil.Factory) *cobra.Command, args ...string) (execCredential, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	f := cmdutil.Test(strings.NewReader(""), &stdout, &stderr, env)
+	f.Now = time.Now
+	cmd := newCmd(f)
+	cmd.SetArgs(args)
+	cmd.SetOut(&stderr)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(context.Background())
+	var cred execCredential
+	if err == nil {
+		if derr := json.Unmarshal(stdout.Bytes(), &cred); derr != nil {
+			t.Fatalf("stdout is not an ExecCredential: %v\n%s", derr, stdout.String())
+		}
+	} else if stdout.Len() > 0 {
+		t.Fatalf("a failed login wrote to stdout: %s", stdout.String())
+	}
+	return cred, stderr.String(), err
+}
+
+// TestLoginStaticRun: a static token without the agent is the credential
+// itself; it goes to stdout as an ExecCredential of the version kubectl
+// asked for, and never to stderr.
+func TestLoginStaticRun(t *testing.T) {
+	env := map[string]string{"KUBERNETES_EXEC_INFO": execInfo, "XDG_CONFIG_HOME": t.TempDir(), "MY_TOKEN": "static-s3cret"}
+	newCmd := func(f *cmdutil.Factory) *cobra.Command { return NewCmdStatic(f, nil) }
+	cred, stderr, err := execute(t, env, newCmd, "--token-env=MY_TOKEN", "--credential-cache=file")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if cred.Kind != "ExecCredential" || cred.APIVersion != "client.authentication.k8s.io/v1" || cred.Status.Token != "static-s3cret" {
+		t.Fatalf("%+v", cred)
+	}
+	if strings.Contains(stderr, "static-s3cret") {
+		t.Fatalf("the token reached stderr: %s", stderr)
+	}
+}
+
+// TestLoginOIDCRun: a password login against an issuer, then the same
+// command again answers from what the first one cached (no second password
+// grant), all through the command's real Run and the factory's caches
+// under the test's own XDG_CONFIG_HOME; a wrong password is refused.
+func TestLoginOIDCRun(t *testing.T) {
+	idp := oidctest.New(t)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, idp.CABundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newCmd := func(f *cmdutil.Factory) *cobra.Command { return NewCmdOIDC(f, nil) }
+	login := func(config, password string) (execCredential, string, error) {
+		env := map[string]string{"KUBERNETES_EXEC_INFO": execInfo, "XDG_CONFIG_HOME": config,
+			"PINNIPED_USERNAME": "alice", "PINNIPED_PASSWORD": password}
+		return execute(t, env, newCmd, "--issuer="+idp.URL, "--ca-bundle="+ca, "--flow=password", "--credential-cache=file", "--scopes=openid,offline_access")
+	}
+	config := t.TempDir()
+	cred, stderr, err := login(config, "password")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if cred.Status.Token == "" || cred.Status.ExpirationTimestamp == nil || idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("%+v, %d password grants\n%s", cred, idp.PasswordGrants.Load(), stderr)
+	}
+	if strings.Contains(stderr, cred.Status.Token) {
+		t.Fatalf("the token reached stderr: %s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(config, "pinniped", "credentials")); err != nil {
+		t.Fatalf("nothing cached under the test's XDG_CONFIG_HOME: %v", err)
+	}
+	again, stderr, err := login(config, "")
+	if err != nil || again.Status.Token != cred.Status.Token || idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("second login: %v, same token %v, %d password grants\n%s", err, again.Status.Token == cred.Status.Token, idp.PasswordGrants.Load(), stderr)
+	}
+	if _, stderr, err := login(t.TempDir(), "wrong"); err == nil || strings.Contains(err.Error()+stderr, "wrong\"") {
+		t.Fatalf("a wrong password: %v\n%s", err, stderr)
+	}
+}
