@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // NewRoot builds the `pinniped-agent` command.
-func NewRoot(out, errOut io.Writer, info version.Info) *cobra.Command {
+func NewRoot(out, errOut io.Writer, info buildinfo.Info) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pinniped-agent",
 		Short: "The in-cluster half of pinniped",
@@ -34,12 +34,12 @@ You do not normally run it by hand.`,
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 
-	root.AddCommand(version.NewCommand("pinniped-agent", info), newServeCommand(), newKubeCertAgentCommand())
+	root.AddCommand(newVersionCommand(info), newServeCommand(), newKubeCertAgentCommand())
 	return root
 }
 
 // Execute runs the agent's command line and returns the exit code.
-func Execute(ctx context.Context, out, errOut io.Writer, info version.Info, args []string) int {
+func Execute(ctx context.Context, out, errOut io.Writer, info buildinfo.Info, args []string) int {
 	root := NewRoot(out, errOut, info)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 func TestVersionAndErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
-	info := version.Info{Version: "v9.9.9", Commit: "deadbee"}
+	info := buildinfo.Info{Version: "v9.9.9", Commit: "deadbee"}
 	if code := Execute(context.Background(), &out, &errOut, info, []string{"version", "-o", "json"}); code != 0 {
 		t.Fatalf("code %d, stderr %q", code, errOut.String())
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
-	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // Factory is the outside world as commands see it.
@@ -45,7 +45,7 @@ type Factory struct {
 	// Caches are where logins cache credentials and sessions.
 	Caches Caches
 	// Version is this build.
-	Version version.Info
+	Version buildinfo.Info
 }
 
 // Caches opens the stores a --credential-cache mode names (credstore.Places
@@ -60,7 +60,7 @@ type Caches interface {
 }
 
 // New is the real world: the process's streams and environment.
-func New(streams genericiooptions.IOStreams, info version.Info) *Factory {
+func New(streams genericiooptions.IOStreams, info buildinfo.Info) *Factory {
 	return &Factory{
 		IO:        streams,
 		Getenv:    os.Getenv,
@@ -101,7 +101,7 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 			return nil, nil, os.ErrNotExist
 		},
 		Caches:  testCaches(env),
-		Version: version.Info{Version: "v0.0.0-test", Commit: "test"},
+		Version: buildinfo.Info{Version: "v0.0.0-test", Commit: "test"},
 	}
 }
 

@@ -18,16 +18,17 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/whoami"
 )
 
 // NewRoot builds the `pinniped` command with every subcommand.
-func NewRoot(streams genericiooptions.IOStreams, info version.Info) *cobra.Command {
+func NewRoot(streams genericiooptions.IOStreams, info buildinfo.Info) *cobra.Command {
 	return newRoot(cmdutil.New(streams, info))
 }
 
 func newRoot(f *cmdutil.Factory) *cobra.Command {
-	streams, info := f.IO, f.Version
+	streams := f.IO
 	root := &cobra.Command{
 		Use:   "pinniped",
 		Short: "Log in to any Kubernetes cluster with your company identity",
@@ -51,7 +52,7 @@ which is cached in your OS keyring until it expires.`,
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
 	root.AddCommand(
-		version.NewCommand("pinniped", info),
+		version.NewCmdVersion(f, nil),
 		install.NewCmdInstall(f, nil),
 		install.NewCmdUninstall(f, nil),
 		getkubeconfig.NewCmdGet(f),
@@ -65,7 +66,7 @@ which is cached in your OS keyring until it expires.`,
 
 // Execute runs the command line and returns the process exit code. Errors are
 // printed once, to stderr, without a stack trace.
-func Execute(ctx context.Context, streams genericiooptions.IOStreams, info version.Info, args []string) (code int) {
+func Execute(ctx context.Context, streams genericiooptions.IOStreams, info buildinfo.Info, args []string) (code int) {
 	defer func() {
 		// A panic is a bug; say so plainly instead of dumping goroutines on a
 		// user whose kubectl just called us. PINNIPED_DEBUG re-panics for the trace.

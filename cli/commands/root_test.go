@@ -9,14 +9,14 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
-	code = Execute(context.Background(), streams, version.Info{Version: "v1.2.3", Commit: "abc1234", BuildDate: "2026-11-22T00:00:00Z"}, args)
+	code = Execute(context.Background(), streams, buildinfo.Info{Version: "v1.2.3", Commit: "abc1234", BuildDate: "2026-11-22T00:00:00Z"}, args)
 	return code, out.String(), errOut.String()
 }
 

@@ -45,7 +45,7 @@ platform: ` + platform + `
 			t.Errorf("-o %q: got\n%s\nwant\n%s\n(%v)", format, got, w, err)
 		}
 	}
-	// The deprecation notice goes to stderr, which run shares with stdout.
+	// The deprecation notice comes first (run shares stdout and stderr).
 	if got, err := run(t, "--json"); err != nil || !strings.HasSuffix(got, "\n"+want["json"]) {
 		t.Errorf("--json: got\n%s\n(%v)", got, err)
 	}

@@ -2,24 +2,75 @@ package version_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
+// run runs the command with its own Run, on a test Factory holding a fixed
+// build; stdout and stderr share the returned text.
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	cmd := version.NewCommand("pinniped", version.Info{Version: "v1.2.3", Commit: "abc1234", BuildDate: "2026-11-23T12:00:00Z"})
+	f := cmdutil.Test(strings.NewReader(""), &out, &out, nil)
+	f.Version = buildinfo.Info{Version: "v1.2.3", Commit: "abc1234", BuildDate: "2026-11-23T12:00:00Z"}
+	cmd := version.NewCmdVersion(f, nil)
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	err := cmd.Execute()
 	return out.String(), err
+}
+
+// parse runs the command with a runF that keeps the options, to check
+// flag parsing alone.
+func parse(t *testing.T, args ...string) (*version.Options, error) {
+	t.Helper()
+	var got *version.Options
+	f := cmdutil.Test(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	cmd := version.NewCmdVersion(f, func(_ context.Context, o *version.Options) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	return got, cmd.Execute()
+}
+
+func TestVersionFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"-o", "json"}, "json"},
+		{[]string{"--output=yaml"}, "yaml"},
+		{[]string{"--json"}, "json"},
+		{[]string{"--json", "-o", "json"}, "json"},
+	} {
+		o, err := parse(t, c.args...)
+		if err != nil || o == nil || o.Output != c.want {
+			t.Errorf("%q: %+v %v, want -o %q", c.args, o, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", "xml"}, "use json or yaml"},
+		{[]string{"--json", "-o", "yaml"}, "--json and -o yaml disagree"},
+		{[]string{"extra"}, "unknown command"},
+		{[]string{"--nope"}, "unknown flag"},
+	} {
+		if o, err := parse(t, c.args...); err == nil || o != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %+v %v, want an error saying %q", c.args, o, err, c.want)
+		}
+	}
 }
 
 func TestVersion(t *testing.T) {

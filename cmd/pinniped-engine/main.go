@@ -12,7 +12,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/pinniped-kit/pinniped/cli/commands"
-	cliversion "github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
@@ -25,7 +25,7 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	info := cliversion.Info{Version: version, Commit: commit, BuildDate: date}
+	info := buildinfo.Info{Version: version, Commit: commit, BuildDate: date}
 	code := commands.Execute(ctx, streams, info, os.Args[1:])
 	stop()
 	os.Exit(code)

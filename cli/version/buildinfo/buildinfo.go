@@ -1,0 +1,101 @@
+// Package buildinfo describes a build of a pinniped binary and prints it.
+// It is a leaf (no pinniped imports) so that everything holding build
+// information can import it: the main packages, cmdutil's Factory, the
+// agent's command tree, and `pinniped version` (package version), which
+// itself needs the Factory.
+package buildinfo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	"sigs.k8s.io/yaml"
+)
+
+// Info describes a build. The main package fills it from -ldflags -X values
+// set by the Makefile and goreleaser.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"buildDate,omitempty"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Complete fills in what only the running binary knows.
+func (i Info) Complete() Info {
+	if i.Version == "" {
+		i.Version = "dev"
+	}
+	if i.Commit == "" {
+		i.Commit = "unknown"
+	}
+	i.GoVersion = runtime.Version()
+	i.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	return i
+}
+
+// String is the one-line human form.
+func (i Info) String() string {
+	s := fmt.Sprintf("%s (commit %s", i.Version, i.Commit)
+	if i.BuildDate != "" {
+		s += ", built " + i.BuildDate
+	}
+	return s + fmt.Sprintf(", %s, %s)", i.GoVersion, i.Platform)
+}
+
+// Upstream is the build in the shape upstream Pinniped prints with -o json
+// and -o yaml (Kubernetes' version.Info), so scripts written for it work.
+func (i Info) Upstream() apimachineryversion.Info {
+	v := apimachineryversion.Info{GitVersion: i.Version, GitCommit: i.Commit, GitTreeState: "clean", BuildDate: i.BuildDate,
+		GoVersion: i.GoVersion, Compiler: runtime.Compiler, Platform: i.Platform}
+	if strings.Contains(i.Version, "dirty") {
+		v.GitTreeState = "dirty"
+	}
+	if parts := strings.SplitN(strings.TrimPrefix(i.Version, "v"), ".", 3); len(parts) == 3 {
+		v.Major, v.Minor = parts[0], parts[1]
+	}
+	return v
+}
+
+// Format is the output format of a version command's -o, reconciled with
+// the agent's earlier --json (legacyJSON), which both binaries still
+// accept. Both version commands use it, so they refuse the same things in
+// the same words.
+func Format(output string, legacyJSON bool) (string, error) {
+	if legacyJSON {
+		if output != "" && output != "json" {
+			return "", fmt.Errorf("--json and -o %s disagree", output)
+		}
+		output = "json"
+	}
+	switch output {
+	case "", "json", "yaml":
+		return output, nil
+	}
+	return "", fmt.Errorf("unknown output format %q: use json or yaml, or leave -o unset for one line", output)
+}
+
+// Write prints i in format (from Format): "" is the one line, json and
+// yaml upstream's shape.
+func (i Info) Write(w io.Writer, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(i.Upstream())
+	case "yaml":
+		b, err := yaml.Marshal(i.Upstream())
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s\n", i)
+	return err
+}
