@@ -23,7 +23,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
-	"github.com/pinniped-kit/pinniped/cli/ui/plain"
+	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
@@ -66,7 +66,7 @@ func New(streams genericiooptions.IOStreams, info buildinfo.Info) *Factory {
 		Getenv:    os.Getenv,
 		LookupEnv: os.LookupEnv,
 		Now:       time.Now,
-		Browser:   func(url string) error { return plain.OpenURL(os.Getenv, url) },
+		Browser:   func(url string) error { return browser.Open(os.Getenv, url) },
 		KubeConfig: func(path, context string) clientcmd.ClientConfig {
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = path

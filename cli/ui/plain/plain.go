@@ -10,17 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/pkg/browser"
 	"golang.org/x/term"
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
 )
 
@@ -31,7 +29,7 @@ type Login struct {
 	In io.Reader
 	// Getenv reads $BROWSER; nil means os.Getenv.
 	Getenv func(string) string
-	// Open opens a URL in a browser; nil means OpenURL.
+	// Open opens a URL in a browser; nil means browser.Open.
 	Open func(url string) error
 
 	once  sync.Once
@@ -75,52 +73,12 @@ func (p *Login) OpenBrowser(url string) error {
 	if p.Open != nil {
 		return p.Open(url)
 	}
-	return OpenURL(p.Getenv, url)
+	return browser.Open(p.Getenv, url)
 }
 
 // Requests implements login.UI. Lines typed at the plain prompt are codes,
 // so there is no way to ask for anything else: the channel is nil.
 func (p *Login) Requests() <-chan oidclogin.Request { return nil }
-
-// OpenURL opens url in a browser: $BROWSER first (as many tools honour it),
-// else the platform's opener. getenv nil means os.Getenv. The TUI shares
-// it, so both renderers open browsers the same way.
-func OpenURL(getenv func(string) string, url string) error {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if b := getenv("BROWSER"); b != "" {
-		var lastErr error
-		for _, cmdline := range strings.Split(b, string(os.PathListSeparator)) {
-			args := strings.Fields(cmdline)
-			if len(args) == 0 {
-				continue
-			}
-			substituted := false
-			for i, a := range args {
-				if strings.Contains(a, "%s") {
-					args[i] = strings.ReplaceAll(a, "%s", url)
-					substituted = true
-				}
-			}
-			if !substituted {
-				args = append(args, url)
-			}
-			// The browser must outlive this process, so no context.
-			cmd := exec.Command(args[0], args[1:]...) //nolint:gosec,noctx // the user's own $BROWSER
-			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-			if lastErr = cmd.Start(); lastErr == nil {
-				go func() { _ = cmd.Wait() }()
-				return nil
-			}
-		}
-		return fmt.Errorf("$BROWSER: %w", lastErr)
-	}
-	// pkg/browser copies the opener's output to its Stdout, which must not
-	// be ours: stdout carries only the ExecCredential.
-	browser.Stdout, browser.Stderr = io.Discard, io.Discard
-	return browser.OpenURL(url)
-}
 
 // PromptCode implements login.UI. Lines are read by one goroutine for the
 // life of the process, so a prompt abandoned when the browser wins does not

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
-	"github.com/pinniped-kit/pinniped/cli/ui/plain"
+	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 )
 
 // LoginOptions configure Login.
@@ -31,7 +31,7 @@ type LoginOptions struct {
 	Plain login.UI
 	// Getenv reads $BROWSER; nil means os.Getenv.
 	Getenv func(string) string
-	// Open opens a URL in a browser; nil means plain.OpenURL.
+	// Open opens a URL in a browser; nil means browser.Open.
 	Open func(url string) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -177,7 +177,7 @@ func (l *Login) OpenBrowser(url string) error {
 	if l.o.Open != nil {
 		err = l.o.Open(url)
 	} else {
-		err = plain.OpenURL(l.o.Getenv, url)
+		err = browser.Open(l.o.Getenv, url)
 	}
 	if l.running() {
 		l.send(browserMsg{err})
