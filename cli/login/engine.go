@@ -20,6 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // MinIDTokenLifetime: a cached ID token with less left than this is
@@ -32,8 +33,8 @@ const MinAccessTokenLifetime = 10 * time.Second
 
 // Provider is what the engine needs from an OIDC provider.
 type Provider interface {
-	BrowserLogin(ctx context.Context, ui oidclogin.UI, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
-	DeviceLogin(ctx context.Context, ui oidclogin.UI) (*sessions.Tokens, error)
+	BrowserLogin(ctx context.Context, ui loginview.Flow, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
+	DeviceLogin(ctx context.Context, ui loginview.Flow) (*sessions.Tokens, error)
 	PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error)
 	// A Pinniped Supervisor's own: its identity providers and their
 	// flows, and its cli_password flow.
@@ -53,8 +54,9 @@ type Engine struct {
 	NoCredentialCache bool
 	LockDir           string
 	Now               func() time.Time
-	UI                UI
-	Stdout            io.Writer
+	// UI shows the login to the person; cli/ui.ForLogin picks its form.
+	UI     loginview.View
+	Stdout io.Writer
 	// Discover is called only when a login or refresh is needed, so the
 	// cached path makes no network calls.
 	Discover func(ctx context.Context) (Provider, error)
@@ -78,25 +80,6 @@ func (e *Engine) debug(format string, args ...any) {
 	if e.Debug != nil {
 		e.Debug(format, args...)
 	}
-}
-
-// UI extends the provider's UI with the engine's own messages.
-type UI interface {
-	oidclogin.UI
-	// Success reports the outcome of a fresh login.
-	Success(s Summary)
-	// Ask asks the person for one line (a username, or a password when
-	// secret, which is not echoed). Only called when CanPrompt.
-	Ask(ctx context.Context, prompt string, secret bool) (string, error)
-}
-
-// Summary describes a completed login, without secrets.
-type Summary struct {
-	Username  string
-	Groups    []string
-	Expires   time.Time
-	StoredIn  string
-	Refreshed bool
 }
 
 func (e *Engine) now() time.Time {
@@ -168,7 +151,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		}
 	}
 	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
-	e.UI.Success(Summary{Username: tokens.Username, Groups: tokens.Groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
+	e.UI.Success(loginview.Summary{Username: tokens.Username, Groups: tokens.Groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return e.write(exec, cred)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 type clock struct {
@@ -42,7 +43,7 @@ type browserUI struct {
 	ca        []byte
 	opened    atomic.Int64
 	successes atomic.Int64
-	requests  chan oidclogin.Request
+	requests  chan loginview.Request
 	// idle: the browser never logs in; the person uses the requests instead.
 	idle         bool
 	onDeviceCode func()
@@ -59,7 +60,7 @@ func (u *browserUI) ShowDeviceCode(string, string, string) {
 		u.onDeviceCode()
 	}
 }
-func (u *browserUI) Success(login.Summary) { u.successes.Add(1) }
+func (u *browserUI) Success(loginview.Summary) { u.successes.Add(1) }
 func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()
@@ -73,7 +74,7 @@ func (u *browserUI) Ask(ctx context.Context, prompt string, secret bool) (string
 	return u.answers[prompt], nil
 }
 
-func (u *browserUI) Requests() <-chan oidclogin.Request { return u.requests }
+func (u *browserUI) Requests() <-chan loginview.Request { return u.requests }
 
 func (u *browserUI) OpenBrowser(url string) error {
 	u.opened.Add(1)
@@ -316,8 +317,8 @@ func TestStatic(t *testing.T) {
 func TestSwitchToDeviceFlow(t *testing.T) {
 	h := newHarness(t)
 	h.ui.idle = true
-	h.ui.requests = make(chan oidclogin.Request, 1)
-	h.ui.requests <- oidclogin.RequestDeviceFlow
+	h.ui.requests = make(chan loginview.Request, 1)
+	h.ui.requests <- loginview.RequestDeviceFlow
 	h.ui.onDeviceCode = h.idp.ApproveDevice
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

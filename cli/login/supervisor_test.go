@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 var nonInteractive = &execcred.Request{APIVersion: execcred.V1, Interactive: false}
@@ -141,4 +141,4 @@ func TestUpstreamNameNeedsASupervisor(t *testing.T) {
 	}
 }
 
-var _ login.UI = (*browserUI)(nil)
+var _ loginview.View = (*browserUI)(nil)

@@ -1,8 +1,14 @@
 // Package ui picks how a command shows things to a person: the
 // interactive screens (package tui) when a person is at a usable terminal,
 // a spinner line (package terminal) when only the output is a terminal,
-// plain lines (package plain) otherwise. Which one is decided by package
-// tty alone.
+// plain lines (package plain) otherwise. Which one is decided here, by
+// package tty's check alone, for the three things commands show: a
+// login's progress (ForLogin), a long wait's steps (For) and a choice
+// (Choose).
+//
+// A login talks to its view through package loginview, a leaf that the
+// login packages and the forms share, so no package under cli/ui imports
+// cli/login.
 package ui
 
 import (

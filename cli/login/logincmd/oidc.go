@@ -17,9 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
-	"github.com/pinniped-kit/pinniped/cli/ui/plain"
-	"github.com/pinniped-kit/pinniped/cli/ui/tty"
-	"github.com/pinniped-kit/pinniped/cli/ui/tui"
+	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
 // NewCmdLogin returns `pinniped login` with its subcommands.
@@ -128,7 +126,14 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	// The screen's cancel key ends the login with tui.ErrCanceled as cause.
 	ctx, cancelLogin := context.WithCancelCause(ctx)
 	defer cancelLogin(nil)
-	engine, err := newEngine(o.f, c.CredentialCache, o.Exec.Interactive)
+	// The interactive screen only when a person can use it (cli/ui decides);
+	// it draws nothing until the login needs the person, so the cached path
+	// is unchanged.
+	view := ui.ForLogin(ui.LoginOptions{
+		In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: o.Exec.Interactive, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
+		Issuer: c.Issuer, Cancel: cancelLogin,
+	})
+	engine, err := newEngine(o.f, c.CredentialCache, view)
 	if err != nil {
 		return err
 	}
@@ -139,22 +144,10 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		}
 		return p, err
 	}
-	// The interactive screen only when a person can use it: kubectl says
-	// the session is interactive and both stdin and stderr are terminals.
-	// It draws nothing until the login needs the person, so the cached path
-	// is unchanged.
-	streams := o.f.IO
-	if o.Exec.Interactive && tty.ScreenUsable(streams.In, streams.ErrOut, o.f.Getenv) {
-		screen := tui.NewLogin(tui.LoginOptions{
-			In: streams.In, Out: streams.ErrOut, Issuer: c.Issuer, Cancel: cancelLogin, Plain: engine.UI, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
-		})
-		engine.UI = screen
-		return screen.Finish(engine.LoginOIDC(ctx, c, o.Exec))
-	}
-	return engine.LoginOIDC(ctx, c, o.Exec)
+	return view.Finish(engine.LoginOIDC(ctx, c, o.Exec))
 }
 
-func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.Engine, error) {
+func newEngine(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
 	// Upstream's --credential-cache="" turns off only the cluster-credential
 	// cache: sessions are still kept (in the default store).
 	noCredentials := cacheMode == ""
@@ -169,14 +162,9 @@ func newEngine(f *cmdutil.Factory, cacheMode string, interactive bool) (*login.E
 	if err != nil {
 		return nil, err
 	}
-	ui := &plain.Login{Err: f.IO.ErrOut, Getenv: f.Getenv, Open: f.Browser}
-	canPrompt := interactive && tty.IsTerminal(f.IO.In)
-	if canPrompt {
-		ui.In = f.IO.In
-	}
 	e := &login.Engine{
-		Store: store, LockDir: lockDir, UI: ui, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: conciergeclient.Exchange, CanPrompt: canPrompt, NoCredentialCache: noCredentials,
+		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
+		Exchange: conciergeclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
 // StaticOptions are the inputs of `pinniped login static`.
@@ -60,9 +61,11 @@ func (o *StaticOptions) Complete() error {
 // Run prints the credential. An interrupt does not cut an exchange short:
 // the agent has already been asked, and the credential is worth caching.
 func (o *StaticOptions) Run(ctx context.Context) error {
-	engine, err := newEngine(o.f, o.Login.CredentialCache, false)
+	// Nobody is asked anything: a static token needs no person.
+	view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
+	engine, err := newEngine(o.f, o.Login.CredentialCache, view)
 	if err != nil {
 		return err
 	}
-	return engine.LoginStatic(context.WithoutCancel(ctx), o.Login, o.Exec)
+	return view.Finish(engine.LoginStatic(context.WithoutCancel(ctx), o.Login, o.Exec))
 }

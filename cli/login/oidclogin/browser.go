@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // BrowserOptions tune the browser flow.
@@ -39,9 +40,6 @@ type BrowserOptions struct {
 	// opened, and then offers no paste prompt (PINNIPED_SKIP_PRINT_LOGIN_URL).
 	QuietWhenOpened bool
 }
-
-// ErrLoginDenied means the provider answered the login with an error.
-var ErrLoginDenied = errors.New("the identity provider refused the login")
 
 func randomString() (string, error) {
 	b := make([]byte, 32)
@@ -71,7 +69,7 @@ func authorizeSecrets() (state, nonce, verifier string, err error) {
 // BrowserLogin runs the authorization code flow with PKCE (S256), state and
 // nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
 // person, whichever comes first.
-func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*sessions.Tokens, error) {
+func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o BrowserOptions) (*sessions.Tokens, error) {
 	state, nonce, verifier, err := authorizeSecrets()
 	if err != nil {
 		return nil, err
@@ -154,15 +152,15 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui UI, o BrowserOptions) (*
 			code = r.code
 		case req := <-ui.Requests():
 			switch req {
-			case RequestOpenBrowser:
+			case loginview.RequestOpenBrowser:
 				if err := ui.OpenBrowser(authURL); err != nil {
 					ui.Warn("could not open a browser ("+err.Error()+")", "open the link by hand")
 				}
-			case RequestDeviceFlow:
+			case loginview.RequestDeviceFlow:
 				// Checked here, not by the UI: only the provider's discovery
 				// document says whether the device flow exists.
 				if p.DeviceAuthURL == "" {
-					ui.Warn(ErrNoDeviceFlow.Error(), "finish the login in the browser")
+					ui.Warn(loginview.ErrNoDeviceFlow.Error(), "finish the login in the browser")
 					continue
 				}
 				return nil, ErrSwitchToDevice
@@ -198,7 +196,7 @@ func codeFromPaste(in, state string) (string, error) {
 			if q.Get("state") != state {
 				return "", errBadPaste
 			}
-			return "", fmt.Errorf("%w: %s %s", ErrLoginDenied, e, q.Get("error_description"))
+			return "", fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, q.Get("error_description"))
 		}
 		if q.Get("state") != state {
 			return "", fmt.Errorf("%w (its state belongs to a different login)", errBadPaste)
@@ -251,7 +249,7 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 		if e := r.Form.Get("error"); e != "" {
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = fmt.Fprintf(w, page, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
-			results <- callbackResult{err: fmt.Errorf("%w: %s %s", ErrLoginDenied, e, r.Form.Get("error_description"))}
+			results <- callbackResult{err: fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, r.Form.Get("error_description"))}
 			return
 		}
 		code := r.Form.Get("code")

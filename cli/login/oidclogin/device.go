@@ -2,29 +2,22 @@ package oidclogin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
-
-// ErrNoDeviceFlow means the provider does not advertise a device endpoint.
-var ErrNoDeviceFlow = errors.New("the identity provider does not support the device flow (no device_authorization_endpoint)")
-
-// ErrDeviceLogin marks a device login that started but did not finish
-// (the code expired, was refused, or the provider failed).
-var ErrDeviceLogin = errors.New("device login")
 
 // DeviceLogin runs the OAuth 2.0 device authorization grant (RFC 8628): the
 // person enters a short code on any device with a browser. It ends when the
 // person approves, the code expires, or ctx ends.
-func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, error) {
+func (p *Provider) DeviceLogin(ctx context.Context, ui loginview.Flow) (*sessions.Tokens, error) {
 	if p.DeviceAuthURL == "" {
-		return nil, ErrNoDeviceFlow
+		return nil, loginview.ErrNoDeviceFlow
 	}
 	da, err := p.oauth.DeviceAuth(p.ctx(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("start %w: %w", ErrDeviceLogin, err)
+		return nil, fmt.Errorf("start %w: %w", loginview.ErrDeviceLogin, err)
 	}
 	ui.ShowDeviceCode(da.VerificationURI, da.UserCode, da.VerificationURIComplete)
 	ui.Step("waiting for you to approve the login on the other device")
@@ -44,7 +37,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 			case <-pollCtx.Done():
 				return
 			case req := <-ui.Requests():
-				if req != RequestOpenBrowser {
+				if req != loginview.RequestOpenBrowser {
 					continue // already in the device flow
 				}
 				page := da.VerificationURIComplete
@@ -60,9 +53,9 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui UI) (*sessions.Tokens, er
 	tok, err := p.oauth.DeviceAccessToken(p.ctx(pollCtx), da)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w not completed: %w", ErrDeviceLogin, context.Cause(ctx))
+			return nil, fmt.Errorf("%w not completed: %w", loginview.ErrDeviceLogin, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("%w: %w", ErrDeviceLogin, err)
+		return nil, fmt.Errorf("%w: %w", loginview.ErrDeviceLogin, err)
 	}
 	return p.tokens(ctx, tok, "")
 }

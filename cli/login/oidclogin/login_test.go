@@ -17,6 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // fakeUI records what a person would see, and plays the browser: opening a
@@ -29,7 +30,7 @@ type fakeUI struct {
 	paste    chan string
 	noOpen   bool
 	beforeGo func(authURL string) // runs before the browser follows the URL
-	requests chan oidclogin.Request
+	requests chan loginview.Request
 }
 
 func (u *fakeUI) Step(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
@@ -43,7 +44,7 @@ func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
 	u.Step("code " + code + " at " + uri)
 }
 
-func (u *fakeUI) Requests() <-chan oidclogin.Request { return u.requests }
+func (u *fakeUI) Requests() <-chan loginview.Request { return u.requests }
 
 func (u *fakeUI) OpenBrowser(authURL string) error {
 	if u.noOpen {
@@ -267,8 +268,8 @@ func TestRefusesHTTPIssuer(t *testing.T) {
 func TestBrowserRequests(t *testing.T) {
 	t.Run("open again", func(t *testing.T) {
 		p := oidctest.New(t)
-		ui := &fakeUI{t: t, ca: p.CABundle, requests: make(chan oidclogin.Request, 1)}
-		ui.requests <- oidclogin.RequestOpenBrowser
+		ui := &fakeUI{t: t, ca: p.CABundle, requests: make(chan loginview.Request, 1)}
+		ui.requests <- loginview.RequestOpenBrowser
 		// SkipBrowser: only the request opens the browser.
 		if _, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{SkipBrowser: true}); err != nil {
 			t.Fatal(err)
@@ -279,8 +280,8 @@ func TestBrowserRequests(t *testing.T) {
 	})
 	t.Run("switch to device", func(t *testing.T) {
 		p := oidctest.New(t)
-		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan oidclogin.Request, 1)}
-		ui.requests <- oidclogin.RequestDeviceFlow
+		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan loginview.Request, 1)}
+		ui.requests <- loginview.RequestDeviceFlow
 		_, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{})
 		if !errors.Is(err, oidclogin.ErrSwitchToDevice) {
 			t.Fatalf("want ErrSwitchToDevice, got %v", err)
@@ -288,10 +289,10 @@ func TestBrowserRequests(t *testing.T) {
 	})
 	t.Run("no device endpoint", func(t *testing.T) {
 		p := oidctest.New(t)
-		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan oidclogin.Request, 2)}
+		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan loginview.Request, 2)}
 		prov := discover(t, p)
 		prov.DeviceAuthURL = ""
-		ui.requests <- oidclogin.RequestDeviceFlow
+		ui.requests <- loginview.RequestDeviceFlow
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		_, err := prov.BrowserLogin(ctx, ui, oidclogin.BrowserOptions{})
@@ -318,8 +319,8 @@ func (r *recordingUI) OpenBrowser(u string) error { r.opened <- u; return nil }
 // browser" opens the verification page with the code filled in.
 func TestDeviceFlowOpensVerificationPage(t *testing.T) {
 	p := oidctest.New(t)
-	ui := &recordingUI{fakeUI: &fakeUI{t: t, ca: p.CABundle, requests: make(chan oidclogin.Request, 1)}, opened: make(chan string, 1)}
-	ui.requests <- oidclogin.RequestOpenBrowser
+	ui := &recordingUI{fakeUI: &fakeUI{t: t, ca: p.CABundle, requests: make(chan loginview.Request, 1)}, opened: make(chan string, 1)}
+	ui.requests <- loginview.RequestOpenBrowser
 	go func() {
 		<-ui.opened
 		p.ApproveDevice()

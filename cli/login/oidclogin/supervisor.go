@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // What a Pinniped Supervisor adds to OIDC (its list of identity providers
@@ -127,7 +128,7 @@ func (p *Provider) CLIPasswordLogin(ctx context.Context, up config.Upstream, lis
 		if e == "access_denied" {
 			return nil, fmt.Errorf("%w by %s: %s", ErrPasswordRefused, up.Name, d)
 		}
-		return nil, fmt.Errorf("%w: login failed with code %q: %s", ErrLoginDenied, e, d)
+		return nil, fmt.Errorf("%w: login failed with code %q: %s", loginview.ErrLoginDenied, e, d)
 	}
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {

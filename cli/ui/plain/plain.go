@@ -1,7 +1,8 @@
 // Package plain is the line-by-line form of what commands show a person: a
-// login's progress (Login), a long wait's steps (Steps) and a numbered
-// chooser (Choose). It writes to stderr, never stdout, which carries the
-// credential for kubectl. Package tui draws the same things as screens.
+// login's progress (Login, a loginview.View), a long wait's steps (Steps)
+// and a numbered chooser (Choose). It writes to stderr, never stdout,
+// which carries the credential for kubectl. Package tui draws the same
+// things as screens.
 package plain
 
 import (
@@ -16,9 +17,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
 )
 
@@ -37,12 +37,12 @@ type Login struct {
 	mu    sync.Mutex
 }
 
-var _ login.UI = (*Login)(nil)
+var _ loginview.View = (*Login)(nil)
 
-// Step implements login.UI.
+// Step implements loginview.View.
 func (p *Login) Step(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
 
-// Warn implements login.UI.
+// Warn implements loginview.View.
 func (p *Login) Warn(problem, next string) {
 	if next == "" {
 		fmt.Fprintf(p.Err, "! %s\n", problem)
@@ -51,14 +51,14 @@ func (p *Login) Warn(problem, next string) {
 	fmt.Fprintf(p.Err, "! %s: %s\n", problem, next)
 }
 
-// ShowLoginURL implements login.UI.
+// ShowLoginURL implements loginview.View.
 func (p *Login) ShowLoginURL(url string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.Err, "Log in by visiting this link:\n\n    %s\n\n", url)
 }
 
-// ShowDeviceCode implements login.UI.
+// ShowDeviceCode implements loginview.View.
 func (p *Login) ShowDeviceCode(uri, code, complete string) {
 	fmt.Fprintf(p.Err, "To log in, open %s on any device and enter the code:\n\n    %s\n\n", uri, code)
 	if complete != "" {
@@ -68,7 +68,7 @@ func (p *Login) ShowDeviceCode(uri, code, complete string) {
 	}
 }
 
-// OpenBrowser implements login.UI.
+// OpenBrowser implements loginview.View.
 func (p *Login) OpenBrowser(url string) error {
 	if p.Open != nil {
 		return p.Open(url)
@@ -76,11 +76,11 @@ func (p *Login) OpenBrowser(url string) error {
 	return browser.Open(p.Getenv, url)
 }
 
-// Requests implements login.UI. Lines typed at the plain prompt are codes,
+// Requests implements loginview.View. Lines typed at the plain prompt are codes,
 // so there is no way to ask for anything else: the channel is nil.
-func (p *Login) Requests() <-chan oidclogin.Request { return nil }
+func (p *Login) Requests() <-chan loginview.Request { return nil }
 
-// PromptCode implements login.UI. Lines are read by one goroutine for the
+// PromptCode implements loginview.View. Lines are read by one goroutine for the
 // life of the process, so a prompt abandoned when the browser wins does not
 // swallow the next answer.
 func (p *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
@@ -112,7 +112,7 @@ func (p *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 	}
 }
 
-// Ask implements login.UI. It reads from the terminal directly, a byte at
+// Ask implements loginview.View. It reads from the terminal directly, a byte at
 // a time, so nothing typed after the answer is taken; a secret is read
 // with echo off, and the terminal is restored if the login ends first.
 func (p *Login) Ask(ctx context.Context, prompt string, secret bool) (string, error) {
@@ -186,8 +186,8 @@ func readLine(r io.Reader) (string, error) {
 	}
 }
 
-// Success implements login.UI.
-func (p *Login) Success(s login.Summary) {
+// Success implements loginview.View.
+func (p *Login) Success(s loginview.Summary) {
 	verb := "Logged in"
 	if s.Refreshed {
 		verb = "Session refreshed"

@@ -10,9 +10,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // LoginOptions configure Login.
@@ -28,7 +27,7 @@ type LoginOptions struct {
 	Cancel context.CancelCauseFunc
 	// Plain shows what happens before the login needs the person (a silent
 	// refresh, a password login), and everything if the screen cannot start.
-	Plain login.UI
+	Plain loginview.View
 	// Getenv reads $BROWSER; nil means os.Getenv.
 	Getenv func(string) string
 	// Open opens a URL in a browser; nil means browser.Open.
@@ -40,13 +39,13 @@ type LoginOptions struct {
 	programOptions []tea.ProgramOption
 }
 
-// Login implements login.UI with a bubbletea screen. The screen starts only
+// Login implements loginview.View with a bubbletea screen. The screen starts only
 // when the login needs the person (a link to open, a code to enter or
 // paste): the cached and refreshed paths never draw, never switch the
 // terminal to raw mode, and print exactly what the plain renderer prints.
 type Login struct {
 	o        LoginOptions
-	requests chan oidclogin.Request
+	requests chan loginview.Request
 
 	mu     sync.Mutex
 	prog   *tea.Program
@@ -55,11 +54,11 @@ type Login struct {
 	runErr error
 }
 
-var _ login.UI = (*Login)(nil)
+var _ loginview.View = (*Login)(nil)
 
 // NewLogin returns the screen; nothing is drawn yet.
 func NewLogin(o LoginOptions) *Login {
-	return &Login{o: o, requests: make(chan oidclogin.Request, 1)}
+	return &Login{o: o, requests: make(chan loginview.Request, 1)}
 }
 
 // running reports whether the screen is up.
@@ -135,7 +134,7 @@ func (l *Login) send(msg tea.Msg) {
 	prog.Send(msg) // a no-op once the program has ended
 }
 
-// Step implements login.UI.
+// Step implements loginview.View.
 func (l *Login) Step(msg string) {
 	if !l.running() {
 		l.o.Plain.Step(msg)
@@ -144,7 +143,7 @@ func (l *Login) Step(msg string) {
 	l.send(stepMsg{msg})
 }
 
-// Warn implements login.UI: a note that stays on the screen.
+// Warn implements loginview.View: a note that stays on the screen.
 func (l *Login) Warn(problem, next string) {
 	if !l.running() {
 		l.o.Plain.Warn(problem, next)
@@ -153,7 +152,7 @@ func (l *Login) Warn(problem, next string) {
 	l.send(warnMsg{problem, next})
 }
 
-// ShowLoginURL implements login.UI; the screen starts here.
+// ShowLoginURL implements loginview.View; the screen starts here.
 func (l *Login) ShowLoginURL(url string) {
 	if !l.start() {
 		l.o.Plain.ShowLoginURL(url)
@@ -162,7 +161,7 @@ func (l *Login) ShowLoginURL(url string) {
 	l.send(loginURLMsg{url})
 }
 
-// ShowDeviceCode implements login.UI; the screen starts here.
+// ShowDeviceCode implements loginview.View; the screen starts here.
 func (l *Login) ShowDeviceCode(uri, code, complete string) {
 	if !l.start() {
 		l.o.Plain.ShowDeviceCode(uri, code, complete)
@@ -171,7 +170,7 @@ func (l *Login) ShowDeviceCode(uri, code, complete string) {
 	l.send(deviceCodeMsg{uri: uri, code: code, complete: complete})
 }
 
-// OpenBrowser implements login.UI.
+// OpenBrowser implements loginview.View.
 func (l *Login) OpenBrowser(url string) error {
 	var err error
 	if l.o.Open != nil {
@@ -185,7 +184,7 @@ func (l *Login) OpenBrowser(url string) error {
 	return err
 }
 
-// PromptCode implements login.UI: the person presses p (or just pastes)
+// PromptCode implements loginview.View: the person presses p (or just pastes)
 // to answer.
 func (l *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 	if !l.start() {
@@ -207,7 +206,7 @@ func (l *Login) PromptCode(ctx context.Context, prompt string) (string, error) {
 	}
 }
 
-// Ask implements login.UI. Usernames and passwords are asked before any
+// Ask implements loginview.View. Usernames and passwords are asked before any
 // screen is needed (the password flows never draw one), so the question
 // goes to the plain renderer; were the screen up, it would own the
 // terminal, and the login ends instead of typing blind into it.
@@ -218,11 +217,11 @@ func (l *Login) Ask(ctx context.Context, prompt string, secret bool) (string, er
 	return l.o.Plain.Ask(ctx, prompt, secret)
 }
 
-// Requests implements login.UI.
-func (l *Login) Requests() <-chan oidclogin.Request { return l.requests }
+// Requests implements loginview.View.
+func (l *Login) Requests() <-chan loginview.Request { return l.requests }
 
-// Success implements login.UI.
-func (l *Login) Success(s login.Summary) {
+// Success implements loginview.View.
+func (l *Login) Success(s loginview.Summary) {
 	if !l.running() {
 		l.o.Plain.Success(s)
 		return

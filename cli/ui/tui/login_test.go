@@ -10,8 +10,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 )
 
@@ -35,7 +34,7 @@ func newTestLogin(cancel context.CancelCauseFunc) (*Login, *syncBuf, *syncBuf) {
 func TestLoginStaysPlainUntilNeeded(t *testing.T) {
 	l, screen, plain := newTestLogin(nil)
 	l.Step("refreshing your session")
-	l.Success(login.Summary{Username: "alice", Refreshed: true, StoredIn: "the OS keyring", Expires: time.Now().Add(time.Hour)})
+	l.Success(loginview.Summary{Username: "alice", Refreshed: true, StoredIn: "the OS keyring", Expires: time.Now().Add(time.Hour)})
 	if err := l.Finish(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestLoginScreenLifecycle(t *testing.T) {
 	if _, err := l.PromptCode(ctx, "paste"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the prompt should end with its context, got %v", err)
 	}
-	l.Success(login.Summary{Username: "alice@example.com", StoredIn: "the OS keyring", Expires: time.Now().Add(time.Hour)})
+	l.Success(loginview.Summary{Username: "alice@example.com", StoredIn: "the OS keyring", Expires: time.Now().Add(time.Hour)})
 	if err := l.Finish(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +77,7 @@ func TestLoginScreenLifecycle(t *testing.T) {
 func TestLoginFinishWithErrorIsShownOnce(t *testing.T) {
 	l, screen, _ := newTestLogin(nil)
 	l.ShowDeviceCode("https://dex/device", "ABCD-EFGH", "")
-	err := l.Finish(fmt.Errorf("%w: expired_token", oidclogin.ErrDeviceLogin))
+	err := l.Finish(fmt.Errorf("%w: expired_token", loginview.ErrDeviceLogin))
 	var shown interface{ AlreadyShown() bool }
 	if !errors.As(err, &shown) || !strings.Contains(err.Error(), "expired_token") {
 		t.Fatalf("want a shown error, got %#v", err)

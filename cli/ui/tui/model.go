@@ -12,8 +12,7 @@ import (
 	"charm.land/bubbles/v2/spinner"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 // ErrCanceled is the cause a login ends with when the person cancels it.
@@ -31,7 +30,7 @@ type (
 		reply chan<- string
 	}
 	promptEndMsg struct{ reply chan<- string }
-	successMsg   struct{ summary login.Summary }
+	successMsg   struct{ summary loginview.Summary }
 	finishMsg    struct{ err error }
 )
 
@@ -59,16 +58,16 @@ type loginModel struct {
 	switching     bool
 	canceling     bool
 
-	requests chan<- oidclogin.Request
+	requests chan<- loginview.Request
 	cancel   context.CancelCauseFunc
 	ready    func() // called from Init: the program owns the terminal
 
 	done   bool
-	result *login.Summary
+	result *loginview.Summary
 	err    error
 }
 
-func newLoginModel(issuer string, now func() time.Time, requests chan<- oidclogin.Request, cancel context.CancelCauseFunc) loginModel {
+func newLoginModel(issuer string, now func() time.Time, requests chan<- loginview.Request, cancel context.CancelCauseFunc) loginModel {
 	if now == nil {
 		now = time.Now
 	}
@@ -206,7 +205,7 @@ func (m loginModel) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m.startCancel()
 	case "o":
 		if m.loginURL != "" || m.device != nil {
-			m.request(oidclogin.RequestOpenBrowser)
+			m.request(loginview.RequestOpenBrowser)
 			m.info = "opening your browser"
 		}
 	case "u":
@@ -228,7 +227,7 @@ func (m loginModel) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case "d":
 		if m.loginURL != "" && m.device == nil && !m.switching {
 			m.switching = true
-			m.request(oidclogin.RequestDeviceFlow)
+			m.request(loginview.RequestDeviceFlow)
 			m.info = "switching to the device flow"
 		}
 	}
@@ -248,7 +247,7 @@ func (m loginModel) link() string {
 
 // request asks the flow without blocking the screen: a request the flow
 // has not taken yet makes a second one redundant.
-func (m loginModel) request(r oidclogin.Request) {
+func (m loginModel) request(r loginview.Request) {
 	select {
 	case m.requests <- r:
 	default:
@@ -397,15 +396,15 @@ func NextStep(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the login took too long. Run the command again (--timeout sets the limit)."
-	case errors.Is(err, oidclogin.ErrLoginDenied):
+	case errors.Is(err, loginview.ErrLoginDenied):
 		return "check that you chose the right account; if you did, ask your administrator for access."
-	case errors.Is(err, oidclogin.ErrNoDeviceFlow):
+	case errors.Is(err, loginview.ErrNoDeviceFlow):
 		return "log in with the browser instead (leave out --flow=device)."
 	case errors.As(err, &unknownCA), errors.As(err, &hostErr):
 		return "the issuer's certificate is not trusted: get a kubeconfig with its CA from your administrator (pinniped get kubeconfig), or pass --ca-bundle."
 	case errors.As(err, &netErr):
 		return "check that the identity provider is reachable from this machine (VPN, proxy, DNS), then run the command again."
-	case errors.Is(err, oidclogin.ErrDeviceLogin):
+	case errors.Is(err, loginview.ErrDeviceLogin):
 		return "the code may have expired; run the command again for a new one."
 	}
 	return "run the command again; if it keeps failing, `pinniped logout` clears the cached session."

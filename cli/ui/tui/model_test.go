@@ -13,8 +13,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 )
 
 const issuer = "https://dex.example.com:5556"
@@ -39,13 +38,13 @@ func key(s string) tea.KeyPressMsg {
 // fixture is a model at 12 s into a login, with its channels.
 type fixture struct {
 	m        loginModel
-	requests chan oidclogin.Request
+	requests chan loginview.Request
 	canceled error
 	reply    chan string
 }
 
 func newFixture(width int) *fixture {
-	f := &fixture{requests: make(chan oidclogin.Request, 1), reply: make(chan string, 1)}
+	f := &fixture{requests: make(chan loginview.Request, 1), reply: make(chan string, 1)}
 	now := t0
 	f.m = newLoginModel(issuer, func() time.Time { return now }, f.requests, func(err error) { f.canceled = err })
 	now = t0.Add(12 * time.Second)
@@ -176,7 +175,7 @@ func TestLoginModelStates(t *testing.T) {
 			},
 			check: func(t *testing.T, f *fixture) {
 				f.run(key("o"))
-				if r := <-f.requests; r != oidclogin.RequestOpenBrowser {
+				if r := <-f.requests; r != loginview.RequestOpenBrowser {
 					t.Fatalf("request %v", r)
 				}
 				if cmds := f.run(key("u")); len(cmds) != 1 || fmt.Sprint(cmds[0]()) != fmt.Sprint(tea.Println(authURL)()) {
@@ -199,7 +198,7 @@ func TestLoginModelStates(t *testing.T) {
 			want:    []string{"switching to the device flow"},
 			notWant: []string{"d device code"},
 			check: func(t *testing.T, f *fixture) {
-				if r := <-f.requests; r != oidclogin.RequestDeviceFlow {
+				if r := <-f.requests; r != loginview.RequestDeviceFlow {
 					t.Fatalf("request %v", r)
 				}
 				f.run(key("d"))
@@ -231,7 +230,7 @@ func TestLoginModelStates(t *testing.T) {
 			name: "success",
 			setup: func(f *fixture) {
 				browserWaiting(f)
-				cmds := f.run(successMsg{login.Summary{Username: "alice@example.com", Groups: []string{"developers", "admins"},
+				cmds := f.run(successMsg{loginview.Summary{Username: "alice@example.com", Groups: []string{"developers", "admins"},
 					Expires: t0.Add(5*time.Minute + 12*time.Second), StoredIn: "the OS keyring"}})
 				if len(cmds) != 1 {
 					panic("no quit")
@@ -247,7 +246,7 @@ func TestLoginModelStates(t *testing.T) {
 			name: "failure",
 			setup: func(f *fixture) {
 				browserWaiting(f)
-				f.run(finishMsg{fmt.Errorf("exchange the authorization code: %w", oidclogin.ErrLoginDenied)})
+				f.run(finishMsg{fmt.Errorf("exchange the authorization code: %w", loginview.ErrLoginDenied)})
 			},
 			want:    []string{"logging in to"},
 			notWant: []string{"q cancel", "waiting", "Log in by visiting"},
@@ -345,10 +344,10 @@ func TestNextStep(t *testing.T) {
 		want string
 	}{
 		{context.DeadlineExceeded, "--timeout"},
-		{fmt.Errorf("x: %w", oidclogin.ErrLoginDenied), "right account"},
-		{oidclogin.ErrNoDeviceFlow, "--flow=device"},
+		{fmt.Errorf("x: %w", loginview.ErrLoginDenied), "right account"},
+		{loginview.ErrNoDeviceFlow, "--flow=device"},
 		{fmt.Errorf("discover: %w", timeoutErr{}), "reachable"},
-		{fmt.Errorf("%w: expired_token", oidclogin.ErrDeviceLogin), "expired"},
+		{fmt.Errorf("%w: expired_token", loginview.ErrDeviceLogin), "expired"},
 		{errors.New("something else"), "pinniped logout"},
 	} {
 		if got := NextStep(tt.err); !strings.Contains(got, tt.want) {

@@ -1,5 +1,5 @@
 // Package tui is the interactive terminal UI of pinniped: the login screen
-// (Login, over the login engine's UI interface), the progress of long waits
+// (Login, a loginview.View), the progress of long waits
 // (Steps) and a chooser (Choose). It renders with bubbletea inline, never in
 // the alternate screen, so a full-screen caller such as k9s keeps its
 // screen, and only on the terminal (stderr), never on stdout, which carries
