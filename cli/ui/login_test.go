@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -28,28 +27,6 @@ func TestForLoginWithoutATerminal(t *testing.T) {
 		want := errors.New("boom")
 		if err := l.Finish(want); err != want { //nolint:errorlint // the very error, not wrapped
 			t.Errorf("Finish: %v", err)
-		}
-	}
-}
-
-// TestNoFormImportsTheLogin: the login reaches its views through
-// loginview, a leaf of the standard library, so no package under cli/ui
-// needs anything of cli/login.
-func TestNoFormImportsTheLogin(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	const mod = "github.com/pinniped-kit/pinniped/"
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		for _, imp := range fields[1:] {
-			if strings.HasPrefix(imp, mod+"cli/login") {
-				t.Errorf("%s imports %s", fields[0], imp)
-			}
-			if fields[0] == mod+"cli/ui/loginview" && strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
-				t.Errorf("loginview imports %s; it must stay a leaf of the standard library", imp)
-			}
 		}
 	}
 }
