@@ -21,7 +21,18 @@ func TestVersionAndErrors(t *testing.T) {
 		t.Fatalf("version -o json: %q (%v)", out.String(), err)
 	}
 
+	// The old --json still works; its notice goes to stderr, never into
+	// the JSON on stdout.
 	out.Reset()
+	if code := Execute(context.Background(), &out, &errOut, info, []string{"version", "--json"}); code != 0 {
+		t.Fatalf("version --json: code %d, stderr %q", code, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || !strings.Contains(errOut.String(), "--json has been deprecated, use -o json") {
+		t.Fatalf("version --json: stdout %q (%v), stderr %q", out.String(), err, errOut.String())
+	}
+
+	out.Reset()
+	errOut.Reset()
 	if code := Execute(context.Background(), &out, &errOut, info, []string{"--nope"}); code == 0 {
 		t.Fatal("unknown flag must fail")
 	}

@@ -19,7 +19,7 @@ func newVersionCommand(info buildinfo.Info) *cobra.Command {
   pinniped-agent version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := buildinfo.Format(output, legacyJSON)
+			format, err := buildinfo.Format(output, legacyJSON, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -27,7 +27,7 @@ func newVersionCommand(info buildinfo.Info) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&legacyJSON, "json", false, "the same as -o json")
-	_ = cmd.Flags().MarkDeprecated("json", "use -o json")
+	_ = cmd.Flags().MarkHidden("json")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml, with upstream Pinniped's field names (default: one line of text, which also names the commit, Go version and platform; upstream prints the version alone)")
 	return cmd
 }

@@ -34,14 +34,14 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "the same as -o json")
-	_ = cmd.Flags().MarkDeprecated("json", "use -o json")
+	_ = cmd.Flags().MarkHidden("json")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json or yaml, with upstream Pinniped's field names (default: one line of text, which also names the commit, Go version and platform; upstream prints the version alone)")
 	return cmd
 }
 
 // Validate rejects output formats we cannot print; --json becomes -o json.
 func (o *Options) Validate() error {
-	format, err := buildinfo.Format(o.Output, o.JSON)
+	format, err := buildinfo.Format(o.Output, o.JSON, o.f.IO.ErrOut)
 	if err != nil {
 		return err
 	}

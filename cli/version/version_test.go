@@ -104,3 +104,24 @@ func TestVersion(t *testing.T) {
 		t.Errorf("-o xml: %v", err)
 	}
 }
+
+// TestLegacyJSONKeepsStdoutJSON: the old --json prints the JSON alone on
+// stdout, as scripts read it, and its deprecation notice on stderr.
+func TestLegacyJSONKeepsStdoutJSON(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	f := cmdutil.Test(strings.NewReader(""), &stdout, &stderr, nil)
+	cmd := version.NewCmdVersion(f, nil)
+	cmd.SetArgs([]string{"--json"})
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got["gitVersion"] != "v0.0.0-test" {
+		t.Fatalf("stdout is not the JSON alone: %q (%v)", stdout.String(), err)
+	}
+	if !strings.Contains(stderr.String(), "--json has been deprecated, use -o json") {
+		t.Fatalf("stderr %q", stderr.String())
+	}
+}

@@ -65,9 +65,12 @@ func (i Info) Upstream() apimachineryversion.Info {
 // Format is the output format of a version command's -o, reconciled with
 // the agent's earlier --json (legacyJSON), which both binaries still
 // accept. Both version commands use it, so they refuse the same things in
-// the same words.
-func Format(output string, legacyJSON bool) (string, error) {
+// the same words. --json is hidden rather than marked deprecated: cobra
+// prints deprecation notices on the command's output, stdout, where they
+// would break the JSON a script reads; the notice goes to warn instead.
+func Format(output string, legacyJSON bool, warn io.Writer) (string, error) {
 	if legacyJSON {
+		fmt.Fprintln(warn, "Flag --json has been deprecated, use -o json")
 		if output != "" && output != "json" {
 			return "", fmt.Errorf("--json and -o %s disagree", output)
 		}
