@@ -33,6 +33,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.authorizeError(w, r, fosite.NewAuthorizeRequest(), fosite.ErrInvalidRequest.WithHint("Unable to parse form params, make sure to send a properly formatted query params or form request body."))
 		return
 	}
+	if browserless {
+		// A CLI reads the redirect's Location and never a page: the
+		// password flow answers in the query whatever response_mode asks.
+		r.Form.Del("response_mode")
+	}
 
 	// The identity provider is chosen before anything else is checked, as upstream does.
 	name := r.Form.Get("pinniped_idp_name")

@@ -409,6 +409,21 @@ func TestCLIPassword(t *testing.T) {
 	}
 }
 
+// TestCLIPasswordNeverAnswersWithAPage: a browserless request that asks
+// for form_post still gets its 302 (a CLI reads the Location header; a 200
+// page would leave it with nothing), with the code in the query.
+func TestCLIPasswordNeverAnswersWithAPage(t *testing.T) {
+	b := newTestBed(t)
+	l := b.newLogin("Bed LDAP", cliRedirect)
+	l.params.Set("response_mode", "form_post")
+	r := b.authorize(l, aliceEmail, alicePassword)
+	loc := r.location(t)
+	if r.status != http.StatusFound || loc.Query().Get("code") == "" || loc.Query().Get("state") != l.state {
+		t.Fatalf("want a 302 with the code, got HTTP %d to %s", r.status, loc.Redacted())
+	}
+	b.secrets = append(b.secrets, loc.Query().Get("code"))
+}
+
 func TestCodeExchangeRefusals(t *testing.T) {
 	b := newTestBed(t)
 	for name, spoil := range map[string]func(url.Values){
