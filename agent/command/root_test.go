@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 )
 
 func TestVersionAndErrors(t *testing.T) {

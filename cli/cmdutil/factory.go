@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // Factory is the outside world as commands see it.

@@ -12,13 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/version"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/whoami"
 )
 

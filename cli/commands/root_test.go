@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

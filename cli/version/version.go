@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // Options are the inputs of `pinniped version`.

@@ -9,9 +9,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/version"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // run runs the command with its own Run, on a test Factory holding a fixed

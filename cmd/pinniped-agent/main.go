@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/pinniped-kit/pinniped/agent/command"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".

@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/commands"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".

@@ -14,12 +14,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
-	"github.com/pinniped-kit/pinniped/cli/version/buildinfo"
 )
 
 const (
