@@ -507,7 +507,7 @@ func browserSteps(t testing.TB, bctx context.Context, what string, steps ...chro
 }
 
 // openPage navigates to url and waits for ready to show, trying again
-// when the load fails. Chromium drops a page that is loading when the
+// when the load itself fails (a net::ERR_ error). Chromium drops a page that is loading when the
 // machine's network changes (net::ERR_NETWORK_CHANGED), and the bed's
 // network does change while a test runs: every pod that starts adds an
 // interface. A login page loaded twice is harmless (each load is a new
@@ -523,7 +523,9 @@ func openPage(url string, ready chromedp.Action[chromedp.Void]) chromedp.Action[
 				return nil
 			}
 			errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
-			if ctx.Err() != nil {
+			// Only a failed load is tried again: anything else (an error
+			// page, a form that never shows) is the test's to report.
+			if ctx.Err() != nil || !strings.Contains(err.Error(), "net::ERR_") {
 				break
 			}
 		}

@@ -192,6 +192,8 @@ func TestSupervisor(t *testing.T) {
 					"--upstream-identity-provider-flow="+flow)
 			})
 		}
+		// Sessions live in the bed's keyring, which the other subtests
+		// share: start from an empty one.
 		_, _ = RunE(nil, pinniped, "logout", "--all")
 		creds := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
 		for kc, want := range map[string]string{

@@ -122,19 +122,57 @@ func RunE[O any](o O, prepare func() error, runF func(context.Context, O) error,
 	}
 }
 
-// testCaches are the caches under the test's XDG_CONFIG_HOME; without one,
-// none: a test must never read or write the person's own.
+// testCaches are the caches under the test's XDG_CONFIG_HOME, and never
+// the person's own: the keyring mode keeps files there too (a test must
+// not reach the OS keyring), and without an XDG_CONFIG_HOME only "none"
+// works.
 func testCaches(env map[string]string) Caches {
 	if env["XDG_CONFIG_HOME"] == "" {
 		return noCaches{}
 	}
-	return credstore.Places{Getenv: func(k string) string { return env[k] }}
+	return filesOnly{credstore.Places{Getenv: func(k string) string { return env[k] }}}
 }
+
+type filesOnly struct{ places credstore.Places }
+
+func fileMode(mode string) string {
+	if mode == "keyring" {
+		return "file"
+	}
+	return mode
+}
+
+func (f filesOnly) Open(mode string, warn io.Writer) (cache.Store, error) {
+	return f.places.Open(fileMode(mode), warn)
+}
+
+func (f filesOnly) Everywhere(mode string) ([]cache.Store, error) {
+	return f.places.Everywhere(fileMode(mode))
+}
+
+func (f filesOnly) LockDir(mode string) (string, error) { return f.places.LockDir(fileMode(mode)) }
 
 type noCaches struct{}
 
 var errNoCaches = errors.New("cmdutil.Test: give the test an XDG_CONFIG_HOME of its own to use caches")
 
-func (noCaches) Open(string, io.Writer) (cache.Store, error) { return nil, errNoCaches }
-func (noCaches) Everywhere(string) ([]cache.Store, error)    { return nil, errNoCaches }
-func (noCaches) LockDir(string) (string, error)              { return "", errNoCaches }
+func (noCaches) Open(mode string, _ io.Writer) (cache.Store, error) {
+	if mode == "none" {
+		return nil, nil
+	}
+	return nil, errNoCaches
+}
+
+func (noCaches) Everywhere(mode string) ([]cache.Store, error) {
+	if mode == "none" {
+		return nil, nil
+	}
+	return nil, errNoCaches
+}
+
+func (noCaches) LockDir(mode string) (string, error) {
+	if mode == "none" {
+		return "", nil
+	}
+	return "", errNoCaches
+}

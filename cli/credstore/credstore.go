@@ -21,8 +21,8 @@ import (
 )
 
 // Places are where one environment's caches live: its $XDG_CONFIG_HOME,
-// else the home directory. Getenv is the environment (the process's, or
-// the one a test or a kubeconfig's exec entry gives).
+// else this process's home directory. Getenv is the environment (the
+// process's, or the one a test gives).
 type Places struct {
 	Getenv func(string) string
 }

@@ -100,7 +100,8 @@ func TestLoginOIDCRun(t *testing.T) {
 	if err != nil || again.Status.Token != cred.Status.Token || idp.PasswordGrants.Load() != 1 {
 		t.Fatalf("second login: %v, same token %v, %d password grants\n%s", err, again.Status.Token == cred.Status.Token, idp.PasswordGrants.Load(), stderr)
 	}
-	if _, stderr, err := login(t.TempDir(), "wrong"); err == nil || strings.Contains(err.Error()+stderr, "wrong\"") {
+	const wrong = "Wrong-Horse-Battery-7"
+	if _, stderr, err := login(t.TempDir(), wrong); err == nil || strings.Contains(err.Error()+stderr, wrong) {
 		t.Fatalf("a wrong password: %v\n%s", err, stderr)
 	}
 }
