@@ -7,6 +7,8 @@ package conciergeclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
@@ -24,8 +27,15 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
-// timeout bounds one exchange.
+// timeout bounds one exchange, its retries included.
 const timeout = 30 * time.Second
+
+// retryBackoff paces the retries of an exchange the cluster could not
+// answer for a moment: an agent replica that just died (the aggregator
+// answers 503 until its endpoint is gone), a rollout, a restarting API
+// server. A TokenCredentialRequest may be sent again safely: each one
+// only mints another short-lived credential.
+var retryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 3 * time.Second}
 
 // ErrRefused means the agent looked at the token and said no.
 var ErrRefused = errors.New("the cluster refused the token")
@@ -56,35 +66,32 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 	}
 
 	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	status, raw, err := post(ctx, client, endpoint, body)
+	for backoff := retryBackoff; retryable(status, err) && backoff.Steps > 1; {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("exchange token at %s: %w (gave up retrying: %w)", c.Endpoint, context.Cause(ctx), answerError(status, err))
+		case <-time.After(backoff.Step()):
+		}
+		status, raw, err = post(ctx, client, endpoint, body)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("exchange token at %s: %w", c.Endpoint, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("exchange token at %s: %w", c.Endpoint, err)
 	}
-	if resp.StatusCode != http.StatusCreated {
+	if status != http.StatusCreated {
 		var st struct {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(raw, &st)
 		msg := st.Message
 		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
+			msg = http.StatusText(status)
 		}
 		hint := ""
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusServiceUnavailable {
+		if status == http.StatusNotFound || status == http.StatusServiceUnavailable {
 			hint = " (is the pinniped agent installed and ready on this cluster?)"
 		}
-		return nil, fmt.Errorf("exchange token at %s: HTTP %d: %s%s", c.Endpoint, resp.StatusCode, msg, hint)
+		return nil, fmt.Errorf("exchange token at %s: HTTP %d: %s%s", c.Endpoint, status, msg, hint)
 	}
 	var out loginv1alpha1.TokenCredentialRequest
 	if err := json.Unmarshal(raw, &out); err != nil {
@@ -98,4 +105,48 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 		return nil, fmt.Errorf("exchange token at %s: the answer holds no usable credential", c.Endpoint)
 	}
 	return cred, nil
+}
+
+// answerError describes the last failed attempt.
+func answerError(status int, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("HTTP %d", status)
+}
+
+// post sends the request once and reads the answer.
+func post(ctx context.Context, client *http.Client, endpoint string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, raw, err
+}
+
+// retryable: what a moment later may go otherwise. A certificate the
+// client does not trust, or an answer the agent meant (a refusal, a 4xx),
+// never does.
+func retryable(status int, err error) bool {
+	if err != nil {
+		var unknownAuthority x509.UnknownAuthorityError
+		var hostname x509.HostnameError
+		var invalid x509.CertificateInvalidError
+		var tlsVerify *tls.CertificateVerificationError
+		return !errors.As(err, &unknownAuthority) && !errors.As(err, &hostname) && !errors.As(err, &invalid) &&
+			!errors.As(err, &tlsVerify) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	}
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
