@@ -21,6 +21,12 @@ import (
 // one short read-modify-write, so a longer wait means a stopped process.
 const IndexWait = time.Minute
 
+// ErrBusy is in the error of an Acquire that waited for another process's
+// lock until its context ended. Any other error means the lock could not
+// be taken at all (a read-only or full disk, a directory that is not one),
+// which a caller may choose to go on without.
+var ErrBusy = errors.New("the lock is held by another process")
+
 // Lock is a held lock.
 type Lock struct{ f *flock.Flock }
 
@@ -35,7 +41,7 @@ func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 	ok, err := f.TryLockContext(ctx, 25*time.Millisecond)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w", f.Path(), err)
+			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w: %w", f.Path(), ErrBusy, err)
 		}
 		return nil, fmt.Errorf("lock %s: %w", f.Path(), err)
 	}

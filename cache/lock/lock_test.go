@@ -2,8 +2,10 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +58,7 @@ func TestTimeoutSaysWhy(t *testing.T) {
 	// flock locks are per open file description, so a second Acquire in the
 	// same process contends like another process would.
 	_, err = lock.Acquire(ctx, dir, "k")
-	if err == nil || !strings.Contains(err.Error(), "another pinniped process") {
+	if err == nil || !strings.Contains(err.Error(), "another pinniped process") || !errors.Is(err, lock.ErrBusy) {
 		t.Fatalf("want a timeout naming the cause, got %v", err)
 	}
 }
@@ -94,4 +96,18 @@ func TestAcrossProcesses(t *testing.T) {
 		t.Fatalf("acquired after %v while the child held the lock", waited)
 	}
 	_ = cmd.Wait()
+}
+
+// TestNoPlaceForLocksIsNotBusy: a lock directory that cannot be made is
+// another failure than a lock held elsewhere, which callers treat
+// differently (they may go on without the lock).
+func TestNoPlaceForLocksIsNotBusy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lock.Acquire(context.Background(), filepath.Join(file, "locks"), "k")
+	if err == nil || errors.Is(err, lock.ErrBusy) {
+		t.Fatalf("want an error other than ErrBusy, got %v", err)
+	}
 }

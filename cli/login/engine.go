@@ -193,8 +193,15 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	l, err := lock.Acquire(lctx, e.LockDir, name)
-	if err != nil {
+	switch {
+	case errors.Is(err, lock.ErrBusy):
 		return nil, err
+	case err != nil:
+		// A lock only keeps concurrent kubectl calls to one login; a
+		// cache directory that cannot hold one (read-only, full) must
+		// not cost the login itself.
+		e.UI.Warn("could not take the login lock ("+err.Error()+")", "logging in without it; check the cache directory's disk and permissions")
+		return func() {}, nil
 	}
 	return func() { _ = l.Unlock() }, nil
 }

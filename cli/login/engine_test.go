@@ -50,10 +50,17 @@ type browserUI struct {
 	// answers reply to Ask, by prompt; asked records the prompts.
 	answers map[string]string
 	asked   []string
+	// warnings records Warn's problems.
+	mu       sync.Mutex
+	warnings []string
 }
 
-func (u *browserUI) Step(string)         {}
-func (u *browserUI) Warn(string, string) {}
+func (u *browserUI) Step(string) {}
+func (u *browserUI) Warn(problem, _ string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.warnings = append(u.warnings, problem)
+}
 func (u *browserUI) ShowLoginURL(string) {}
 func (u *browserUI) ShowDeviceCode(string, string, string) {
 	if u.onDeviceCode != nil {
@@ -473,5 +480,34 @@ func TestExchangeUsesTheCachedAccessToken(t *testing.T) {
 	run()
 	if h.idp.RefreshGrants.Load() != 1 || h.idp.ExchangeGrants.Load() != 3 {
 		t.Fatalf("refreshes %d, exchanges %d; want 1, 3", h.idp.RefreshGrants.Load(), h.idp.ExchangeGrants.Load())
+	}
+}
+
+// TestUnwritableCacheStillLogsIn: a cache directory that can hold neither
+// locks nor credentials (here a path under a regular file; a read-only or
+// full disk in e2e) costs the login nothing: kubectl gets its credential,
+// and the person is told the cache could not be written.
+func TestUnwritableCacheStillLogsIn(t *testing.T) {
+	h := newHarness(t)
+	blocked := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.store = &filestore.Store{Dir: filepath.Join(blocked, "creds")}
+	h.lockDir = filepath.Join(blocked, "locks")
+	r := h.request(true)
+	r.Flow, r.Username, r.Password = config.FlowPassword, "alice", "password"
+	var out bytes.Buffer
+	if err := h.engine(&out).LoginOIDC(context.Background(), r, &execcred.Request{APIVersion: execcred.V1}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"clientKeyData":"key"`) {
+		t.Fatalf("kubectl got %q", out.String())
+	}
+	warned := strings.Join(h.ui.warnings, "\n")
+	for _, want := range []string{"could not take the login lock", "could not cache the credential"} {
+		if !strings.Contains(warned, want) {
+			t.Errorf("no warning %q in %q", want, warned)
+		}
 	}
 }
