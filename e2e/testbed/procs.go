@@ -3,6 +3,7 @@ package testbed
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -94,7 +95,59 @@ func (b *Bed) start(name string, env []string, bin string, args ...string) error
 		return fmt.Errorf("%s exited immediately; see %s", name, b.cfg.LogFile(name))
 	}
 	b.exited[name] = exited
-	return os.WriteFile(b.pidFile(name), []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
+	if err := os.WriteFile(b.pidFile(name), []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600); err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(launch{Env: env, Bin: bin, Args: args})
+	return os.WriteFile(b.launchFile(name), raw, 0o600)
+}
+
+// launch is how a daemon was started, kept so that a test which stops it
+// (a fault it injects) can start it again exactly so.
+type launch struct {
+	Env  []string
+	Bin  string
+	Args []string
+}
+
+func (b *Bed) launchFile(name string) string {
+	return filepath.Join(b.cfg.PIDDir(), name+".launch.json")
+}
+
+// Stop stops one of the bed's daemons (SIGTERM, SIGKILL after grace; a
+// grace of 0 is an outright SIGKILL), as a fault a test injects. Start
+// brings it back.
+func (b *Bed) Stop(name string, grace time.Duration) error {
+	if _, err := os.Stat(b.launchFile(name)); err != nil {
+		return fmt.Errorf("the bed has no daemon %q it could start again: %w", name, err)
+	}
+	b.stop(name, grace)
+	return nil
+}
+
+// Start starts a daemon that Stop stopped, as Up started it, and waits
+// until it has not exited for a moment; whether it serves is for the
+// caller to wait for. A daemon still running is left as it is.
+func (b *Bed) Start(name string) error {
+	if b.running(name) {
+		return nil
+	}
+	raw, err := os.ReadFile(b.launchFile(name))
+	if err != nil {
+		return fmt.Errorf("how %s was started is not recorded: %w", name, err)
+	}
+	var l launch
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return fmt.Errorf("%s: %w", b.launchFile(name), err)
+	}
+	if err := b.start(name, l.Env, l.Bin, l.Args...); err != nil {
+		return err
+	}
+	time.Sleep(200 * time.Millisecond)
+	if !b.running(name) {
+		return fmt.Errorf("%s exited right after starting again; see %s:\n%s", name, b.cfg.LogFile(name), tail(b.cfg.LogFile(name), 15))
+	}
+	return nil
 }
 
 // cleanEnv is our environment minus variables that would change how daemons behave:
