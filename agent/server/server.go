@@ -11,19 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
@@ -31,12 +25,15 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
+	"github.com/pinniped-kit/pinniped/agent/health"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/kubeclient"
+	"github.com/pinniped-kit/pinniped/agent/leaderelection"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/proxy/replica"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
+	"github.com/pinniped-kit/pinniped/agent/signingkey"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -119,20 +116,17 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	issuers := &issuer.Switch{}
 	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
 	issuers.Set(csr)
-	signingKey := &signingKeyStrategy{
-		agent: &kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: "pinniped-kube-cert-agent",
-			Image: o.KubeCertAgentImage, Manage: leading.Load},
-		issuers: issuers, fallback: csr, ttl: o.CertTTL, log: log.With("strategy", "KubeClusterSigningCertificate"),
-		changed: kickStatus,
-	}
+	signingKey := signingkey.New(&kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: "pinniped-kube-cert-agent",
+		Image: o.KubeCertAgentImage, Manage: leading.Load},
+		issuers, csr, o.CertTTL, log.With("strategy", "KubeClusterSigningCertificate"), kickStatus)
 	if o.KubeCertAgentImage != "" {
-		go signingKey.run(ctx)
+		go signingKey.Run(ctx)
 	}
 	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
 	m.ProxyAudit = o.ProxyAudit
 
 	// Health and metrics come up first so the kubelet sees progress.
-	go serveHealth(ctx, o.HealthListenAddress, &ready, m.Handler(), log)
+	go health.Serve(ctx, o.HealthListenAddress, ready.Load, m.Handler(), log)
 
 	proxyAuth, err := frontproxy.NewSource(ctx, kube, 60*time.Second)
 	if err != nil {
@@ -208,7 +202,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 			Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
 			Success: configv1alpha1.FetchedKeyStrategyReason,
 			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
-			Probe:   signingKey.status,
+			Probe:   signingKey.Status,
 		}, {
 			Type:    configv1alpha1.ImpersonationProxyStrategyType,
 			Success: configv1alpha1.ListeningStrategyReason,
@@ -219,10 +213,11 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
 			Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
-			Probe:   cachedSuccess(time.Minute, csrProbe(csr)),
+			Probe:   credentialissuer.CachedSuccess(time.Minute, csrProbe(csr)),
 		}},
 	}
-	go runLeaderElection(ctx, kube, o, &leading, log, func(ctx context.Context) { ci.Run(ctx) })
+	go leaderelection.Run(ctx, kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
+		&leading, log, func(ctx context.Context) { ci.Run(ctx) })
 
 	select {
 	case <-ctx.Done():
@@ -243,27 +238,6 @@ func csrProbe(csr *issuer.CSR) func(context.Context) (*credentialissuer.Working,
 	}
 }
 
-// cachedSuccess reuses a successful probe for ttl, so that frequent
-// re-probing (while another strategy is Pending) does not create a CSR
-// every few seconds. Failures are always probed again.
-func cachedSuccess(ttl time.Duration, probe func(context.Context) (*credentialissuer.Working, error)) func(context.Context) (*credentialissuer.Working, error) {
-	var mu sync.Mutex
-	var okUntil time.Time
-	var last *credentialissuer.Working
-	return func(ctx context.Context) (*credentialissuer.Working, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Now().Before(okUntil) {
-			return last, nil
-		}
-		w, err := probe(ctx)
-		if err == nil {
-			okUntil, last = time.Now().Add(ttl), w
-		}
-		return w, err
-	}
-}
-
 func loadRestConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -277,62 +251,4 @@ func loadRestConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("not running in a cluster and no --kubeconfig given: %w", err)
 	}
 	return cfg, nil
-}
-
-func runLeaderElection(ctx context.Context, kube kubernetes.Interface, o *Options, leading *atomic.Bool, log *slog.Logger, lead func(context.Context)) {
-	id := o.PodName
-	if id == "" {
-		id, _ = os.Hostname()
-	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: o.LeaseName, Namespace: o.Namespace},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true,
-			LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					leading.Store(true)
-					log.Info("became the leader: writing statuses", "identity", id)
-					lead(ctx)
-				},
-				OnStoppedLeading: func() {
-					leading.Store(false)
-					log.Info("stopped leading", "identity", id)
-				},
-			},
-		})
-	}
-}
-
-func serveHealth(ctx context.Context, addr string, ready *atomic.Bool, metricsHandler http.Handler, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready: waiting for the front-proxy configuration and serving certificate", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.Handle("/metrics", metricsHandler)
-	srv := healthServer(addr, mux)
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("health endpoint stopped", "address", addr, "error", err)
-	}
-}
-
-// healthServer bounds every phase of a connection: the endpoint is plain
-// HTTP on the pod network, and nothing it serves needs long requests.
-func healthServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{Addr: addr, Handler: h,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second}
 }

@@ -1,4 +1,4 @@
-package server
+package health
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 // TestHealthListenerBoundsEveryPhase: a client that opens connections and
 // sends nothing, or sends slowly, or never closes, cannot hold them.
 func TestHealthListenerBoundsEveryPhase(t *testing.T) {
-	s := healthServer(":0", http.NotFoundHandler())
+	s := newServer(":0", http.NotFoundHandler())
 	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 {
 		t.Fatalf("unbounded: header %v, read %v, write %v, idle %v", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout)
 	}

@@ -1,0 +1,97 @@
+// Package signingkey is the KubeClusterSigningCertificate strategy: it keeps
+// the cluster's signing key (read by package kubecertagent) in memory as the
+// agent's active issuer while the key can be read, and falls back to the CSR
+// API while it cannot. The key rotates with the control plane, and the
+// helper pod can be evicted, so it is read again periodically rather than
+// once; how long to wait depends on why the last read failed.
+package signingkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+)
+
+// Strategy keeps the cluster signing key in memory and makes it the active
+// issuer while it works; otherwise exchanges fall back to the CSR API.
+type Strategy struct {
+	fetch    func(context.Context) (*certauthority.CA, error)
+	enabled  bool
+	issuers  *issuer.Switch
+	fallback issuer.Issuer
+	ttl      time.Duration
+	log      *slog.Logger
+	// changed is called after every fetch, so the CredentialIssuer status
+	// follows at once.
+	changed func()
+	// after is time.After, replaced in tests so the loop need not sleep.
+	after func(time.Duration) <-chan time.Time
+
+	mu      sync.Mutex
+	lastErr error
+	fetched bool
+}
+
+// New returns the strategy for agent, switching issuers between the key's
+// CA (certificates of ttl) and fallback; changed is told after every fetch.
+// An agent without an image is disabled: Status says so and Run must not
+// be started.
+func New(agent *kubecertagent.Agent, issuers *issuer.Switch, fallback issuer.Issuer, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
+	return &Strategy{fetch: agent.Fetch, enabled: agent.Image != "", issuers: issuers, fallback: fallback, ttl: ttl,
+		log: log, changed: changed, after: time.After}
+}
+
+// Run fetches the key until ctx ends.
+func (s *Strategy) Run(ctx context.Context) {
+	for {
+		fetchCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		ca, err := s.fetch(fetchCtx)
+		cancel()
+		s.mu.Lock()
+		s.lastErr, s.fetched = err, true
+		s.mu.Unlock()
+		s.changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.after(s.apply(ca, err)):
+		}
+	}
+}
+
+// apply makes the outcome of one fetch the active issuer and says how long
+// to wait before the next.
+func (s *Strategy) apply(ca *certauthority.CA, err error) time.Duration {
+	if err == nil {
+		s.issuers.Set(&issuer.CA{CA: ca, TTL: s.ttl})
+		s.log.Info("loaded the cluster signing key into memory")
+		return 15 * time.Minute
+	}
+	s.issuers.Set(s.fallback)
+	s.log.Info("cluster signing key not available; using the CSR API", "reason", err.Error())
+	if errors.Is(err, kubecertagent.ErrNoControllerManager) {
+		return 10 * time.Minute // a managed cluster will not grow one soon
+	}
+	return 10 * time.Second
+}
+
+// Status is the strategy's probe: the result of the last fetch.
+func (s *Strategy) Status(context.Context) (*credentialissuer.Working, error) {
+	if !s.enabled {
+		return nil, errors.New("disabled: the agent was started without --kube-cert-agent-image")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.fetched {
+		return nil, fmt.Errorf("still fetching the key: %w", credentialissuer.ErrPending)
+	}
+	return nil, s.lastErr
+}
