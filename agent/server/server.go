@@ -190,31 +190,10 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
 		map[string]string{"app.kubernetes.io/name": "pinniped-agent"})
 
-	// Strategies in the order clients should prefer them: the first that
-	// works is what `get kubeconfig` picks. The proxy comes before the CSR
-	// API because it runs only where an admin enabled it, or where auto mode
-	// found no control plane: a managed cluster, where the proxy is the
-	// intended path and the CSR API is the fallback.
 	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: statusTrigger,
 		GroupSuffix: o.GroupSuffix,
 		Log:         log.With("controller", "credentialissuer"),
-		Probers: []credentialissuer.Prober{{
-			Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
-			Success: configv1alpha1.FetchedKeyStrategyReason,
-			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
-			Probe:   signingKey.Status,
-		}, {
-			Type:    configv1alpha1.ImpersonationProxyStrategyType,
-			Success: configv1alpha1.ListeningStrategyReason,
-			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
-			Probe:   proxyController.Sync,
-		}, {
-			Type:    configv1alpha1.CertificateSigningRequestStrategyType,
-			Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
-			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
-			Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
-			Probe:   credentialissuer.CachedSuccess(time.Minute, csrProbe(csr)),
-		}},
+		Probers:     strategies(signingKey.Status, proxyController.Sync, csrProbe(csr)),
 	}
 	go leaderelection.Run(ctx, kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
 		&leading, log, func(ctx context.Context) { ci.Run(ctx) })
@@ -230,8 +209,36 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	}
 }
 
+type probe = func(context.Context) (*credentialissuer.Working, error)
+
+// strategies are the CredentialIssuer's strategies in the order clients
+// should prefer them: the first that works is what `get kubeconfig` picks.
+// The proxy comes before the CSR API because it runs only where an admin
+// enabled it, or where auto mode found no control plane: a managed
+// cluster, where the proxy is the intended path and the CSR API is the
+// fallback.
+func strategies(signingKey, proxy, csr probe) []credentialissuer.Prober {
+	return []credentialissuer.Prober{{
+		Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
+		Success: configv1alpha1.FetchedKeyStrategyReason,
+		Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
+		Probe:   signingKey,
+	}, {
+		Type:    configv1alpha1.ImpersonationProxyStrategyType,
+		Success: configv1alpha1.ListeningStrategyReason,
+		Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
+		Probe:   proxy,
+	}, {
+		Type:    configv1alpha1.CertificateSigningRequestStrategyType,
+		Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
+		Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
+		Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
+		Probe:   credentialissuer.CachedSuccess(time.Minute, csr),
+	}}
+}
+
 // csrProbe issues one real certificate: the only proof the cluster signs.
-func csrProbe(csr *issuer.CSR) func(context.Context) (*credentialissuer.Working, error) {
+func csrProbe(csr *issuer.CSR) probe {
 	return func(ctx context.Context) (*credentialissuer.Working, error) {
 		_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
 		return nil, err
