@@ -3,9 +3,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -13,9 +20,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
@@ -212,5 +225,228 @@ cp -a "$CFG/pinniped" "$OUT/after"
 				t.Fatalf("the cache changed:\nbefore %v\nafter  %v", before, after)
 			}
 		})
+	}
+}
+
+// kubectlLoadResult counts what a load sent and what failed, with the first
+// failures' stderr.
+type kubectlLoadResult struct {
+	sent, failed atomic.Int64
+	mu           sync.Mutex
+	failures     []string
+}
+
+// kubectlLoad runs workers that each call kubectl (as a user whose every
+// call exchanges a token at the agent) in a loop until stop is closed.
+func kubectlLoad(t *testing.T, workers int, env []string, stop <-chan struct{}) (*kubectlLoadResult, *sync.WaitGroup) {
+	t.Helper()
+	res := &kubectlLoadResult{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res.sent.Add(1)
+				if got, stderr, err := whoami(t, env); err != nil || got == "" {
+					res.failed.Add(1)
+					res.mu.Lock()
+					if len(res.failures) < 5 {
+						res.failures = append(res.failures, time.Now().Format("15:04:05.000")+": "+strings.TrimSpace(stderr))
+					}
+					res.mu.Unlock()
+				}
+			}
+		}()
+	}
+	return res, &wg
+}
+
+// tcrResult counts a TokenCredentialRequest load: requests sent, retried
+// (after a connection error, 502, 503 or 504, as the CLI retries) and
+// failed for good.
+type tcrResult struct {
+	sent, retried, failed atomic.Int64
+	mu                    sync.Mutex
+	failures              []string
+}
+
+// tcrLoad posts TokenCredentialRequests for alice through kube-apiserver
+// from workers goroutines until stop is closed, each on a connection of
+// its own, retrying up to five times what may pass a moment later.
+func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
+	t.Helper()
+	cfg := Bed.Config()
+	token, _ := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+	body, _ := json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+	})
+	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	url := cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
+	once := func(c *http.Client) (int, error) {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	res := &tcrResult{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res.sent.Add(1)
+				status, err := once(c)
+				for try := 0; try < 5 && (err != nil || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
+					res.retried.Add(1)
+					time.Sleep(200 * time.Millisecond << try)
+					status, err = once(c)
+				}
+				if err != nil || status != http.StatusCreated {
+					res.failed.Add(1)
+					res.mu.Lock()
+					if len(res.failures) < 5 {
+						res.failures = append(res.failures, fmt.Sprintf("%s: HTTP %d %v", time.Now().Format("15:04:05.000"), status, err))
+					}
+					res.mu.Unlock()
+				}
+			}
+		}()
+	}
+	return res, &wg
+}
+
+// agentPods are the agent's pods: name, UID and restart count.
+type agentPod struct {
+	name, uid string
+	restarts  int
+}
+
+func agentPods(t *testing.T) []agentPod {
+	t.Helper()
+	out := Kubectl(t, "-n", "pinniped", "get", "pods", "-l", "app.kubernetes.io/name=pinniped-agent,app.kubernetes.io/component=agent",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.containerStatuses[0].restartCount}{"\n"}{end}`)
+	var pods []agentPod
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[2])
+		pods = append(pods, agentPod{f[0], f[1], n})
+	}
+	return pods
+}
+
+// killAgent sends SIGKILL to the agent process of one pod: found on the
+// host by its cgroup, which names the pod's UID.
+func killAgent(t *testing.T, pod agentPod) {
+	t.Helper()
+	uid := strings.ReplaceAll(pod.uid, "-", "_")
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, cg := range procs {
+		raw, err := os.ReadFile(cg)
+		if err != nil || (!strings.Contains(string(raw), uid) && !strings.Contains(string(raw), pod.uid)) {
+			continue
+		}
+		dir := filepath.Dir(cg)
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		if strings.TrimSpace(string(comm)) != "pinniped-agent" {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d (%s): %v", pid, pod.name, err)
+		}
+		return
+	}
+	t.Fatalf("no pinniped-agent process of pod %s (uid %s) on this host", pod.name, pod.uid)
+}
+
+// TestAgentReplicaKilledUnderLoad: while users' kubectl calls each
+// exchange a token, and a TokenCredentialRequest load runs beside them,
+// each agent replica in turn is killed with SIGKILL; no kubectl call
+// fails, and no exchange fails for good (clients may retry what the
+// aggregator could not answer for a moment, as the CLI does).
+func TestAgentReplicaKilledUnderLoad(t *testing.T) {
+	pinniped := installAgent(t)
+	alice := testbed.DexUsers[0]
+	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No cached cluster credentials (sessions stay): every call exchanges.
+	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	user.Exec.Args = append(user.Exec.Args, "--credential-cache=")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+		"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	if got, stderr, err := whoami(t, env); err != nil || got != alice.Email {
+		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
+	}
+	pods := agentPods(t)
+	if len(pods) != 2 {
+		t.Fatalf("want the agent's 2 replicas, have %v", pods)
+	}
+
+	stop := make(chan struct{})
+	res, wg := kubectlLoad(t, 2, env, stop)
+	tcr, tcrWG := tcrLoad(t, 2, stop)
+	start := time.Now()
+	time.Sleep(5 * time.Second)
+	for _, pod := range pods {
+		killAgent(t, pod)
+		killed := time.Now()
+		Eventually(t, 90*time.Second, pod.name+" restarted and ready", func(context.Context) error {
+			for _, p := range agentPods(t) {
+				if p.name == pod.name && p.restarts > pod.restarts {
+					_, err := RunE(nil, "kubectl", "-n", "pinniped", "wait", "--for=condition=Ready", "pod/"+p.name, "--timeout=1s")
+					return err
+				}
+			}
+			return errors.New("not restarted yet")
+		})
+		t.Logf("%s: killed, back and ready after %s", pod.name, time.Since(killed).Round(100*time.Millisecond))
+		time.Sleep(5 * time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	tcrWG.Wait()
+	took := time.Since(start).Round(time.Second)
+	t.Logf("over %s, both replicas killed in turn:\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
+		"| kubectl through the exec plugin (an exchange each) | %d | (inside the CLI) | %d |\n| TokenCredentialRequest through kube-apiserver | %d | %d | %d |",
+		took, res.sent.Load(), res.failed.Load(), tcr.sent.Load(), tcr.retried.Load(), tcr.failed.Load())
+	if res.failed.Load() != 0 || res.sent.Load() < 10 {
+		t.Errorf("%d of %d kubectl calls failed while replicas were killed:\n%s", res.failed.Load(), res.sent.Load(), strings.Join(res.failures, "\n"))
+	}
+	if tcr.failed.Load() != 0 || tcr.sent.Load() < 10 {
+		t.Errorf("%d of %d exchanges failed for good while replicas were killed:\n%s", tcr.failed.Load(), tcr.sent.Load(), strings.Join(tcr.failures, "\n"))
 	}
 }
