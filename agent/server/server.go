@@ -103,7 +103,9 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	}
 
 	var leading atomic.Bool
-	var ready atomic.Bool
+	// listening: the aggregated API's port is bound; the replica is ready
+	// once its authenticators are built too (authnController.Synced).
+	var listening atomic.Bool
 	// statusTrigger makes the CredentialIssuer controller probe again now.
 	statusTrigger := make(chan struct{}, 1)
 	kickStatus := func() {
@@ -125,8 +127,14 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
 	m.ProxyAudit = o.ProxyAudit
 
+	authnController := &authenticators.Controller{Dynamic: dyn, Kube: kube, Namespace: o.Namespace, Registry: registry,
+		IsLeader: leading.Load, Log: log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
+	// Ready means able to serve an exchange: a replica that takes requests
+	// before its authenticators are built refuses valid tokens, and a
+	// login is not retried after a refusal.
+	ready := func() bool { return listening.Load() && authnController.Synced() }
 	// Health and metrics come up first so the kubelet sees progress.
-	go health.Serve(ctx, o.HealthListenAddress, ready.Load, m.Handler(), log)
+	go health.Serve(ctx, o.HealthListenAddress, ready, m.Handler(), log)
 
 	proxyAuth, err := frontproxy.NewSource(ctx, kube, 60*time.Second)
 	if err != nil {
@@ -143,8 +151,6 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		return err
 	}
 
-	authnController := &authenticators.Controller{Dynamic: dyn, Kube: kube, Namespace: o.Namespace, Registry: registry,
-		IsLeader: leading.Load, Log: log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
 	go func() {
 		if err := authnController.Run(ctx); err != nil {
 			log.Error("authenticator controller stopped", "error", err)
@@ -173,7 +179,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 			errCh <- fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
 			return
 		}
-		ready.Store(true)
+		listening.Store(true)
 		log.Info("serving the aggregated API", "address", ln.Addr().String())
 		errCh <- srv.ServeTLS(ln, "", "")
 	}()
@@ -202,7 +208,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	case <-ctx.Done():
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		ready.Store(false)
+		listening.Store(false)
 		return srv.Shutdown(shutdownCtx)
 	case err := <-errCh:
 		return err

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,6 +78,26 @@ type Controller struct {
 
 	mu    sync.Mutex
 	built map[tokenauth.Key]string // fingerprint of what is in the registry
+	// pending are the authenticators that existed at start and have not
+	// been reconciled once yet; synced is set when none are left.
+	pending map[tokenauth.Key]bool
+	synced  atomic.Bool
+}
+
+// Synced reports whether every authenticator that existed when the
+// controller started has been reconciled once (built, or failed once).
+// Until then this replica would refuse tokens the others accept, so it
+// must not be sent exchanges: the agent's readiness waits for it.
+func (c *Controller) Synced() bool { return c.synced.Load() }
+
+// firstPassDone notes that key has been reconciled once.
+func (c *Controller) firstPassDone(key tokenauth.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, key)
+	if len(c.pending) == 0 {
+		c.synced.Store(true)
+	}
 }
 
 // Run starts informers and workers and blocks until ctx ends.
@@ -113,6 +134,18 @@ func (c *Controller) Run(ctx context.Context) error {
 			return fmt.Errorf("%s informer did not sync (are the CRDs installed?)", kind)
 		}
 	}
+	pending := map[tokenauth.Key]bool{}
+	for kind, inf := range c.informers {
+		for _, obj := range inf.GetStore().List() {
+			if m, err := meta.Accessor(obj); err == nil {
+				pending[tokenauth.Key{Kind: kind, Name: m.GetName()}] = true
+			}
+		}
+	}
+	c.mu.Lock()
+	c.pending = pending
+	c.synced.Store(len(pending) == 0)
+	c.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
@@ -128,6 +161,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	defer c.firstPassDone(key)
 	if err := c.reconcile(ctx, key); err != nil {
 		c.log().Info("authenticator not ready; will retry", "authenticator", key.String(), "error", err)
 		c.queue.AddRateLimited(key)

@@ -72,6 +72,9 @@ func TestReconcileLifecycle(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if c.Synced() {
+		t.Fatal("synced before it ran")
+	}
 	go func() { _ = c.Run(ctx) }()
 
 	dexKey := tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"}
@@ -83,6 +86,12 @@ func TestReconcileLifecycle(t *testing.T) {
 		var a authv1alpha1.JWTAuthenticator
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &a)
 		return a.Status
+	}
+	// Synced (what the replica's readiness waits for) only once both have
+	// been tried: dex is then in the registry, and broken has failed once.
+	eventually(t, "the first pass", c.Synced)
+	if keys := reg.Keys(); len(keys) != 1 || keys[0] != dexKey {
+		t.Fatalf("synced with the registry holding %v, want dex", keys)
 	}
 	eventually(t, "dex to be Ready", func() bool { return status("dex").Phase == authv1alpha1.PhaseReady })
 	eventually(t, "broken to be Error", func() bool { return status("broken").Phase == authv1alpha1.PhaseError })
@@ -120,4 +129,21 @@ func TestReconcileLifecycle(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestSyncedWithNoAuthenticators: with none to build, the controller is
+// synced as soon as its informers are.
+func TestSyncedWithNoAuthenticators(t *testing.T) {
+	listKinds := map[schema.GroupVersionResource]string{
+		authenticators.JWTAuthenticators:     "JWTAuthenticatorList",
+		authenticators.WebhookAuthenticators: "WebhookAuthenticatorList",
+	}
+	c := &authenticators.Controller{
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds), Kube: kubefake.NewClientset(),
+		Namespace: "pinniped", Registry: tokenauth.NewRegistry(), IsLeader: func() bool { return false }, Log: slog.New(slog.DiscardHandler),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	eventually(t, "synced", c.Synced)
 }
