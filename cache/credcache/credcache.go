@@ -75,7 +75,11 @@ func (c *Cache) lockIndex(ctx context.Context) (func(), error) {
 	lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
 	defer cancel()
 	l, err := lock.Acquire(lctx, c.LockDir, indexKey)
-	if err != nil {
+	switch {
+	case errors.Is(err, lock.ErrNoPlace):
+		// Nobody can lock there: this process's own mutex is all there is.
+		return c.mu.Unlock, nil
+	case err != nil:
 		c.mu.Unlock()
 		return nil, fmt.Errorf("lock the credential index: %w", err)
 	}

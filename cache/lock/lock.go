@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -22,10 +23,28 @@ import (
 const IndexWait = time.Minute
 
 // ErrBusy is in the error of an Acquire that waited for another process's
-// lock until its context ended. Any other error means the lock could not
-// be taken at all (a read-only or full disk, a directory that is not one),
-// which a caller may choose to go on without.
+// lock until its context ended (or was canceled).
 var ErrBusy = errors.New("the lock is held by another process")
+
+// ErrNoPlace is in the error of an Acquire whose directory cannot hold a
+// lock file at all: a read-only or full file system, a path through a
+// file. Nobody else can take such a lock either, so a caller may go on
+// without it (saying so). Any other failure (permissions, a file system
+// without locks) may hide a lock another process holds, and is not this.
+var ErrNoPlace = errors.New("no lock file can be made here")
+
+// noPlace reports whether err means the file system cannot hold the file.
+func noPlace(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// failed wraps err, marking it ErrNoPlace where that is what it means.
+func failed(what string, err error) error {
+	if noPlace(err) {
+		return fmt.Errorf("%s: %w: %w", what, ErrNoPlace, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
 
 // Lock is a held lock.
 type Lock struct{ f *flock.Flock }
@@ -34,7 +53,7 @@ type Lock struct{ f *flock.Flock }
 // (created 0700) and are named by a hash, so keys may contain anything.
 func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create lock directory: %w", err)
+		return nil, failed("create lock directory", err)
 	}
 	sum := sha256.Sum256([]byte(key))
 	f := flock.New(filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock"))
@@ -43,10 +62,10 @@ func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w: %w", f.Path(), ErrBusy, err)
 		}
-		return nil, fmt.Errorf("lock %s: %w", f.Path(), err)
+		return nil, failed("lock "+f.Path(), err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("could not lock %s", f.Path())
+		return nil, fmt.Errorf("could not lock %s: %w", f.Path(), ErrBusy)
 	}
 	return &Lock{f: f}, nil
 }

@@ -107,7 +107,7 @@ func TestNoPlaceForLocksIsNotBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := lock.Acquire(context.Background(), filepath.Join(file, "locks"), "k")
-	if err == nil || errors.Is(err, lock.ErrBusy) {
-		t.Fatalf("want an error other than ErrBusy, got %v", err)
+	if err == nil || errors.Is(err, lock.ErrBusy) || !errors.Is(err, lock.ErrNoPlace) {
+		t.Fatalf("want ErrNoPlace, not ErrBusy, got %v", err)
 	}
 }

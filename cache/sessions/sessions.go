@@ -127,10 +127,14 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]string) (keep, drop [
 		lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
 		defer cancel()
 		l, err := lock.Acquire(lctx, c.LockDir, indexKey)
-		if err != nil {
+		switch {
+		case errors.Is(err, lock.ErrNoPlace):
+			// Nobody can lock there: this process's own mutex is all there is.
+		case err != nil:
 			return fmt.Errorf("lock the session index: %w", err)
+		default:
+			defer func() { _ = l.Unlock() }()
 		}
-		defer func() { _ = l.Unlock() }()
 	}
 	keep, drop := fn(c.readIndex(ctx))
 	var errs []error

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
@@ -74,6 +75,8 @@ type Engine struct {
 	// Debug, when set, is told what the engine decides and why, for
 	// PINNIPED_DEBUG; never a secret.
 	Debug func(format string, args ...any)
+
+	lockWarning sync.Once
 }
 
 func (e *Engine) debug(format string, args ...any) {
@@ -194,14 +197,18 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 	defer cancel()
 	l, err := lock.Acquire(lctx, e.LockDir, name)
 	switch {
-	case errors.Is(err, lock.ErrBusy):
-		return nil, err
-	case err != nil:
-		// A lock only keeps concurrent kubectl calls to one login; a
-		// cache directory that cannot hold one (read-only, full) must
-		// not cost the login itself.
-		e.UI.Warn("could not take the login lock ("+err.Error()+")", "logging in without it; check the cache directory's disk and permissions")
+	case errors.Is(err, lock.ErrNoPlace):
+		// A lock only keeps concurrent kubectl calls to one login, and
+		// where no lock file can be made (read-only, full) nobody else
+		// holds one: that must not cost the login itself. Any other
+		// failure may hide another process's lock, and a second login
+		// racing it could spend a single-use refresh token twice.
+		e.lockWarning.Do(func() {
+			e.UI.Warn("could not take the login lock ("+err.Error()+")", "logging in without it; check the cache directory's disk")
+		})
 		return func() {}, nil
+	case err != nil:
+		return nil, err
 	}
 	return func() { _ = l.Unlock() }, nil
 }

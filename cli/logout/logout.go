@@ -260,8 +260,13 @@ func holdLoginLock(ctx context.Context, dir, name string) (func(), error) {
 	lctx, cancel := context.WithTimeout(ctx, loginLockWait)
 	defer cancel()
 	l, err := lock.Acquire(lctx, dir, name)
-	if err != nil {
+	switch {
+	case errors.Is(err, lock.ErrBusy):
 		return nil, fmt.Errorf("a login for this context is still running (finish or cancel it, then run pinniped logout again): %w", err)
+	case errors.Is(err, lock.ErrNoPlace):
+		return func() {}, nil // no login can hold one there either
+	case err != nil:
+		return nil, err
 	}
 	return func() { _ = l.Unlock() }, nil
 }

@@ -8,11 +8,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -27,15 +28,34 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
-// timeout bounds one exchange, its retries included.
-const timeout = 30 * time.Second
+// timeout bounds one exchange, its retries included; attemptTimeout one
+// attempt, so that one that hangs leaves time to try again.
+const (
+	timeout        = 30 * time.Second
+	attemptTimeout = 10 * time.Second
+)
 
-// retryBackoff paces the retries of an exchange the cluster could not
-// answer for a moment: an agent replica that just died (the aggregator
-// answers 503 until its endpoint is gone), a rollout, a restarting API
-// server. A TokenCredentialRequest may be sent again safely: each one
-// only mints another short-lived credential.
-var retryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 3 * time.Second}
+// Retries of an exchange the cluster could not answer for a moment (an
+// agent replica that just died, which the aggregator answers with 503
+// until its endpoint is gone; a rollout; a restarting API server) start
+// after retryBackoff's first wait, double to at most maxRetryWait, and
+// stop once retrying would pass retryFor after the first attempt. A
+// TokenCredentialRequest may be sent again safely: it stores nothing and
+// consumes nothing; each one only mints another short-lived credential.
+var (
+	retryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32}
+	maxRetryWait = 2 * time.Second
+	retryFor     = 8 * time.Second
+	// sleep waits d unless ctx ends first; tests count the waits instead.
+	sleep = func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(d):
+			return nil
+		}
+	}
+)
 
 // ErrRefused means the agent looked at the token and said no.
 var ErrRefused = errors.New("the cluster refused the token")
@@ -67,12 +87,16 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 
 	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
 	status, raw, err := post(ctx, client, endpoint, body)
-	for backoff := retryBackoff; retryable(status, err) && backoff.Steps > 1; {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("exchange token at %s: %w (gave up retrying: %w)", c.Endpoint, context.Cause(ctx), answerError(status, err))
-		case <-time.After(backoff.Step()):
+	waited, backoff := time.Duration(0), retryBackoff
+	for retryable(status, err) {
+		wait := min(backoff.Step(), maxRetryWait)
+		if waited+wait > retryFor {
+			break
 		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("exchange token at %s: %w (while retrying after: %w)", c.Endpoint, serr, answerError(status, err))
+		}
+		waited += wait
 		status, raw, err = post(ctx, client, endpoint, body)
 	}
 	if err != nil {
@@ -117,6 +141,8 @@ func answerError(status int, err error) error {
 
 // post sends the request once and reads the answer.
 func post(ctx context.Context, client *http.Client, endpoint string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -133,16 +159,24 @@ func post(ctx context.Context, client *http.Client, endpoint string, body []byte
 }
 
 // retryable: what a moment later may go otherwise. A certificate the
-// client does not trust, or an answer the agent meant (a refusal, a 4xx),
-// never does.
+// client does not trust, a server that does not speak TLS, a name that
+// does not resolve, the caller giving up, or an answer the agent meant (a
+// refusal, a 4xx, a 500) never does.
 func retryable(status int, err error) bool {
 	if err != nil {
-		var unknownAuthority x509.UnknownAuthorityError
-		var hostname x509.HostnameError
-		var invalid x509.CertificateInvalidError
-		var tlsVerify *tls.CertificateVerificationError
-		return !errors.As(err, &unknownAuthority) && !errors.As(err, &hostname) && !errors.As(err, &invalid) &&
-			!errors.As(err, &tlsVerify) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+		var verify *tls.CertificateVerificationError
+		var record tls.RecordHeaderError
+		var alert tls.AlertError
+		var dns *net.DNSError
+		switch {
+		case errors.As(err, &verify), errors.As(err, &record), errors.As(err, &alert), errors.Is(err, context.Canceled):
+			return false
+		case errors.As(err, &dns):
+			return !dns.IsNotFound
+		}
+		// A timeout of one attempt (not of the whole exchange, which
+		// the loop's sleep then reports) may pass on another.
+		return true
 	}
 	switch status {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,8 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
@@ -44,10 +43,17 @@ func server(t *testing.T, statuses ...int) (*config.Concierge, *atomic.Int64) {
 	return &config.Concierge{Endpoint: srv.URL, CABundle: ca, AuthenticatorType: "jwt", AuthenticatorName: "dex"}, &n
 }
 
-func fastRetries(t *testing.T) {
-	saved := retryBackoff
-	retryBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 6}
-	t.Cleanup(func() { retryBackoff = saved })
+// fastRetries keeps the real schedule but records its waits instead of
+// waiting them.
+func fastRetries(t *testing.T) *[]time.Duration {
+	var waits []time.Duration
+	saved := sleep
+	sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
+	}
+	t.Cleanup(func() { sleep = saved })
+	return &waits
 }
 
 // TestRetriesWhatMayPass: a 503 (a replica that just died, as the
@@ -62,13 +68,66 @@ func TestRetriesWhatMayPass(t *testing.T) {
 	}
 }
 
-// TestGivesUp: an agent that stays unavailable is asked six times, then
-// the error says what it answered and what to check.
+// TestGivesUp: an agent that stays unavailable is asked again on the real
+// schedule (waits doubling from about 200 ms, at most 2 s each, 8 s in
+// all: seven attempts), then the error says what it answered and what to
+// check.
 func TestGivesUp(t *testing.T) {
-	fastRetries(t)
+	waits := fastRetries(t)
 	c, n := server(t, http.StatusServiceUnavailable)
 	_, err := Exchange(context.Background(), c, "token")
-	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "installed and ready") || n.Load() != 6 {
+	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "installed and ready") || n.Load() != 7 {
+		t.Fatalf("%v after %d requests", err, n.Load())
+	}
+	var total time.Duration
+	for i, w := range *waits {
+		total += w
+		if w > maxRetryWait || (i > 0 && w < (*waits)[i-1]*3/2 && w != maxRetryWait) {
+			t.Errorf("wait %d is %s after %s", i, w, (*waits)[max(i-1, 0)])
+		}
+	}
+	if len(*waits) != 6 || total > retryFor || total < 6*time.Second {
+		t.Fatalf("waits %v (%s in all)", *waits, total)
+	}
+}
+
+// TestRetriesAConnectionLost: a connection closed without an answer (the
+// replica died mid-request) is tried again.
+func TestRetriesAConnectionLost(t *testing.T) {
+	fastRetries(t)
+	var n atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) <= 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(created))
+	}))
+	defer srv.Close()
+	c := &config.Concierge{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+		AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	if cred, err := Exchange(context.Background(), c, "token"); err != nil || cred.Token != "cluster-token" || n.Load() != 3 {
+		t.Fatalf("%v after %d requests", err, n.Load())
+	}
+}
+
+// TestCanceledWhileWaiting: the person giving up during a wait ends the
+// exchange at once, saying why and what the cluster last answered.
+func TestCanceledWhileWaiting(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	saved := sleep
+	sleep = func(context.Context, time.Duration) error {
+		cancel(errors.New("interrupted"))
+		return context.Cause(ctx)
+	}
+	t.Cleanup(func() { sleep = saved })
+	c, n := server(t, http.StatusServiceUnavailable)
+	_, err := Exchange(ctx, c, "token")
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "HTTP 503") || n.Load() != 1 {
 		t.Fatalf("%v after %d requests", err, n.Load())
 	}
 }
@@ -103,5 +162,12 @@ func TestNoRetryForAnswersMeant(t *testing.T) {
 	c := &config.Concierge{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	if _, err := Exchange(context.Background(), c, "token"); err == nil || conns.Load() != 1 {
 		t.Errorf("untrusted server: %v after %d connections", err, conns.Load())
+	}
+	// The right CA, but a name the certificate does not hold.
+	conns.Store(0)
+	c.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	c.Endpoint = strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	if _, err := Exchange(context.Background(), c, "token"); err == nil || !strings.Contains(err.Error(), "certificate") || conns.Load() != 1 {
+		t.Errorf("wrong name: %v after %d connections", err, conns.Load())
 	}
 }
