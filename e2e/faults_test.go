@@ -53,6 +53,12 @@ func stopDaemon(t *testing.T, name string, grace time.Duration, ready func(conte
 			t.Fatal(err)
 		}
 		Eventually(t, 60*time.Second, name+" serves again", ready)
+		// And whatever the fault took down with it.
+		if revived, err := Bed.Revive(); err != nil {
+			t.Fatal(err)
+		} else if len(revived) > 0 {
+			t.Logf("bed daemons that exited while %s was away, started again: %v", name, revived)
+		}
 	}
 	t.Cleanup(start)
 	return start
@@ -282,7 +288,10 @@ type tcrResult struct {
 func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
 	t.Helper()
 	cfg := Bed.Config()
-	token, _ := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+	token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+	if !ok || token == "" {
+		t.Fatal("Dex's password grant gave no ID token")
+	}
 	body, _ := json.Marshal(map[string]any{
 		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
 		"spec": map[string]any{"token": token, "authenticator": map[string]any{
@@ -295,6 +304,8 @@ func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	url := cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
+	// once sends one request; a 201 counts only when it holds a
+	// credential (a refusal is a 201 too, with a message).
 	once := func(c *http.Client) (int, error) {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -303,7 +314,22 @@ func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync
 			return 0, err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		_, _ = io.Copy(io.Discard, resp.Body)
+		var out struct {
+			Status struct {
+				Credential *json.RawMessage `json:"credential"`
+				Message    *string          `json:"message"`
+			} `json:"status"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil && resp.StatusCode == http.StatusCreated {
+			return resp.StatusCode, err
+		}
+		if resp.StatusCode == http.StatusCreated && out.Status.Credential == nil {
+			msg := ""
+			if out.Status.Message != nil {
+				msg = *out.Status.Message
+			}
+			return resp.StatusCode, fmt.Errorf("refused: %s", msg)
+		}
 		return resp.StatusCode, nil
 	}
 	res := &tcrResult{}
@@ -321,7 +347,8 @@ func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync
 				}
 				res.sent.Add(1)
 				status, err := once(c)
-				for try := 0; try < 5 && (err != nil || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
+				// A refusal (an answer meant) is not retried, as the CLI does not.
+				for try := 0; try < 5 && ((err != nil && status == 0) || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
 					res.retried.Add(1)
 					time.Sleep(200 * time.Millisecond << try)
 					status, err = once(c)
@@ -419,6 +446,9 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	res, wg := kubectlLoad(t, 2, env, stop)
 	tcr, tcrWG := tcrLoad(t, 2, stop)
+	// However the test ends, the loads end with it.
+	stopLoads := sync.OnceFunc(func() { close(stop); wg.Wait(); tcrWG.Wait() })
+	t.Cleanup(stopLoads)
 	start := time.Now()
 	time.Sleep(5 * time.Second)
 	for _, pod := range pods {
@@ -436,9 +466,7 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 		t.Logf("%s: killed, back and ready after %s", pod.name, time.Since(killed).Round(100*time.Millisecond))
 		time.Sleep(5 * time.Second)
 	}
-	close(stop)
-	wg.Wait()
-	tcrWG.Wait()
+	stopLoads()
 	took := time.Since(start).Round(time.Second)
 	t.Logf("over %s, both replicas killed in turn:\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
 		"| kubectl through the exec plugin (an exchange each) | %d | (inside the CLI) | %d |\n| TokenCredentialRequest through kube-apiserver | %d | %d | %d |",
@@ -448,5 +476,56 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	}
 	if tcr.failed.Load() != 0 || tcr.sent.Load() < 10 {
 		t.Errorf("%d of %d exchanges failed for good while replicas were killed:\n%s", tcr.failed.Load(), tcr.sent.Load(), strings.Join(tcr.failures, "\n"))
+	}
+}
+
+// apiServerReady: kube-apiserver answers /readyz.
+func apiServerReady(ctx context.Context) error {
+	_, err := RunE(nil, "kubectl", "get", "--raw", "/readyz", "--request-timeout=2s")
+	return err
+}
+
+// TestKubeAPIServerRestarted: kube-apiserver goes away for a while and
+// comes back; with no manual step the agent serves exchanges again (its
+// clients reconnect, the aggregated API comes back Available, the
+// signing strategy still works), and a user's kubectl logs in.
+func TestKubeAPIServerRestarted(t *testing.T) {
+	pinniped := installAgent(t)
+	alice := testbed.DexUsers[0]
+	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
+	env := func() []string {
+		// A new cache each time: every call must exchange at the agent.
+		return []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	}
+	if got, stderr, err := whoami(t, env()); err != nil || got != alice.Email {
+		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
+	}
+	start := stopDaemon(t, "kube-apiserver", 10*time.Second, apiServerReady)
+	// Long enough for the agent's watches and its leader's Lease renewal to fail.
+	time.Sleep(15 * time.Second)
+	start()
+	back := time.Now()
+	Eventually(t, 2*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {
+		got, stderr, err := whoami(t, env())
+		if err != nil || got != alice.Email {
+			return fmt.Errorf("%q %v: %s", got, err, strings.TrimSpace(stderr))
+		}
+		return nil
+	})
+	t.Logf("logins work again %s after kube-apiserver is back", time.Since(back).Round(100*time.Millisecond))
+	if revived, err := Bed.Revive(); err != nil {
+		t.Fatal(err)
+	} else if len(revived) > 0 {
+		t.Logf("bed daemons that exited later, started again: %v", revived)
+	}
+	for _, pod := range agentPods(t) {
+		if pod.restarts != 0 {
+			t.Errorf("%s restarted %d times: the agent should ride out an API server restart", pod.name, pod.restarts)
+		}
+	}
+	// The strategies are still reported working.
+	if out := Kubectl(t, "get", "credentialissuer", "-o", "jsonpath={.items[0].status.strategies[*].status}"); !strings.Contains(out, "Success") {
+		t.Errorf("CredentialIssuer strategies after the restart: %s", out)
 	}
 }

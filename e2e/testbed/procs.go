@@ -125,6 +125,24 @@ func (b *Bed) Stop(name string, grace time.Duration) error {
 	return nil
 }
 
+// Revive starts again, as Up did, every daemon of the bed that has exited
+// (a fault can take others down with it: kube-scheduler and
+// kube-controller-manager exit when they cannot renew their leases while
+// kube-apiserver is away). It names those it started.
+func (b *Bed) Revive() ([]string, error) {
+	var started []string
+	for _, d := range daemons {
+		if _, err := os.Stat(b.launchFile(d)); err != nil || b.running(d) {
+			continue
+		}
+		if err := b.Start(d); err != nil {
+			return started, err
+		}
+		started = append(started, d)
+	}
+	return started, nil
+}
+
 // Start starts a daemon that Stop stopped, as Up started it, and waits
 // until it has not exited for a moment; whether it serves is for the
 // caller to wait for. A daemon still running is left as it is.
