@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -287,23 +286,7 @@ type tcrResult struct {
 // its own, retrying up to five times what may pass a moment later.
 func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
 	t.Helper()
-	cfg := Bed.Config()
-	token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
-	if !ok || token == "" {
-		t.Fatal("Dex's password grant gave no ID token")
-	}
-	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
-		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
-	})
-	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	url := cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
+	url, body, pool := exchangeRequest(t)
 	// once sends one request; a 201 counts only when it holds a
 	// credential (a refusal is a 201 too, with a message).
 	once := func(c *http.Client) (int, error) {

@@ -37,18 +37,7 @@ func TestExchangeLoad(t *testing.T) {
 	cfg := Bed.Config()
 	time.Sleep(20 * time.Second) // let start-up garbage be collected
 	idle := agentRSS(t)
-	token := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
-	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
-		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
-	})
-	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	url, body, pool := exchangeRequest(t)
 	// Anonymous, as a login is: no client certificate, no token. Over
 	// HTTP/1.1: kube-apiserver closes an HTTP/2 connection after each
 	// anonymous request (UnauthenticatedHTTP2DOSMitigation), so an HTTP/2
@@ -61,7 +50,6 @@ func TestExchangeLoad(t *testing.T) {
 	fresh := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true, DisableKeepAlives: true,
 	}}
-	url := cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"
 	post := func(c *http.Client, url string, headers map[string]string) (time.Duration, error) {
 		start := time.Now()
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
@@ -131,6 +119,30 @@ func TestExchangeLoad(t *testing.T) {
 	rss := agentRSS(t)
 	t.Logf("TokenCredentialRequest through kube-apiserver to the agent (%s profile, 2 replicas):\n%s\nagent RSS idle: %s; after the run: %s",
 		cfg.Profile, strings.Join(rows, "\n"), idle, rss)
+}
+
+// exchangeRequest is a TokenCredentialRequest for alice's Dex ID token at
+// the "dex" JWTAuthenticator: the URL through kube-apiserver, the body,
+// and the cluster's CA.
+func exchangeRequest(t *testing.T) (url string, body []byte, pool *x509.CertPool) {
+	t.Helper()
+	cfg := Bed.Config()
+	token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+	if !ok || token == "" {
+		t.Fatal("Dex's password grant gave no ID token")
+	}
+	body, _ = json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+	})
+	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", body, pool
 }
 
 // loadResult is what runLoad measured.
