@@ -108,6 +108,7 @@ func TestUninstall(t *testing.T) {
 		{"config.concierge.pinniped.dev", "v1alpha1", "credentialissuers", "CredentialIssuerList"},
 		{"apiregistration.k8s.io", "v1", "apiservices", "APIServiceList"},
 		{"apps", "v1", "deployments", "DeploymentList"},
+		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudgetList"},
 		{"", "v1", "pods", "PodList"}, {"", "v1", "services", "ServiceList"}, {"", "v1", "secrets", "SecretList"},
 		{"certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequestList"},
 		{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBindingList"}, {"rbac.authorization.k8s.io", "v1", "roles", "RoleList"},

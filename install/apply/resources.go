@@ -29,6 +29,7 @@ var resources = map[schema.GroupVersionKind]resource{
 	{Version: "v1", Kind: "Secret"}:                                                  {gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, namespaced: true},
 	{Version: "v1", Kind: "Pod"}:                                                     {gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, namespaced: true},
 	{Group: "apps", Version: "v1", Kind: "Deployment"}:                               {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, namespaced: true},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}:                    {gvr: schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, namespaced: true},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:         {gvr: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:  {gvr: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}:                {gvr: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, namespaced: true},

@@ -21,6 +21,7 @@ import (
 var uninstallOrder = []schema.GroupVersionKind{
 	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Version: "v1", Kind: "Pod"},
 	{Version: "v1", Kind: "Service"},
 	{Version: "v1", Kind: "Secret"},

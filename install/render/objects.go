@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,15 @@ func Render(c Config) ([]Object, error) {
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
 		{obj: deployment(&c)},
+		// A node drain may take one replica at a time, never the last
+		// ready one. With a single replica there is nothing to keep: a
+		// budget would only block every drain.
+		{obj: unless(c.Replicas < 2, &policyv1.PodDisruptionBudget{TypeMeta: typeMeta("policy/v1", "PodDisruptionBudget"),
+			ObjectMeta: meta(AppName, ns, "agent"),
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MinAvailable: ptrTo(intstr.FromInt32(1)),
+				Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AppName, "app.kubernetes.io/component": "agent"}},
+			}})},
 		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
@@ -312,7 +322,12 @@ func deployment(c *Config) *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &c.Replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			// Surge only: a rollout (an upgrade, a rollback) starts a new
+			// replica and waits for it to be ready (able to serve an
+			// exchange) before it stops an old one.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptrTo(intstr.FromInt32(0)), MaxSurge: ptrTo(intstr.FromInt32(1)),
+			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
@@ -377,3 +392,5 @@ func deployment(c *Config) *appsv1.Deployment {
 		},
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
