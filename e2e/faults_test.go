@@ -404,13 +404,73 @@ func killAgent(t *testing.T, pod agentPod) {
 // aggregator could not answer for a moment, as the CLI does).
 func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	pinniped := installAgent(t)
+	env := exchangingUser(t, pinniped)
+	pods := agentPods(t)
+	if len(pods) != 2 {
+		t.Fatalf("want the agent's 2 replicas, have %v", pods)
+	}
+	underLoad(t, env, "both replicas killed in turn", func() {
+		for _, pod := range pods {
+			killAgent(t, pod)
+			killed := time.Now()
+			Eventually(t, 90*time.Second, pod.name+" restarted and ready", func(context.Context) error {
+				for _, p := range agentPods(t) {
+					if p.name == pod.name && p.restarts > pod.restarts {
+						_, err := RunE(nil, "kubectl", "-n", "pinniped", "wait", "--for=condition=Ready", "pod/"+p.name, "--timeout=1s")
+						return err
+					}
+				}
+				return errors.New("not restarted yet")
+			})
+			t.Logf("%s: killed, back and ready after %s", pod.name, time.Since(killed).Round(100*time.Millisecond))
+			time.Sleep(5 * time.Second)
+		}
+	})
+}
+
+// TestUpgradeAndRollbackUnderLoad: `pinniped install` of another build
+// of the agent over the running one, then of the first one again, while
+// users log in: no kubectl call fails and no exchange fails for good
+// (surge-only rollouts, readiness that means "can serve an exchange", a
+// PodDisruptionBudget).
+func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
+	pinniped := installAgent(t)
+	env := exchangingUser(t, pinniped)
+	first, next := AgentImage(t), AgentImageVersion(t, "v99.0.0-e2e-next")
+	image := func() string {
+		return Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+	}
+	underLoad(t, env, "an upgrade and a rollback", func() {
+		for _, img := range []string{next, first} {
+			began := time.Now()
+			args := installArgs(t)
+			for i, a := range args {
+				if strings.HasPrefix(a, "--image=") {
+					args[i] = "--image=" + img
+				}
+			}
+			Run(t, nil, pinniped, args...)
+			Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+			if got := image(); got != img {
+				t.Fatalf("the Deployment runs %s, want %s", got, img)
+			}
+			t.Logf("rolled out %s in %s", img, time.Since(began).Round(100*time.Millisecond))
+			time.Sleep(5 * time.Second)
+		}
+	})
+}
+
+// exchangingUser is alice's environment for kubectl with a kubeconfig
+// whose every call exchanges a token at the agent (no cluster credential
+// is cached; the session is), logged in once.
+func exchangingUser(t *testing.T, pinniped string) []string {
+	t.Helper()
 	alice := testbed.DexUsers[0]
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
 	cfg, err := clientcmd.LoadFromFile(kc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No cached cluster credentials (sessions stay): every call exchanges.
 	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
 	user.Exec.Args = append(user.Exec.Args, "--credential-cache=")
 	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
@@ -421,11 +481,15 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	if got, stderr, err := whoami(t, env); err != nil || got != alice.Email {
 		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
 	}
-	pods := agentPods(t)
-	if len(pods) != 2 {
-		t.Fatalf("want the agent's 2 replicas, have %v", pods)
-	}
+	return env
+}
 
+// underLoad runs fault while kubectl calls (each an exchange, as env's
+// user) and a TokenCredentialRequest load run, with 5 s of load before
+// it; it logs what was sent, retried and failed, and fails the test if a
+// kubectl call failed or an exchange failed for good.
+func underLoad(t *testing.T, env []string, what string, fault func()) {
+	t.Helper()
 	stop := make(chan struct{})
 	res, wg := kubectlLoad(t, 2, env, stop)
 	tcr, tcrWG := tcrLoad(t, 2, stop)
@@ -434,31 +498,17 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	t.Cleanup(stopLoads)
 	start := time.Now()
 	time.Sleep(5 * time.Second)
-	for _, pod := range pods {
-		killAgent(t, pod)
-		killed := time.Now()
-		Eventually(t, 90*time.Second, pod.name+" restarted and ready", func(context.Context) error {
-			for _, p := range agentPods(t) {
-				if p.name == pod.name && p.restarts > pod.restarts {
-					_, err := RunE(nil, "kubectl", "-n", "pinniped", "wait", "--for=condition=Ready", "pod/"+p.name, "--timeout=1s")
-					return err
-				}
-			}
-			return errors.New("not restarted yet")
-		})
-		t.Logf("%s: killed, back and ready after %s", pod.name, time.Since(killed).Round(100*time.Millisecond))
-		time.Sleep(5 * time.Second)
-	}
+	fault()
 	stopLoads()
 	took := time.Since(start).Round(time.Second)
-	t.Logf("over %s, both replicas killed in turn:\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
+	t.Logf("over %s, %s:\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
 		"| kubectl through the exec plugin (an exchange each) | %d | (inside the CLI) | %d |\n| TokenCredentialRequest through kube-apiserver | %d | %d | %d |",
-		took, res.sent.Load(), res.failed.Load(), tcr.sent.Load(), tcr.retried.Load(), tcr.failed.Load())
+		took, what, res.sent.Load(), res.failed.Load(), tcr.sent.Load(), tcr.retried.Load(), tcr.failed.Load())
 	if res.failed.Load() != 0 || res.sent.Load() < 10 {
-		t.Errorf("%d of %d kubectl calls failed while replicas were killed:\n%s", res.failed.Load(), res.sent.Load(), strings.Join(res.failures, "\n"))
+		t.Errorf("%d of %d kubectl calls failed during %s:\n%s", res.failed.Load(), res.sent.Load(), what, strings.Join(res.failures, "\n"))
 	}
 	if tcr.failed.Load() != 0 || tcr.sent.Load() < 10 {
-		t.Errorf("%d of %d exchanges failed for good while replicas were killed:\n%s", tcr.failed.Load(), tcr.sent.Load(), strings.Join(tcr.failures, "\n"))
+		t.Errorf("%d of %d exchanges failed for good during %s:\n%s", tcr.failed.Load(), tcr.sent.Load(), what, strings.Join(tcr.failures, "\n"))
 	}
 }
 

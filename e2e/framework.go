@@ -138,12 +138,19 @@ func BuildStatic(t testing.TB, pkg string) string {
 
 func buildStaticInto(t testing.TB, pkg, dir string) string {
 	t.Helper()
+	return buildStaticWith(t, pkg, dir, "")
+}
+
+// buildStaticWith is buildStaticInto with more -ldflags (say, another
+// main.version: another build of the same code).
+func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
+	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
 	// A cold static build of the agent takes minutes on 2 cores: take the machine-wide
 	// heavy-build lock so it never runs beside another heavy build.
 	// Flags as a release builds them (goreleaser.yaml), so the tests and
 	// benchmarks run what ships.
-	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-ldflags=-s -w "+ldflags, "-o", out, pkg)
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -157,7 +164,19 @@ func buildStaticInto(t testing.TB, pkg, dir string) string {
 // (use imagePullPolicy: Never).
 func ImportImage(t testing.TB, pkg, repo string) string {
 	t.Helper()
-	bin := BuildStatic(t, pkg)
+	return importBinary(t, BuildStatic(t, pkg), repo)
+}
+
+// AgentImageVersion is AgentImage built as version: another build of the
+// same code, for upgrade and rollback tests.
+func AgentImageVersion(t testing.TB, version string) string {
+	t.Helper()
+	bin := buildStaticWith(t, "./cmd/pinniped-agent", t.TempDir(), "-X main.version="+version)
+	return importBinary(t, bin, "localhost/pinniped-e2e/pinniped-agent")
+}
+
+func importBinary(t testing.TB, bin, repo string) string {
+	t.Helper()
 	ref, err := testbed.ImageRef(repo, bin)
 	if err != nil {
 		t.Fatal(err)
