@@ -1,6 +1,7 @@
 // Package health serves the agent's plain-HTTP endpoints for the kubelet
-// and for Prometheus: /healthz (the process is up), /readyz (the aggregated
-// API is being served, so kube-apiserver can route to this replica) and
+// and for Prometheus: /healthz (the process is up), /readyz (this replica
+// can serve an exchange: the aggregated API is served and its
+// authenticators are built, so kube-apiserver may route to it) and
 // /metrics. It is separate from the aggregated API's TLS listener so that
 // probes work before the serving certificate and front-proxy configuration
 // exist, which is exactly when the kubelet needs to see progress.
@@ -33,7 +34,7 @@ func handler(ready func() bool, metrics http.Handler) http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
-			http.Error(w, "not ready: waiting for the front-proxy configuration and serving certificate", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: the aggregated API is not served yet, or its authenticators are not built yet", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -39,7 +39,7 @@ func TestEndpoints(t *testing.T) {
 		ready      bool
 	}{
 		{"/healthz", "ok\n", http.StatusOK, false},
-		{"/readyz", "not ready: waiting for the front-proxy configuration", http.StatusServiceUnavailable, false},
+		{"/readyz", "not ready: the aggregated API is not served yet", http.StatusServiceUnavailable, false},
 		{"/readyz", "ok\n", http.StatusOK, true},
 		{"/metrics", "metric 1\n", http.StatusOK, false},
 		{"/debug/pprof/", "404 page not found", http.StatusNotFound, false},

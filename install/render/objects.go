@@ -366,8 +366,10 @@ func deployment(c *Config) *appsv1.Deployment {
 							{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-							PeriodSeconds: 5,
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+							// Often: a restarted replica is kept out until its
+							// authenticators are built, and back as soon as they are.
+							PeriodSeconds: 2,
 						},
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
