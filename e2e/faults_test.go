@@ -546,8 +546,11 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 	back := time.Now()
 	Eventually(t, 2*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {
 		got, stderr, err := whoami(t, env())
-		if err != nil || got != alice.Email {
-			return fmt.Errorf("%q %v: %s", got, err, strings.TrimSpace(stderr))
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
+		}
+		if got != alice.Email {
+			return fmt.Errorf("kubectl answered %q", got)
 		}
 		return nil
 	})
