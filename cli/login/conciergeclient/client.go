@@ -39,7 +39,8 @@ const (
 // agent replica that just died, which the aggregator answers with 503
 // until its endpoint is gone; a rollout; a restarting API server) start
 // after retryBackoff's first wait, double to at most maxRetryWait, and
-// stop once retrying would pass retryFor after the first attempt. A
+// stop once the waits, or the time since the first attempt, would pass
+// retryFor. A
 // TokenCredentialRequest may be sent again safely: it stores nothing and
 // consumes nothing; each one only mints another short-lived credential.
 var (
@@ -86,11 +87,12 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 	}
 
 	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
+	first := time.Now()
 	status, raw, err := post(ctx, client, endpoint, body)
 	waited, backoff := time.Duration(0), retryBackoff
 	for retryable(status, err) {
 		wait := min(backoff.Step(), maxRetryWait)
-		if waited+wait > retryFor {
+		if waited+wait > retryFor || time.Since(first)+wait > retryFor {
 			break
 		}
 		if serr := sleep(ctx, wait); serr != nil {
@@ -166,11 +168,13 @@ func retryable(status int, err error) bool {
 	if err != nil {
 		var verify *tls.CertificateVerificationError
 		var record tls.RecordHeaderError
-		var alert tls.AlertError
+		var op *net.OpError
 		var dns *net.DNSError
 		switch {
-		case errors.As(err, &verify), errors.As(err, &record), errors.As(err, &alert), errors.Is(err, context.Canceled):
+		case errors.As(err, &verify), errors.As(err, &record), errors.Is(err, http.ErrSchemeMismatch), errors.Is(err, context.Canceled):
 			return false
+		case errors.As(err, &op) && op.Op == "remote error":
+			return false // the server's TLS alert: it refused the handshake
 		case errors.As(err, &dns):
 			return !dns.IsNotFound
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -163,6 +164,37 @@ func TestNoRetryForAnswersMeant(t *testing.T) {
 	if _, err := Exchange(context.Background(), c, "token"); err == nil || conns.Load() != 1 {
 		t.Errorf("untrusted server: %v after %d connections", err, conns.Load())
 	}
+	// A server that answers in plain HTTP, and one whose TLS handshake
+	// ends in its own alert (it wants a client certificate).
+	var plainConns atomic.Int64
+	plain := httptest.NewUnstartedServer(http.NotFoundHandler())
+	plain.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			plainConns.Add(1)
+		}
+	}
+	plain.Start()
+	defer plain.Close()
+	c2 := &config.Concierge{Endpoint: strings.Replace(plain.URL, "http://", "https://", 1), CABundle: c.CABundle, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	if _, err := Exchange(context.Background(), c2, "token"); err == nil || plainConns.Load() != 1 {
+		t.Errorf("plain HTTP: %v after %d connections", err, plainConns.Load())
+	}
+	var alertConns atomic.Int64
+	strict := httptest.NewUnstartedServer(http.NotFoundHandler())
+	strict.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			alertConns.Add(1)
+		}
+	}
+	strict.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: tls.VersionTLS12}
+	strict.StartTLS()
+	defer strict.Close()
+	c3 := &config.Concierge{Endpoint: strict.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: strict.Certificate().Raw}),
+		AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	if _, err := Exchange(context.Background(), c3, "token"); err == nil || alertConns.Load() != 1 {
+		t.Errorf("a TLS alert: %v after %d connections", err, alertConns.Load())
+	}
+
 	// The right CA, but a name the certificate does not hold.
 	conns.Store(0)
 	c.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
