@@ -3,6 +3,8 @@ package credcache_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -177,5 +179,24 @@ func TestEvictionSparesAFreshValue(t *testing.T) {
 	}
 	if _, ok, _ := c.Get(ctx, "a"); !ok {
 		t.Fatal("the index update deleted a's fresh credential")
+	}
+}
+
+// TestNoPlaceForLocks: where no lock can be taken (here a lock directory
+// under a regular file), the index is kept under this process's own mutex
+// and the credential is cached all the same.
+func TestNoPlaceForLocks(t *testing.T) {
+	c, clk, _ := newCache(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.LockDir = filepath.Join(file, "locks")
+	ctx := context.Background()
+	if err := c.Put(ctx, "k", "cluster a", cred(clk.t.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := c.List(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("index: %v %v", list, err)
 	}
 }

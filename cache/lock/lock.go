@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -27,15 +28,18 @@ const IndexWait = time.Minute
 var ErrBusy = errors.New("the lock is held by another process")
 
 // ErrNoPlace is in the error of an Acquire whose directory cannot hold a
-// lock file at all: a read-only or full file system, a path through a
-// file. Nobody else can take such a lock either, so a caller may go on
-// without it (saying so). Any other failure (permissions, a file system
-// without locks) may hide a lock another process holds, and is not this.
-var ErrNoPlace = errors.New("no lock file can be made here")
+// lock file, or no lock, at all: a read-only or full file system, a path
+// through a file, a file system without locks. Nobody else can take such
+// a lock either, so a caller may go on without it (saying so). Any other
+// failure (above all permissions: another user's lock file) may hide a
+// lock another process holds, and is not this.
+var ErrNoPlace = errors.New("no lock can be taken here")
 
-// noPlace reports whether err means the file system cannot hold the file.
+// noPlace reports whether err means the file system cannot hold the lock
+// (noPlaceErrnos are the platform's codes for that).
 func noPlace(err error) bool {
-	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.ENOTDIR)
+	var errno syscall.Errno
+	return errors.As(err, &errno) && slices.Contains(noPlaceErrnos, errno)
 }
 
 // failed wraps err, marking it ErrNoPlace where that is what it means.

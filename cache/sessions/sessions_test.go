@@ -92,3 +92,24 @@ func TestIndexAcrossProcesses(t *testing.T) {
 		t.Fatalf("the session index lists %d of %d sessions: %v", len(keys), n, keys)
 	}
 }
+
+// TestNoPlaceForLocks: where no lock can be taken (a lock directory under
+// a regular file), the session and its index are saved all the same.
+func TestNoPlaceForLocks(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &sessions.Cache{Store: &filestore.Store{Dir: dir + "/creds"}, LockDir: filepath.Join(file, "locks")}
+	ctx := context.Background()
+	if err := c.Put(ctx, "sess-a", &sessions.Tokens{IDToken: "id", RefreshToken: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get(ctx, "sess-a"); got == nil || got.RefreshToken != "r" {
+		t.Fatalf("got %+v", got)
+	}
+	if keys := c.Keys(ctx); len(keys) != 1 {
+		t.Fatalf("index %v", keys)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -207,6 +208,8 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 			e.UI.Warn("could not take the login lock ("+err.Error()+")", "logging in without it; check the cache directory's disk")
 		})
 		return func() {}, nil
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%w (the lock directory %s is not writable by you, perhaps made by another user such as root: fix its owner or permissions)", err, e.LockDir)
 	case err != nil:
 		return nil, err
 	}
