@@ -108,15 +108,17 @@ func Render(c Config) ([]Object, error) {
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
 		{obj: deployment(&c)},
-		// A node drain may take one replica at a time, never the last
-		// ready one. With a single replica there is nothing to keep: a
-		// budget would only block every drain.
-		{obj: unless(c.Replicas < 2, &policyv1.PodDisruptionBudget{TypeMeta: typeMeta("policy/v1", "PodDisruptionBudget"),
+		// Node drains evict one replica at a time, so with two or more
+		// one always serves; a single replica may still be evicted (a
+		// budget that forbade it would block every drain), and so may a
+		// replica that is not ready anyway.
+		{obj: &policyv1.PodDisruptionBudget{TypeMeta: typeMeta("policy/v1", "PodDisruptionBudget"),
 			ObjectMeta: meta(AppName, ns, "agent"),
 			Spec: policyv1.PodDisruptionBudgetSpec{
-				MinAvailable: ptrTo(intstr.FromInt32(1)),
-				Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AppName, "app.kubernetes.io/component": "agent"}},
-			}})},
+				MaxUnavailable:             ptrTo(intstr.FromInt32(1)),
+				UnhealthyPodEvictionPolicy: ptrTo(policyv1.AlwaysAllow),
+				Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AppName, "app.kubernetes.io/component": "agent"}},
+			}}},
 		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
