@@ -44,15 +44,15 @@ func stopDaemon(t *testing.T, name string, grace time.Duration, ready func(conte
 	started := false
 	start = func() {
 		t.Helper()
-		if started {
-			return
+		if !started {
+			if err := Bed.Start(name); err != nil {
+				t.Fatal(err)
+			}
+			Eventually(t, 60*time.Second, name+" serves again", ready)
+			started = true
 		}
-		started = true
-		if err := Bed.Start(name); err != nil {
-			t.Fatal(err)
-		}
-		Eventually(t, 60*time.Second, name+" serves again", ready)
-		// And whatever the fault took down with it.
+		// And whatever the fault took down with it (again when the test
+		// ends: some exit only a while after).
 		if revived, err := Bed.Revive(); err != nil {
 			t.Fatal(err)
 		} else if len(revived) > 0 {
@@ -540,8 +540,9 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 	Run(t, nil, "kubectl", "-n", "pinniped", "wait", "--for=condition=Ready", "pod", "-l", "app.kubernetes.io/name=pinniped-agent,app.kubernetes.io/component=agent", "--timeout=2m")
 	before := agentPods(t)
 	start := stopDaemon(t, "kube-apiserver", 10*time.Second, apiServerReady)
-	// Long enough for the agent's watches and its leader's Lease renewal to fail.
-	time.Sleep(15 * time.Second)
+	// Longer than the agent leader's renew deadline (20 s): its watches
+	// fail and it loses the Lease.
+	time.Sleep(25 * time.Second)
 	start()
 	back := time.Now()
 	Eventually(t, 2*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {

@@ -15,10 +15,10 @@ import (
 	"time"
 )
 
-// Serve serves on addr until ctx ends; ready says whether /readyz answers
-// ok. A listener that cannot start is logged, not fatal: the aggregated
+// Serve serves on addr until ctx ends; ready says why /readyz does not
+// answer ok yet (nil: it does). A listener that cannot start is logged, not fatal: the aggregated
 // API is what matters to clients, and the failing probes will say so.
-func Serve(ctx context.Context, addr string, ready func() bool, metrics http.Handler, log *slog.Logger) {
+func Serve(ctx context.Context, addr string, ready func() error, metrics http.Handler, log *slog.Logger) {
 	srv := newServer(addr, handler(ready, metrics))
 	go func() {
 		<-ctx.Done()
@@ -29,12 +29,12 @@ func Serve(ctx context.Context, addr string, ready func() bool, metrics http.Han
 	}
 }
 
-func handler(ready func() bool, metrics http.Handler) http.Handler {
+func handler(ready func() error, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready: the aggregated API is not served yet, or its authenticators are not built yet", http.StatusServiceUnavailable)
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

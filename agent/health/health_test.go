@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -27,7 +28,12 @@ func TestHealthListenerBoundsEveryPhase(t *testing.T) {
 // /metrics is the handler given.
 func TestEndpoints(t *testing.T) {
 	var ready atomic.Bool
-	h := handler(ready.Load, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metric 1\n")) }))
+	h := handler(func() error {
+		if !ready.Load() {
+			return errors.New("the aggregated API is not served yet")
+		}
+		return nil
+	}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metric 1\n")) }))
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -64,7 +70,7 @@ func TestServeStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		Serve(ctx, addr, func() bool { return true }, http.NotFoundHandler(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		Serve(ctx, addr, func() error { return nil }, http.NotFoundHandler(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		close(done)
 	}()
 	var resp *http.Response

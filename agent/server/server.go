@@ -132,7 +132,15 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	// Ready means able to serve an exchange: a replica that takes requests
 	// before its authenticators are built refuses valid tokens, and a
 	// login is not retried after a refusal.
-	ready := func() bool { return listening.Load() && authnController.Synced() }
+	ready := func() error {
+		switch {
+		case !listening.Load():
+			return errors.New("the aggregated API is not served yet")
+		case !authnController.Synced():
+			return errors.New("the authenticators that existed at start are not all built yet")
+		}
+		return nil
+	}
 	// Health and metrics come up first so the kubelet sees progress.
 	go health.Serve(ctx, o.HealthListenAddress, ready, m.Handler(), log)
 

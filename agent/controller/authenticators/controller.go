@@ -129,11 +129,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	factory.Start(ctx.Done())
+	// Until the informers sync the replica is not ready; say why while it
+	// lasts rather than only when the agent stops.
+	slow := time.AfterFunc(30*time.Second, func() {
+		c.log().Warn("the authenticator informers have not synced after 30 s; the replica stays not ready (are the agent's CRDs installed, and may it list them?)")
+	})
 	for kind, inf := range c.informers {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			slow.Stop()
 			return fmt.Errorf("%s informer did not sync (are the CRDs installed?)", kind)
 		}
 	}
+	slow.Stop()
 	pending := map[tokenauth.Key]bool{}
 	for kind, inf := range c.informers {
 		for _, obj := range inf.GetStore().List() {
