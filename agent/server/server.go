@@ -86,8 +86,33 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run serves until ctx ends.
+// drainDelay is how long a replica told to stop keeps serving while it
+// reports not ready, so that endpoints, kube-proxy and load balancers stop
+// sending it new connections before its listeners close (a rollout, a
+// drain). With the aggregated API's 20 s shutdown it stays within the
+// pod's 30 s grace period.
+const drainDelay = 5 * time.Second
+
+// Run serves until ctx ends, then drains (see drainDelay).
 func Run(ctx context.Context, o *Options, log *slog.Logger) error {
+	stopCtx := ctx
+	ctx, stopServing := context.WithCancel(context.WithoutCancel(stopCtx))
+	defer stopServing()
+	var draining atomic.Bool
+	go func() {
+		select {
+		case <-stopCtx.Done():
+		case <-ctx.Done():
+			return
+		}
+		draining.Store(true)
+		log.Info("stopping: not ready any more, still serving for a moment", "drain", drainDelay)
+		select {
+		case <-time.After(drainDelay):
+		case <-ctx.Done():
+		}
+		stopServing()
+	}()
 	restConfig, err := loadRestConfig(o.Kubeconfig)
 	if err != nil {
 		return err
@@ -132,14 +157,19 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	// Ready means able to serve an exchange: a replica that takes requests
 	// before its authenticators are built refuses valid tokens, and a
 	// login is not retried after a refusal.
+	var proxyRuntime atomic.Pointer[replica.Runtime]
 	ready := func() error {
 		switch {
+		case draining.Load():
+			return errors.New("stopping")
 		case !listening.Load():
 			return errors.New("the aggregated API is not served yet")
 		case !authnController.Synced():
 			return errors.New("the authenticators that existed at start are not all built yet")
+		case proxyRuntime.Load() == nil:
+			return errors.New("the impersonation proxy's runtime is not made yet")
 		}
-		return nil
+		return proxyRuntime.Load().Ready()
 	}
 	// Health and metrics come up first so the kubelet sees progress.
 	go health.Serve(ctx, o.HealthListenAddress, ready, m.Handler(), log)
@@ -200,6 +230,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	proxyRuntime.Store(proxy)
 	go proxy.Run(ctx)
 	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
 		map[string]string{"app.kubernetes.io/name": "pinniped-agent"})

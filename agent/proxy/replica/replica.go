@@ -8,10 +8,12 @@ package replica
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +90,26 @@ type Runtime struct {
 	cpValue   bool
 
 	lastProblem string
+	// waiting is why this replica cannot take proxy connections although
+	// the proxy is wanted here ("" when it can, or when it is not wanted).
+	waiting atomic.Pointer[string]
 }
+
+// Ready says why this replica's impersonation proxy cannot take
+// connections yet: until its first look at the settings and, where the
+// proxy is wanted, its first start. After that it is always ready (nil):
+// a missing or unusable certificate, or a port it cannot take, is
+// reported and must not take the aggregated API down with it. The agent's readiness includes it: the proxy's Service routes
+// to ready replicas only, and in a rollout a new replica that is ready
+// but not yet listening refuses users' kubectl calls.
+func (p *Runtime) Ready() error {
+	if w := p.waiting.Load(); w != nil && *w != "" {
+		return errors.New(*w)
+	}
+	return nil
+}
+
+func (p *Runtime) setWaiting(why string) { p.waiting.Store(&why) }
 
 // New starts following the spec and Secrets; Run serves.
 func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.Interface, restConfig *rest.Config,
@@ -100,6 +121,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	}
 	p := &Runtime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
 		wake: make(chan struct{}, 1), kickStatus: kickStatus}
+	p.setWaiting("the impersonation proxy's settings are not read yet")
 
 	upstream, err := impersonator.UpstreamURL(restConfig)
 	if err != nil {
@@ -279,6 +301,8 @@ func (p *Runtime) sync(ctx context.Context) {
 
 	s, err := p.settings(ctx)
 	if err != nil {
+		// The last state stands: settings that cannot be read for a
+		// while (an API server restarting) change nothing served.
 		p.problem("impersonation proxy settings unavailable", err)
 		return
 	}
@@ -287,6 +311,7 @@ func (p *Runtime) sync(ctx context.Context) {
 			p.log.Info("stopping the impersonation proxy", "reason", s.Why)
 			p.server.Stop()
 		}
+		p.setWaiting("")
 		return
 	}
 	name := s.ServingSecretName()
@@ -296,19 +321,25 @@ func (p *Runtime) sync(ctx context.Context) {
 			err = fmt.Errorf("the Secret %s/%s does not exist yet", p.namespace, name)
 		}
 		p.problem("impersonation proxy has no serving certificate", err)
+		// No replica can serve the proxy until the leader makes one:
+		// that must not take the aggregated API down with it.
+		p.setWaiting("")
 		return
 	}
 	pair, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		// Keep serving the last good certificate, if any.
 		p.problem("impersonation proxy serving Secret is unusable", fmt.Errorf("the Secret %s/%s: %w", p.namespace, name, err))
+		p.setWaiting("")
 		return
 	}
 	p.server.SetCertificate(&pair)
 	if err := p.server.Start(); err != nil {
 		p.problem("impersonation proxy cannot listen", err)
+		p.setWaiting("") // a problem of this replica's port, reported; the aggregated API stays
 		return
 	}
+	p.setWaiting("")
 	p.lastProblem = ""
 }
 

@@ -109,3 +109,20 @@ func TestDisabledProxyDoesNotListen(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyAfterTheFirstLook: a replica is not ready before it has read
+// the proxy's settings once; after that a disabled proxy, or one that has
+// no serving certificate yet (no replica could serve it), never holds the
+// replica back, so the aggregated API is not taken down with it.
+func TestReadyAfterTheFirstLook(t *testing.T) {
+	for _, mode := range []string{"disabled", "enabled"} {
+		p, _ := newRuntime(t, map[string]any{"impersonationProxy": map[string]any{"mode": mode, "service": map[string]any{"type": "None"}}})
+		if p.Ready() == nil {
+			t.Errorf("%s: ready before the first look", mode)
+		}
+		p.sync(context.Background())
+		if err := p.Ready(); err != nil {
+			t.Errorf("%s: not ready after the first look: %v", mode, err)
+		}
+	}
+}
