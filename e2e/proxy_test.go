@@ -695,7 +695,11 @@ func testExternalCertificate(t *testing.T, pinniped string, generated proxyStrat
 	Eventually(t, time.Minute, "every replica serves the rotated certificate", allServe(serial2))
 	if out := Kubectl(t, "-n", "pinniped", "get", "pods", "-l", "app.kubernetes.io/name=pinniped-agent",
 		"-o", "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\" \"}{end}"); strings.Trim(out, "0 ") != "" {
-		t.Fatalf("agent containers restarted: %q", out)
+		// Why: the last state and the end of the previous run's log.
+		states, _ := RunE(nil, "kubectl", "-n", "pinniped", "get", "pods", "-l", "app.kubernetes.io/name=pinniped-agent",
+			"-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.containerStatuses[0].lastState}{\"\\n\"}{end}")
+		logs, _ := RunE(nil, "kubectl", "-n", "pinniped", "logs", "-l", "app.kubernetes.io/name=pinniped-agent", "--previous", "--tail=40")
+		t.Fatalf("agent containers restarted: %q\n%s\n%s", out, states, logs)
 	}
 
 	// A certificate for another address is reported, in words.
