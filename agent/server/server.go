@@ -183,7 +183,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		apiServices = groupsuffix.APIServiceNames(o.GroupSuffix)
 	}
 	certs := &servingcert.Manager{Kube: kube, Dynamic: dyn, Namespace: o.Namespace, SecretName: o.ServingSecretName,
-		ServiceName: o.ServiceName, APIServiceNames: apiServices}
+		ServiceName: o.ServiceName, APIServiceNames: apiServices, Log: log.With("component", "serving-certificate")}
 	serving, _, err := certs.Ensure(ctx)
 	if err != nil {
 		return err

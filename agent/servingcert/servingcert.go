@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -45,6 +47,11 @@ type Manager struct {
 	// APIServiceNames get the CA in spec.caBundle.
 	APIServiceNames []string
 	Now             func() time.Time
+	// Log hears that an APIService is awaited; nil discards.
+	Log *slog.Logger
+	// Poll is how often a missing APIService is looked for again
+	// (default 1 s).
+	Poll time.Duration
 }
 
 // Ensure returns the serving certificate, creating or renewing the Secret
@@ -123,13 +130,32 @@ func needsRenewal(s *corev1.Secret, now time.Time) bool {
 	return err != nil || now.Add(renewBefore).After(cert.NotAfter)
 }
 
+// publishCA waits for APIServices that do not exist yet: whatever applies
+// the manifests (the installer, kubectl apply, a GitOps tool) may create the
+// Deployment first, and a replica that exited would only be restarted into
+// the same race with a growing back-off.
 func (m *Manager) publishCA(ctx context.Context, caPEM []byte) error {
 	if len(caPEM) == 0 {
 		return errors.New("serving Secret has no ca.crt")
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"caBundle":%q}}`, base64.StdEncoding.EncodeToString(caPEM))
+	poll := m.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
 	for _, name := range m.APIServiceNames {
-		_, err := m.Dynamic.Resource(APIServices).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pinniped-agent"})
+		told := false
+		err := wait.PollUntilContextCancel(ctx, poll, true, func(ctx context.Context) (bool, error) {
+			_, err := m.Dynamic.Resource(APIServices).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pinniped-agent"})
+			if !apierrors.IsNotFound(err) {
+				return true, err
+			}
+			if !told && m.Log != nil {
+				m.Log.Info("waiting for the APIService to be created before publishing the serving CA in it", "apiservice", name)
+				told = true
+			}
+			return false, nil
+		})
 		if err != nil {
 			return fmt.Errorf("publish CA to APIService %s: %w", name, err)
 		}

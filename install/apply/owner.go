@@ -59,6 +59,8 @@ func (e *ErrNamespaceTaken) Error() string {
 // CheckOwnership refuses to install over another server's APIServices,
 // or into a namespace that holds our agent under another suffix. It only
 // reads, so it runs before anything is changed (and in dry runs).
+// The namespace comes first, whatever the objects' order: its message
+// names the one flag to change.
 func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) error {
 	for _, o := range objs {
 		if o.GetKind() == "Deployment" && o.GetName() == render.AppName {
@@ -66,6 +68,8 @@ func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) e
 				return err
 			}
 		}
+	}
+	for _, o := range objs {
 		if o.GetKind() != "APIService" {
 			continue
 		}

@@ -107,6 +107,16 @@ func Render(c Config) ([]Object, error) {
 		{obj: clusterRoleBinding(&c, shared("pinniped-pre-authn-apis"), shared("pinniped-pre-authn-apis"),
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
+		// The Service and APIServices come before the Deployment: a replica
+		// publishes its CA in the APIServices as it starts.
+		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: map[string]string{"app.kubernetes.io/name": AppName},
+				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
+			}}},
+		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Login, c.GroupSuffix))},
+		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix))},
 		{obj: deployment(&c)},
 		// Node drains evict one replica at a time, so with two or more
 		// one always serves; a single replica may still be evicted (a
@@ -119,14 +129,6 @@ func Render(c Config) ([]Object, error) {
 				UnhealthyPodEvictionPolicy: ptrTo(policyv1.AlwaysAllow),
 				Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AppName, "app.kubernetes.io/component": "agent"}},
 			}}},
-		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
-			Spec: corev1.ServiceSpec{
-				Type:     corev1.ServiceTypeClusterIP,
-				Selector: map[string]string{"app.kubernetes.io/name": AppName},
-				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
-			}}},
-		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Login, c.GroupSuffix))},
-		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix))},
 		// Named as always under any suffix: it lives in the suffix's own
 		// group, so it cannot meet another install's.
 		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(groupsuffix.GroupVersion(groupsuffix.Config, c.GroupSuffix), "CredentialIssuer"),
