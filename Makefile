@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dat
 TOOLS   := .ci/tools.sh
 FUZZTIME ?= 45s
 
-.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy release-check release-snapshot clean
+.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build
 
@@ -61,7 +61,8 @@ unit:
 e2e:
 	@if [ -x e2e/run.sh ]; then e2e/run.sh; else echo "e2e: no test bed yet (e2e/run.sh missing)"; fi
 
-## bench-exchange: TokenCredentialRequest load through the real API server (prints a table)
+## bench-exchange: TokenCredentialRequest load through the real API server, ours beside a second
+##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory
 bench-exchange:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
@@ -69,9 +70,13 @@ bench-exchange:
 bench-login:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestCachedLoginBench -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
-## bench-proxy: the impersonation proxy beside direct kube-apiserver access, GET and LIST (prints a table)
+## bench-proxy: the impersonation proxy beside direct kube-apiserver access, GET and LIST; CPU per request
 bench-proxy:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
+
+## bench-soak: 30 minutes of mixed load (PINNIPED_E2E_SOAK to change); agent memory, goroutines, files per minute
+bench-soak:
+	PINNIPED_E2E_SOAK=$${PINNIPED_E2E_SOAK:-30m} PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-90m} GO_TEST_FLAGS="-run TestSoak -v" PINNIPED_E2E_PROFILES=$${PINNIPED_E2E_PROFILES:-kubeadm} e2e/run.sh
 
 ## demo: local demo (cluster + Dex + agent + login + kubectl through it)
 demo:

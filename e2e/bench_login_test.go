@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,22 +79,24 @@ func TestCachedLoginBench(t *testing.T) {
 	}
 	// Fill both caches once (this is the login; what follows is the cached path).
 	for _, v := range variants[1:] {
-		if _, err := runTimed(v.argv, v.env); err != nil {
+		if _, _, err := runTimed(v.argv, v.env); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const n = 1000
 	samples := make([][]time.Duration, len(variants))
+	peaks := make([]int64, len(variants))
 	for range n { // interleaved, so machine load affects all alike
 		for i, v := range variants {
-			d, err := runTimed(v.argv, v.env)
+			d, peak, err := runTimed(v.argv, v.env)
 			if err != nil {
 				t.Fatal(err)
 			}
 			samples[i] = append(samples[i], d)
+			peaks[i] = max(peaks[i], peak)
 		}
 	}
-	rows := []string{"| command | p50 | p90 | mean | vs hello (p50) |", "|---|---|---|---|---|"}
+	rows := []string{"| command | p50 | p90 | mean | vs hello (p50) | peak RSS (highest of the runs) |", "|---|---|---|---|---|---|"}
 	var helloP50 time.Duration
 	for i, v := range variants {
 		s := samples[i]
@@ -106,13 +109,15 @@ func TestCachedLoginBench(t *testing.T) {
 		if i == 0 {
 			helloP50 = p50
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %v | %v | %v | %.2fx |", v.name, p50.Round(10*time.Microsecond),
-			p90.Round(10*time.Microsecond), (sum/time.Duration(len(s))).Round(10*time.Microsecond), float64(p50)/float64(helloP50)))
+		rows = append(rows, fmt.Sprintf("| %s | %v | %v | %v | %.2fx | %s |", v.name, p50.Round(10*time.Microsecond),
+			p90.Round(10*time.Microsecond), (sum/time.Duration(len(s))).Round(10*time.Microsecond), float64(p50)/float64(helloP50), mib(peaks[i])))
 	}
 	t.Logf("cached login path, %d runs each, interleaved:\n%s", n, strings.Join(rows, "\n"))
 }
 
-func runTimed(argv, env []string) (time.Duration, error) {
+// runTimed runs argv and returns its wall time and peak resident memory
+// (the kernel's ru_maxrss for the child).
+func runTimed(argv, env []string) (time.Duration, int64, error) {
 	cmd := exec.CommandContext(context.Background(), argv[0], argv[1:]...)
 	cmd.Env = append(BedEnv(), env...)
 	var stderr strings.Builder
@@ -121,7 +126,11 @@ func runTimed(argv, env []string) (time.Duration, error) {
 	out, err := cmd.Output()
 	d := time.Since(start)
 	if err != nil || !strings.HasPrefix(string(out), "{") {
-		return 0, fmt.Errorf("%s: %w\n%s", argv[0], err, stderr.String())
+		return 0, 0, fmt.Errorf("%s: %w\n%s", argv[0], err, stderr.String())
 	}
-	return d, nil
+	var peak int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		peak = ru.Maxrss << 10 // KiB on Linux
+	}
+	return d, peak, nil
 }

@@ -181,6 +181,16 @@ func cleanEnv() []string {
 	return out
 }
 
+// PID is the named daemon's process ID, if it runs (benchmarks read its
+// CPU time and memory from /proc).
+func (b *Bed) PID(name string) (int, bool) {
+	r, ok := b.readPID(name)
+	if !ok || !r.alive() {
+		return 0, false
+	}
+	return r.PID, true
+}
+
 // running reports whether the named daemon is alive.
 func (b *Bed) running(name string) bool {
 	r, ok := b.readPID(name)

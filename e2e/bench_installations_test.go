@@ -1,0 +1,179 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// installation is a server of the Concierge API (TokenCredentialRequest
+// through kube-apiserver's aggregation layer) that a benchmark loads.
+type installation struct {
+	name       string
+	kubeconfig string // "" is the bed's admin kubeconfig
+	namespace  string
+	suffix     string // API group suffix; "" is pinniped.dev
+	// authenticator is a JWTAuthenticator that accepts the bed's Dex ID
+	// tokens (audience testbed.DexClientID).
+	authenticator string
+	// selector picks its server pods and Deployments; "" is all of them in
+	// namespace.
+	selector string
+}
+
+const (
+	benchSuffix    = "bench.example.net"
+	benchNamespace = "pinniped-bench"
+)
+
+// benchInstallations are ours (installed by the caller) and the one to
+// compare it with. PINNIPED_BENCH_OTHER_NAMESPACE (with _SUFFIX,
+// _KUBECONFIG, _AUTHENTICATOR, _SELECTOR and _NAME) names any
+// installation; PINNIPED_BENCH_OTHER_SETUP is a shell command run first,
+// with the bed's KUBECONFIG and PINNIPED_BENCH_DEX_ISSUER,
+// PINNIPED_BENCH_DEX_CA_FILE and PINNIPED_BENCH_DEX_CLIENT_ID in its
+// environment, to install it. Without them the other is a second install
+// of this build under another API group suffix, which proves the
+// parameters work and shows the run-to-run spread between equals.
+func benchInstallations(t *testing.T, pinniped string) []installation {
+	t.Helper()
+	ours := installation{name: "pinniped (this build)", namespace: "pinniped", authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+	env := func(k, def string) string {
+		if v := os.Getenv("PINNIPED_BENCH_OTHER_" + k); v != "" {
+			return v
+		}
+		return def
+	}
+	if setup := env("SETUP", ""); setup != "" {
+		cfg := Bed.Config()
+		cmd := exec.CommandContext(context.Background(), "sh", "-c", setup)
+		cmd.Env = append(BedEnv(), "PINNIPED_BENCH_DEX_ISSUER="+cfg.DexIssuer(), "PINNIPED_BENCH_DEX_CA_FILE="+cfg.TestbedCAFile(),
+			"PINNIPED_BENCH_DEX_CLIENT_ID="+testbed.DexClientID)
+		out, err := cmd.CombinedOutput()
+		t.Logf("PINNIPED_BENCH_OTHER_SETUP:\n%s", out)
+		if err != nil {
+			t.Fatalf("PINNIPED_BENCH_OTHER_SETUP failed: %v", err)
+		}
+	}
+	other := installation{name: env("NAME", "other"), kubeconfig: env("KUBECONFIG", ""), namespace: env("NAMESPACE", ""),
+		suffix: env("SUFFIX", ""), authenticator: env("AUTHENTICATOR", "dex"), selector: env("SELECTOR", "")}
+	if other.namespace == "" {
+		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" {
+			t.Fatal("PINNIPED_BENCH_OTHER_NAMESPACE is needed with the other PINNIPED_BENCH_OTHER_* settings")
+		}
+		Run(t, nil, pinniped, installArgs(t, "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)
+		t.Cleanup(func() {
+			_, _ = RunE(nil, pinniped, "uninstall", "--namespace="+benchNamespace, "--api-group-suffix="+benchSuffix)
+		})
+		other = installation{name: "pinniped (this build), a second install", namespace: benchNamespace, suffix: benchSuffix,
+			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+	}
+	if err := groupsuffix.Validate(other.suffix); other.suffix != "" && err != nil {
+		t.Fatalf("PINNIPED_BENCH_OTHER_SUFFIX: %v", err)
+	}
+	return []installation{ours, other}
+}
+
+func (in installation) kubectlArgs() []string {
+	if in.kubeconfig == "" {
+		return nil
+	}
+	return []string{"--kubeconfig=" + in.kubeconfig}
+}
+
+// exchangeRequest is a TokenCredentialRequest for token at the
+// installation's authenticator: the URL through its cluster's
+// kube-apiserver, the body, and TLS settings that trust that server and
+// present no client certificate (a login is anonymous).
+func (in installation) exchangeRequest(t *testing.T, token string) (url string, body []byte, tlsConfig *tls.Config) {
+	t.Helper()
+	var cfg *rest.Config
+	var err error
+	if in.kubeconfig == "" {
+		cfg, err = Bed.RESTConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", in.kubeconfig)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", in.name, err)
+	}
+	tlsConfig, err = rest.TLSConfigFor(rest.AnonymousClientConfig(cfg))
+	if err != nil || tlsConfig == nil {
+		t.Fatalf("%s: TLS settings for %s: %v", in.name, cfg.Host, err)
+	}
+	tlsConfig.MinVersion = tls.VersionTLS12
+	body, _ = json.Marshal(map[string]any{
+		"apiVersion": groupsuffix.GroupVersion(groupsuffix.Login, in.suffix), "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": groupsuffix.Group(groupsuffix.Authentication, in.suffix), "kind": "JWTAuthenticator", "name": in.authenticator}},
+	})
+	return strings.TrimSuffix(cfg.Host, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, in.suffix) + "/tokencredentialrequests", body, tlsConfig
+}
+
+// setCPULimit gives every container of the installation's Deployments a
+// CPU limit and waits for the rollout; the old resources come back when
+// the test ends.
+func (in installation) setCPULimit(t *testing.T, limit string) {
+	t.Helper()
+	args := append(in.kubectlArgs(), "-n", in.namespace)
+	list := append(append([]string{}, args...), "get", "deployments", "-o", "json")
+	if in.selector != "" {
+		list = append(list, "-l", in.selector)
+	}
+	var deps struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Resources json.RawMessage `json:"resources"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(Kubectl(t, list...)), &deps); err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) == 0 {
+		t.Fatalf("%s: no Deployment in namespace %s (selector %q)", in.name, in.namespace, in.selector)
+	}
+	for _, d := range deps.Items {
+		var restore []map[string]any
+		for i, c := range d.Spec.Template.Spec.Containers {
+			res := c.Resources
+			if len(res) == 0 {
+				res = json.RawMessage("{}")
+			}
+			restore = append(restore, map[string]any{"op": "add", "path": fmt.Sprintf("/spec/template/spec/containers/%d/resources", i), "value": res})
+		}
+		patch, _ := json.Marshal(restore)
+		name := d.Metadata.Name
+		t.Cleanup(func() {
+			_, _ = RunE(nil, "kubectl", append(append([]string{}, args...), "patch", "deployment", name, "--type=json", "-p", string(patch))...)
+		})
+		Kubectl(t, append(append([]string{}, args...), "set", "resources", "deployment", name, "--limits=cpu="+limit)...)
+	}
+	for _, d := range deps.Items {
+		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", d.Metadata.Name, "--timeout=3m")...)
+	}
+	time.Sleep(6 * time.Second) // the old pods' drain
+}
