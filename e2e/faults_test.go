@@ -432,6 +432,26 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 		}
 		return ""
 	}
+	// Where the proxy serves (the managed profile), a watch through it is
+	// cut when its replica dies; kubectl wait watches with client-go's
+	// informer machinery, which re-lists and watches again as it does
+	// when an API server replica goes.
+	managed := Bed.Config().Profile == testbed.ProfileManaged
+	var watchOut bytes.Buffer
+	watchDone := make(chan error, 1)
+	if managed {
+		Kubectl(t, "-n", "default", "create", "configmap", "e2e-watched", "--from-literal=k=before")
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "-n", "default", "delete", "configmap", "e2e-watched") })
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		t.Cleanup(cancel)
+		watch := exec.CommandContext(ctx, "kubectl", "-n", "default", "wait", "configmap/e2e-watched", "--for=jsonpath={.data.k}=after", "--timeout=3m", "-v=4")
+		watch.Env = append(BedEnv(), env...)
+		watch.Stdout, watch.Stderr = &watchOut, &watchOut
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { watchDone <- watch.Wait() }()
+	}
 	underLoad(t, env, "both replicas killed in turn", excused, func() {
 		for _, pod := range pods {
 			kills = append(kills, time.Now())
@@ -450,6 +470,31 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 			time.Sleep(5 * time.Second)
 		}
 	})
+	if !managed {
+		return
+	}
+	select {
+	case err := <-watchDone:
+		t.Fatalf("kubectl's watch through the proxy ended before the change it waits for: %v\n%s", err, watchOut.String())
+	default:
+	}
+	Kubectl(t, "-n", "default", "patch", "configmap", "e2e-watched", "-p", `{"data":{"k":"after"}}`)
+	select {
+	case err := <-watchDone:
+		if err != nil {
+			t.Fatalf("kubectl's watch through the proxy: %v\n%s", err, watchOut.String())
+		}
+		var watchLines []string
+		for _, l := range strings.Split(watchOut.String(), "\n") {
+			if strings.Contains(strings.ToLower(l), "watch") {
+				watchLines = append(watchLines, l)
+			}
+		}
+		t.Logf("a kubectl watch through the proxy outlived both replicas' kills and saw the change; what its log says of watches:\n%s",
+			strings.Join(watchLines[max(0, len(watchLines)-8):], "\n"))
+	case <-time.After(time.Minute):
+		t.Fatalf("kubectl's watch through the proxy missed the change made after the kills:\n%s", watchOut.String())
+	}
 }
 
 // TestUpgradeAndRollbackUnderLoad: `pinniped install` of another build
@@ -464,6 +509,18 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 	image := func() string {
 		return Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 	}
+	// The running release's CRD as an older release had it: without a
+	// field added since. The upgrade must bring the field.
+	const crd = "jwtauthenticators.authentication.concierge.pinniped.dev"
+	Kubectl(t, "patch", "crd", crd, "--type=json", "-p",
+		`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/tls/properties/certificateAuthorityDataSource"}]`)
+	crdHasField := func() bool {
+		return Kubectl(t, "get", "crd", crd, "-o",
+			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.tls.properties.certificateAuthorityDataSource.type}") == "object"
+	}
+	if crdHasField() {
+		t.Fatal("the CRD kept the field the test removed")
+	}
 	underLoad(t, env, "an upgrade and a rollback", nil, func() {
 		for _, img := range []string{next, first} {
 			began := time.Now()
@@ -477,6 +534,9 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 			Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
 			if got := image(); got != img {
 				t.Fatalf("the Deployment runs %s, want %s", got, img)
+			}
+			if !crdHasField() {
+				t.Errorf("after installing %s the JWTAuthenticator CRD still lacks tls.certificateAuthorityDataSource: CRD changes were not applied", img)
 			}
 			t.Logf("rolled out %s in %s", img, time.Since(began).Round(100*time.Millisecond))
 			time.Sleep(5 * time.Second)
@@ -608,5 +668,65 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 	// The strategies are still reported working.
 	if out := Kubectl(t, "get", "credentialissuer", "-o", "jsonpath={.items[0].status.strategies[*].status}"); !strings.Contains(out, "Success") {
 		t.Errorf("CredentialIssuer strategies after the restart: %s", out)
+	}
+}
+
+// TestNodeRestarted: the bed's one node loses power and comes back: every
+// daemon and container killed at once, volatile state gone, everything
+// started again. With no manual step the agent's pods come back, the
+// signing strategy works again (on kubeadm: the cluster signing key,
+// reloaded from the restarted kube-controller-manager), and a user's
+// kubectl logs in.
+func TestNodeRestarted(t *testing.T) {
+	pinniped := installAgent(t)
+	alice := testbed.DexUsers[0]
+	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
+	env := func() []string {
+		// A new cache each time: every call must exchange at the agent.
+		return []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	}
+	if got, stderr, err := whoami(t, env()); err != nil || got != alice.Email {
+		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
+	}
+	strategies := func() string {
+		out, _ := RunE(nil, "kubectl", "get", "credentialissuer", "-o",
+			`jsonpath={range .items[0].status.strategies[*]}{.type}={.status} {end}`)
+		return strings.TrimSpace(out)
+	}
+	before := strategies()
+	if !strings.Contains(before, "=Success") {
+		t.Fatalf("no working strategy before the restart: %s", before)
+	}
+	// However the test ends, the bed serves the tests after it.
+	t.Cleanup(func() { _, _ = Bed.Revive() })
+	began := time.Now()
+	if err := Bed.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node restarted (daemons started again in %s)", time.Since(began).Round(100*time.Millisecond))
+	Eventually(t, 4*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {
+		got, stderr, err := whoami(t, env())
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
+		}
+		if got != alice.Email {
+			return fmt.Errorf("kubectl answered %q", got)
+		}
+		return nil
+	})
+	t.Logf("logins work again %s after the power cut", time.Since(began).Round(100*time.Millisecond))
+	Eventually(t, 2*time.Minute, "the CredentialIssuer reports the strategies it did before", func(context.Context) error {
+		if now := strategies(); now != before {
+			return fmt.Errorf("%s, before the restart %s", now, before)
+		}
+		return nil
+	})
+	Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=2m")
+	for _, p := range agentPods(t) {
+		t.Logf("%s: %d container restarts", p.name, p.restarts)
+		if p.restarts > 3 {
+			t.Errorf("%s restarted %d times on the way back: it should wait for what it needs, not crash-loop", p.name, p.restarts)
+		}
 	}
 }

@@ -98,18 +98,18 @@ func TestExchangeLoad(t *testing.T) {
 		}
 		time.Sleep(20 * time.Second) // let start-up garbage be collected
 		servers := make([]server, len(targets))
+		idle := make([]string, len(targets))
 		for i, tg := range targets {
 			servers[i] = podServer(t, tg.in.name, tg.in.namespace, tg.in.selector, tg.in.kubectlArgs()...)
+			idle[i] = servers[i].rssText()
+		}
+		for _, tg := range targets {
 			kept, _ := tg.clients()
 			for range 50 { // warm up connections and the JWKS cache
 				if _, err := post(kept, tg.url, tg.body); err != nil {
 					t.Fatal(err)
 				}
 			}
-		}
-		idle := make([]string, len(targets))
-		for i := range targets {
-			idle[i] = servers[i].rssText()
 		}
 		apiserver := server{name: "kube-apiserver"}
 		if pid, ok := Bed.PID("kube-apiserver"); ok {

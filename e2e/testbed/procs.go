@@ -143,6 +143,51 @@ func (b *Bed) Revive() ([]string, error) {
 	return started, nil
 }
 
+// Reboot does to the bed what a power cycle does to a node: every daemon
+// and every container process killed at once, the volatile state gone (on
+// a node it lives in /run: containerd's state directory with its mounts,
+// pods' tmpfs volumes), then every daemon started again as Up started it.
+// What a disk keeps stays: etcd's data, containerd's images and metadata,
+// kubelet's checkpoints. Whether the cluster serves again is for the
+// caller to wait for.
+func (b *Bed) Reboot() error {
+	var recs []pidRecord
+	for _, d := range daemons {
+		if r, ok := b.readPID(d); ok && r.alive() {
+			recs = append(recs, r)
+			_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		}
+	}
+	killStragglers(b.cfg)
+	for _, r := range recs {
+		for i := 0; i < 100 && r.alive(); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if r.alive() {
+			return fmt.Errorf("process %d survived SIGKILL", r.PID)
+		}
+	}
+	for _, d := range daemons {
+		_ = os.Remove(b.pidFile(d))
+	}
+	state := b.cfg.path("containerd", "state")
+	if err := errors.Join(unmountUnder(state), unmountUnder(b.cfg.KubeletRootDir())); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(state); err != nil {
+		return fmt.Errorf("clear containerd's state as a reboot would: %w", err)
+	}
+	for _, d := range daemons {
+		if _, err := os.Stat(b.launchFile(d)); err != nil {
+			continue // not part of this bed's profile
+		}
+		if err := b.Start(d); err != nil {
+			return fmt.Errorf("after the reboot: %w", err)
+		}
+	}
+	return nil
+}
+
 // Start starts a daemon that Stop stopped, as Up started it, and waits
 // until it has not exited for a moment; whether it serves is for the
 // caller to wait for. A daemon still running is left as it is.
