@@ -510,13 +510,17 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 		return Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 	}
 	// The running release's CRD as an older release had it: without a
-	// field added since. The upgrade must bring the field.
+	// field added since (nor the validation rule that names it). The
+	// upgrade must bring both.
 	const crd = "jwtauthenticators.authentication.concierge.pinniped.dev"
 	Kubectl(t, "patch", "crd", crd, "--type=json", "-p",
-		`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/tls/properties/certificateAuthorityDataSource"}]`)
+		`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations"},`+
+			`{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/tls/properties/certificateAuthorityDataSource"}]`)
 	crdHasField := func() bool {
 		return Kubectl(t, "get", "crd", crd, "-o",
-			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.tls.properties.certificateAuthorityDataSource.type}") == "object"
+			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.tls.properties.certificateAuthorityDataSource.type}") == "object" &&
+			strings.Contains(Kubectl(t, "get", "crd", crd, "-o",
+				"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.x-kubernetes-validations[*].rule}"), "certificateAuthorityDataSource")
 	}
 	if crdHasField() {
 		t.Fatal("the CRD kept the field the test removed")
@@ -550,6 +554,7 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 func exchangingUser(t *testing.T, pinniped string) []string {
 	t.Helper()
 	alice := testbed.DexUsers[0]
+	proxyFirst(t)
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
 	cfg, err := clientcmd.LoadFromFile(kc)
 	if err != nil {
@@ -566,6 +571,17 @@ func exchangingUser(t *testing.T, pinniped string) []string {
 		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
 	}
 	return env
+}
+
+// proxyFirst waits, on the managed profile, until the impersonation proxy
+// is advertised: get kubeconfig picks the first working strategy, and
+// just after an install that may still be the slower CSR path, which
+// would make a test's users talk to kube-apiserver, not the proxy.
+func proxyFirst(t *testing.T) {
+	t.Helper()
+	if Bed.Config().Profile == testbed.ProfileManaged {
+		waitProxyStrategy(t, "the impersonation proxy is advertised", proxySucceeds)
+	}
 }
 
 // underLoad runs fault while kubectl calls (each an exchange, as env's
@@ -680,6 +696,7 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 func TestNodeRestarted(t *testing.T) {
 	pinniped := installAgent(t)
 	alice := testbed.DexUsers[0]
+	proxyFirst(t)
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
 	env := func() []string {
 		// A new cache each time: every call must exchange at the agent.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // A pidRecord identifies a process we started: the PID plus the process's start time (field 22
@@ -183,6 +185,26 @@ func (b *Bed) Reboot() error {
 		}
 		if err := b.Start(d); err != nil {
 			return fmt.Errorf("after the reboot: %w", err)
+		}
+		if d != "kube-apiserver" {
+			continue
+		}
+		// As a node's service manager orders them: the controllers
+		// started against an API server still bootstrapping its RBAC
+		// would be refused and exit.
+		rc, err := b.RESTConfig()
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		if err := b.waitFor(context.Background(), "kube-apiserver /readyz after the reboot", "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	return nil
