@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -231,6 +232,35 @@ func (b *Bed) Start(name string) error {
 	time.Sleep(200 * time.Millisecond)
 	if !b.running(name) {
 		return fmt.Errorf("%s exited right after starting again; see %s:\n%s", name, b.cfg.LogFile(name), tail(b.cfg.LogFile(name), 15))
+	}
+	return nil
+}
+
+// StartWithEnv starts a stopped daemon as Start does, with env added for
+// this run only: its launch record is kept, so a later Start or Revive
+// starts it as Up did.
+func (b *Bed) StartWithEnv(name string, env ...string) error {
+	if b.running(name) {
+		return fmt.Errorf("%s is running; stop it first", name)
+	}
+	raw, err := os.ReadFile(b.launchFile(name))
+	if err != nil {
+		return fmt.Errorf("how %s was started is not recorded: %w", name, err)
+	}
+	var l launch
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return fmt.Errorf("%s: %w", b.launchFile(name), err)
+	}
+	startErr := b.start(name, append(slices.Clone(l.Env), env...), l.Bin, l.Args...)
+	if err := os.WriteFile(b.launchFile(name), raw, 0o600); err != nil {
+		return err
+	}
+	if startErr != nil {
+		return startErr
+	}
+	time.Sleep(200 * time.Millisecond)
+	if !b.running(name) {
+		return fmt.Errorf("%s exited right after starting; see %s:\n%s", name, b.cfg.LogFile(name), tail(b.cfg.LogFile(name), 15))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -21,9 +22,19 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
 
-// Leeway tolerates a small clock difference between the issuer and the
-// agent, so a token is not refused in its last seconds of validity.
-const Leeway = 10 * time.Second
+// Leeway is how far the issuer's clock may be from the agent's, either way:
+// a token is accepted from Leeway before its iat and nbf until Leeway after
+// its exp. It must cover a skew of 2 minutes plus a token's way from the
+// issuer to the agent (a login's retries take up to 30 s): a Pinniped
+// Supervisor's cluster-scoped ID tokens live only 2 minutes, so from an
+// issuer 2 minutes behind they arrive already expired by the agent's clock.
+// It is bounded because leeway on exp lengthens a stolen token's life by as
+// much (and each exchange mints a fresh 5-minute certificate); the checks
+// on iat and nbf bound the other way, an issuer whose clock runs ahead
+// handing out tokens that live that much longer here. go-oidc (which
+// Kubernetes' OIDC authenticator uses) checks exp strictly and nbf with 5
+// minutes; one leeway both ways is easier to reason about and to document.
+const Leeway = 3 * time.Minute
 
 // Config is everything needed to validate tokens from one issuer.
 type Config struct {
@@ -40,6 +51,7 @@ type Config struct {
 // Authenticator implements k8s.io/apiserver's authenticator.Token.
 type Authenticator struct {
 	verifier      *oidc.IDTokenVerifier
+	now           func() time.Time
 	usernameClaim string
 	groupsClaim   string
 }
@@ -169,6 +181,7 @@ func NewWithKeySet(cfg Config, keySet oidc.KeySet) *Authenticator {
 		now = time.Now
 	}
 	a := &Authenticator{
+		now:           now,
 		usernameClaim: cfg.UsernameClaim,
 		groupsClaim:   cfg.GroupsClaim,
 	}
@@ -186,7 +199,9 @@ func NewWithKeySet(cfg Config, keySet oidc.KeySet) *Authenticator {
 			oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
 			oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
 		},
-		Now: func() time.Time { return now().Add(-Leeway) },
+		// go-oidc's own check has no leeway on exp and a fixed one on
+		// nbf; checkTimes applies Leeway to exp, nbf and iat alike.
+		SkipExpiryCheck: true,
 	})
 	return a
 }
@@ -202,6 +217,9 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	if err := idToken.Claims(&claims); err != nil {
 		return nil, false, fmt.Errorf("decode claims: %w", err)
 	}
+	if err := checkTimes(a.now(), idToken.Expiry, idToken.IssuedAt, claims["nbf"]); err != nil {
+		return nil, false, err
+	}
 	username, err := a.username(claims)
 	if err != nil {
 		return nil, false, err
@@ -214,6 +232,51 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 		Audiences: authenticator.Audiences(idToken.Audience),
 		User:      &user.DefaultInfo{Name: username, Groups: groups},
 	}, true, nil
+}
+
+// checkTimes accepts a token from Leeway before its iat and nbf (either may
+// be absent) until Leeway after its exp (which must be present: a token
+// without one would never expire).
+func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
+	if exp.IsZero() {
+		return errors.New("token has no exp claim; the issuer must set one")
+	}
+	if now.After(exp.Add(Leeway)) {
+		return fmt.Errorf("token expired at %s, more than %s before this agent's clock (%s): log in again; if a fresh token is refused too, the issuer's and the cluster's clocks differ by more than %s (check NTP on both)",
+			exp.UTC().Format(time.RFC3339), Leeway, now.UTC().Format(time.RFC3339), Leeway)
+	}
+	nbf, err := numericDate(rawNBF)
+	if err != nil {
+		return fmt.Errorf("claim nbf: %w", err)
+	}
+	for _, c := range []struct {
+		name string
+		t    time.Time
+	}{{"iat", iat}, {"nbf", nbf}} {
+		if !c.t.IsZero() && c.t.After(now.Add(Leeway)) {
+			return fmt.Errorf("token's %s is %s, more than %s after this agent's clock (%s): the issuer's and the cluster's clocks differ by more than %s; check NTP on both",
+				c.name, c.t.UTC().Format(time.RFC3339), Leeway, now.UTC().Format(time.RFC3339), Leeway)
+		}
+	}
+	return nil
+}
+
+// numericDate reads a JWT NumericDate (seconds since the epoch, possibly
+// fractional); absent is the zero time.
+func numericDate(raw json.RawMessage) (time.Time, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return time.Time{}, errors.New("must be a number of seconds since the epoch")
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return time.Time{}, errors.New("must be a number of seconds since the epoch")
+	}
+	sec := math.Floor(f)
+	return time.Unix(int64(sec), int64((f-sec)*1e9)), nil
 }
 
 func (a *Authenticator) username(claims map[string]json.RawMessage) (string, error) {

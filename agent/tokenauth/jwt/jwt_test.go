@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -89,7 +90,8 @@ func TestRejections(t *testing.T) {
 	a := newAuth(t, iss, nil)
 	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	cases := map[string]string{
-		"expired":        iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-time.Minute).Unix()})),
+		"expired":        iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway - time.Second).Unix()})),
+		"no exp":         iss.Sign(t, claims(iss, map[string]any{"exp": nil})),
 		"wrong audience": iss.Sign(t, claims(iss, map[string]any{"aud": "cluster-b"})),
 		"wrong issuer":   iss.Sign(t, claims(iss, map[string]any{"iss": "https://evil.example.com"})),
 		"no username":    iss.Sign(t, claims(iss, map[string]any{"username": nil})),
@@ -109,12 +111,46 @@ func TestRejections(t *testing.T) {
 	}
 }
 
-func TestLeewayForClockSkew(t *testing.T) {
+// TestClockSkew plays an issuer whose clock is 2 minutes ahead of or
+// behind the agent's, issuing a Pinniped Supervisor's 2-minute cluster-scoped
+// ID tokens, which reach the agent up to 30 s later (a login's retries while
+// an agent replica restarts). Each must be accepted; a token past the
+// leeway must not.
+func TestClockSkew(t *testing.T) {
 	iss := jwttest.New(t)
 	a := newAuth(t, iss, nil)
-	token := iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway / 2).Unix()}))
-	if _, _, err := a.AuthenticateToken(context.Background(), token); err != nil {
-		t.Fatalf("a token expired %v ago is within the leeway: %v", jwt.Leeway/2, err)
+	const life, transit = 2 * time.Minute, 30 * time.Second
+	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, 0} {
+		for _, late := range []time.Duration{0, transit} {
+			issued := now.Add(skew).Add(-late) // the issuer's clock when it signed
+			c := claims(iss, map[string]any{"iat": issued.Unix(), "nbf": issued.Unix(), "exp": issued.Add(life).Unix()})
+			t.Run(fmt.Sprintf("issuer %+v, arrives %v later", skew, late), func(t *testing.T) {
+				if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, c)); err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+			})
+		}
+	}
+
+	refused := map[string]map[string]any{
+		"expired beyond the leeway":    {"exp": now.Add(-jwt.Leeway - time.Second).Unix()},
+		"iat beyond the leeway":        {"iat": now.Add(jwt.Leeway + time.Second).Unix()},
+		"nbf beyond the leeway":        {"nbf": now.Add(jwt.Leeway + time.Second).Unix()},
+		"nbf not a number":             {"nbf": "soon"},
+		"fractional nbf beyond leeway": {"nbf": float64(now.Add(jwt.Leeway).Unix()) + 0.5},
+	}
+	for name, extra := range refused {
+		t.Run(name, func(t *testing.T) {
+			_, ok, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra)))
+			if err == nil || ok {
+				t.Fatalf("accepted: ok=%v err=%v", ok, err)
+			}
+		})
+	}
+	// The edges themselves are in.
+	edge := claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway).Unix(), "iat": now.Add(jwt.Leeway).Unix(), "nbf": now.Add(jwt.Leeway).Unix()})
+	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, edge)); err != nil {
+		t.Fatalf("a token at the edges of the leeway: %v", err)
 	}
 }
 

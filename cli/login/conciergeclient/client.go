@@ -61,8 +61,14 @@ var (
 // ErrRefused means the agent looked at the token and said no.
 var ErrRefused = errors.New("the cluster refused the token")
 
-// Exchange sends one TokenCredentialRequest.
+// Exchange sends one TokenCredentialRequest. The credential's expiry is
+// restated on this machine's clock (see localExpiry).
 func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error) {
+	return ExchangeAt(ctx, c, token, time.Now)
+}
+
+// ExchangeAt is Exchange with now as this machine's clock.
+func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func() time.Time) (*loginv1alpha1.ClusterCredential, error) {
 	kind, err := c.Kind()
 	if err != nil {
 		return nil, err
@@ -88,7 +94,7 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 
 	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
 	first := time.Now()
-	status, raw, err := post(ctx, client, endpoint, body)
+	status, raw, date, err := post(ctx, client, endpoint, body)
 	waited, backoff := time.Duration(0), retryBackoff
 	for retryable(status, err) {
 		wait := min(backoff.Step(), maxRetryWait)
@@ -99,7 +105,7 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 			return nil, fmt.Errorf("exchange token at %s: %w (while retrying after: %w)", c.Endpoint, serr, answerError(status, err))
 		}
 		waited += wait
-		status, raw, err = post(ctx, client, endpoint, body)
+		status, raw, date, err = post(ctx, client, endpoint, body)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("exchange token at %s: %w", c.Endpoint, err)
@@ -130,7 +136,35 @@ func Exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1a
 	if cred == nil || (cred.Token == "" && (cred.ClientCertificateData == "" || cred.ClientKeyData == "")) || cred.ExpirationTimestamp.IsZero() {
 		return nil, fmt.Errorf("exchange token at %s: the answer holds no usable credential", c.Endpoint)
 	}
+	cred.ExpirationTimestamp = metav1.NewTime(localExpiry(cred.ExpirationTimestamp.Time, date, now()))
 	return cred, nil
+}
+
+// maxDateError is the largest difference between the answer's Date and this
+// machine's clock taken as noise rather than skew: Date has a resolution of
+// one second, and the answer takes a moment to arrive.
+const maxDateError = 5 * time.Second
+
+// localExpiry restates a credential's expiry, which is on the cluster's
+// clock, on this machine's: kubectl and the credential cache compare it
+// with this machine's clock. On a machine 2 minutes behind the cluster, a
+// certificate would otherwise be handed out for 2 minutes after the API
+// server began refusing it, and kubectl, which asks the plugin again after a
+// 401, would be given it again. date is the answer's Date header (the clock
+// of the API server or impersonation proxy that will check the
+// credential); without one the expiry is kept.
+func localExpiry(exp time.Time, date string, received time.Time) time.Time {
+	serverNow, err := http.ParseTime(date)
+	if err != nil {
+		return exp
+	}
+	// Date is truncated to the second: the server's clock read up to a
+	// second more, and the remaining life is taken from that, the shorter.
+	remaining := exp.Sub(serverNow.Add(time.Second))
+	if local := received.Add(remaining); local.Sub(exp).Abs() > maxDateError {
+		return local
+	}
+	return exp
 }
 
 // answerError describes the last failed attempt.
@@ -141,23 +175,23 @@ func answerError(status int, err error) error {
 	return fmt.Errorf("HTTP %d", status)
 }
 
-// post sends the request once and reads the answer.
-func post(ctx context.Context, client *http.Client, endpoint string, body []byte) (int, []byte, error) {
+// post sends the request once and reads the answer and its Date header.
+func post(ctx context.Context, client *http.Client, endpoint string, body []byte) (int, []byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, raw, err
+	return resp.StatusCode, raw, resp.Header.Get("Date"), err
 }
 
 // retryable: what a moment later may go otherwise. A certificate the

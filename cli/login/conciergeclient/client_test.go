@@ -2,6 +2,7 @@ package conciergeclient_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"log/slog"
@@ -46,6 +47,12 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	}
 	if !strings.Contains(cred.ClientCertificateData, "BEGIN CERTIFICATE") || cred.ExpirationTimestamp.IsZero() {
 		t.Fatalf("credential %+v", cred)
+	}
+	// Clocks that agree leave the expiry as the agent gave it (it is
+	// restated on this machine's clock only beyond the Date header's noise).
+	block, _ := pem.Decode([]byte(cred.ClientCertificateData))
+	if cert, err := x509.ParseCertificate(block.Bytes); err != nil || !cert.NotAfter.Equal(cred.ExpirationTimestamp.Time) {
+		t.Fatalf("expiry %v, certificate's NotAfter %v (%v)", cred.ExpirationTimestamp, cert.NotAfter, err)
 	}
 
 	_, err = conciergeclient.Exchange(context.Background(), cfg, "garbage")

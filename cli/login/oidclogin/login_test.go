@@ -349,3 +349,47 @@ func TestQuietLoginURL(t *testing.T) {
 		t.Fatalf("no browser, and no link either: %v", ui.shown)
 	}
 }
+
+// TestIssuerClockSkew: with the issuer's clock 2 minutes ahead of or behind
+// this machine's, a login and a refresh get their ID tokens, and the
+// Supervisor's 2-minute cluster-scoped token is taken (2 minutes behind, it
+// has expired by this machine's clock on arrival). Beyond the leeway it is
+// refused.
+func TestIssuerClockSkew(t *testing.T) {
+	local := time.Now()
+	const life = 2 * time.Minute
+	tooFarBehind := -life - oidclogin.ClockLeeway - time.Minute
+	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, tooFarBehind} {
+		t.Run(skew.String(), func(t *testing.T) {
+			p := oidctest.New(t)
+			p.IDTokenTTL = life
+			p.Now = func() time.Time { return local.Add(skew) }
+			prov, err := oidclogin.Discover(context.Background(), &config.OIDC{
+				Issuer: p.URL, ClientID: p.ClientID, Scopes: []string{"openid", "offline_access"}, CABundle: p.CABundle,
+			}, func() time.Time { return local })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t)
+			tok, err := prov.PasswordGrant(ctx, "alice", "password")
+			if skew == tooFarBehind {
+				if err == nil || !strings.Contains(err.Error(), "expired") {
+					t.Fatalf("a token expired beyond the leeway: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("login: %v", err)
+			}
+			if !tok.IDTokenExpiry.Equal(local.Add(skew).Add(life).Truncate(time.Second)) {
+				t.Fatalf("the ID token's expiry is %v: it must be the issuer's own", tok.IDTokenExpiry)
+			}
+			if _, err := prov.Refresh(ctx, tok.RefreshToken); err != nil {
+				t.Fatalf("refresh: %v", err)
+			}
+			if _, _, err := prov.ExchangeForAudience(ctx, tok.AccessToken, "cluster-b"); err != nil {
+				t.Fatalf("exchange: %v", err)
+			}
+		})
+	}
+}

@@ -30,6 +30,15 @@ var signingAlgs = []string{
 	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
 }
 
+// ClockLeeway is how far the issuer's clock may be from this machine's,
+// either way, when the CLI checks an ID token's exp, nbf and iat. It is the
+// agent's leeway (agent/tokenauth/jwt.Leeway, which the CLI may not import):
+// the CLI only refuses what the cluster would refuse too. A Supervisor's
+// cluster-scoped tokens live 2 minutes, so on a machine 2 minutes ahead of
+// the issuer they look expired the moment they arrive; the agent, not this
+// check, decides what a token is worth.
+const ClockLeeway = 3 * time.Minute
+
 // Provider is a discovered OIDC provider.
 type Provider struct {
 	cfg      *config.OIDC
@@ -86,7 +95,8 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		verifier: p.Verifier(&oidc.Config{
 			ClientID:             c.ClientID,
 			SupportedSigningAlgs: signingAlgs,
-			Now:                  now,
+			// go-oidc checks exp without leeway; verify applies ClockLeeway.
+			SkipExpiryCheck: true,
 		}),
 		oauth: oauth2.Config{
 			ClientID: c.ClientID,
@@ -112,7 +122,7 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 	if raw == "" {
 		return nil, errors.New("the provider returned no ID token (is the openid scope requested?)")
 	}
-	idt, err := p.verifier.Verify(p.ctx(ctx), raw)
+	idt, err := p.verify(ctx, p.verifier, raw)
 	if err != nil {
 		return nil, fmt.Errorf("the provider's ID token does not verify: %w", err)
 	}
@@ -146,6 +156,40 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 		t.AccessTokenExpiry = tok.Expiry
 	}
 	return t, nil
+}
+
+// verify checks the token with v (which skips go-oidc's expiry check), then
+// its exp, nbf and iat within ClockLeeway of this machine's clock.
+func (p *Provider) verify(ctx context.Context, v *oidc.IDTokenVerifier, raw string) (*oidc.IDToken, error) {
+	idt, err := v.Verify(p.ctx(ctx), raw)
+	if err != nil {
+		return nil, err
+	}
+	var times struct {
+		NBF *float64 `json:"nbf"`
+	}
+	if err := idt.Claims(&times); err != nil {
+		return nil, fmt.Errorf("claim nbf: %w", err)
+	}
+	now := p.now()
+	if idt.Expiry.IsZero() {
+		return nil, errors.New("the token has no exp claim (the issuer must set one)")
+	}
+	if now.After(idt.Expiry.Add(ClockLeeway)) {
+		return nil, fmt.Errorf("the token expired at %s, more than %s before this machine's clock (%s): if this repeats, check this machine's clock",
+			idt.Expiry.UTC().Format(time.RFC3339), ClockLeeway, now.UTC().Format(time.RFC3339))
+	}
+	notBefore := idt.IssuedAt
+	if times.NBF != nil {
+		if nbf := time.Unix(0, int64(*times.NBF*1e9)); nbf.After(notBefore) {
+			notBefore = nbf
+		}
+	}
+	if !notBefore.IsZero() && notBefore.After(now.Add(ClockLeeway)) {
+		return nil, fmt.Errorf("the token is valid only from %s, more than %s after this machine's clock (%s): check this machine's clock",
+			notBefore.UTC().Format(time.RFC3339), ClockLeeway, now.UTC().Format(time.RFC3339))
+	}
+	return idt, nil
 }
 
 func firstNonEmpty(s ...string) string {

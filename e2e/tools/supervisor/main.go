@@ -124,6 +124,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		// Direct, never through a proxy from the environment: Dex is on the bed's own network.
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}},
 	}
+	offset, err := clockOffset(os.Getenv(ClockOffsetEnv))
+	if err != nil {
+		return err
+	}
+	if offset != 0 {
+		fmt.Fprintf(stderr, "supervisor: clock offset %s: ID tokens' times read this machine's clock %+v\n", offset, offset)
+	}
 	handler, err := New(Config{
 		Issuer: o.issuer,
 		Upstream: UpstreamConfig{
@@ -136,6 +143,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		IDTokenLifetime:      o.idTokenLifetime,
 		AccessTokenLifetime:  o.accessTokenLifetime,
 		RefreshTokenLifetime: o.refreshTTL,
+		ClockOffset:          offset,
 		Log:                  stderr,
 	})
 	if err != nil {
@@ -168,4 +176,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// ClockOffsetEnv, when set to a duration such as 2m or -2m, makes the
+// Supervisor sign ID tokens as if its clock were that far ahead (behind) of
+// the machine's; e2e tests use it to play clock skew between the Supervisor
+// and the agent. An environment variable rather than a flag, so a test can
+// start the bed's Supervisor again with it for one run.
+const ClockOffsetEnv = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
+
+func clockOffset(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d%time.Second != 0 {
+		return 0, fmt.Errorf("%s=%q: want whole seconds, such as 2m or -2m", ClockOffsetEnv, v)
+	}
+	return d, nil
 }

@@ -50,7 +50,7 @@ func newOAuth2Provider(cfg Config, key *jose.JSONWebKey, hmacSecret []byte, stor
 	return compose.Compose(fc, store,
 		&compose.CommonStrategy{
 			CoreStrategy:               compose.NewOAuth2HMACStrategy(fc),
-			OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(signingKey, fc),
+			OpenIDConnectTokenStrategy: &openid.DefaultStrategy{Signer: skewedSigner{&jwt.DefaultSigner{GetPrivateKey: signingKey}, cfg.ClockOffset}, Config: fc},
 			Signer:                     &jwt.DefaultSigner{GetPrivateKey: signingKey},
 		},
 		compose.OAuth2AuthorizeExplicitFactory,
@@ -268,3 +268,26 @@ window.onload = () => {
 </body>
 </html>
 `))
+
+// skewedSigner signs ID tokens whose times read a clock offset from the
+// machine's (Config.ClockOffset).
+type skewedSigner struct {
+	jwt.Signer
+	offset time.Duration
+}
+
+func (s skewedSigner) Generate(ctx context.Context, claims jwt.MapClaims, header jwt.Mapper) (string, string, error) {
+	if s.offset != 0 {
+		shifted := jwt.MapClaims{}
+		for k, v := range claims {
+			shifted[k] = v
+		}
+		for _, k := range []string{"iat", "exp", "nbf", "auth_time", "rat"} {
+			if sec, ok := shifted[k].(int64); ok {
+				shifted[k] = sec + int64(s.offset/time.Second)
+			}
+		}
+		claims = shifted
+	}
+	return s.Signer.Generate(ctx, claims, header)
+}

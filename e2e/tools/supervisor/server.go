@@ -29,6 +29,12 @@ type Config struct {
 
 	IDTokenLifetime, AccessTokenLifetime, RefreshTokenLifetime time.Duration
 
+	// ClockOffset plays a Supervisor whose clock is this far ahead of the
+	// machine's (negative: behind) in the times of the ID tokens it signs,
+	// the only times another party checks; the bed's daemons share one
+	// kernel clock, which a test cannot skew.
+	ClockOffset time.Duration
+
 	Log io.Writer // one line per request
 }
 

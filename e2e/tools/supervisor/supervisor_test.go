@@ -787,3 +787,29 @@ func TestTokenExchange(t *testing.T) {
 		}
 	})
 }
+
+// TestClockOffset: with ClockOffset, the ID token's times read a clock that
+// far ahead, and its lifetime is unchanged.
+func TestClockOffset(t *testing.T) {
+	b := newTestBed(t, func(c *Config) { c.ClockOffset = 2 * time.Minute })
+	l := b.newLogin("Bed LDAP", cliRedirect)
+	code := b.authorize(l, aliceEmail, alicePassword).location(t).Query().Get("code")
+	b.secrets = append(b.secrets, code)
+	status, tr := b.redeem(l, code, false)
+	if status != http.StatusOK {
+		t.Fatalf("code exchange: HTTP %d", status)
+	}
+	idt, _ := b.verify(tr.IDToken, "pinniped-cli")
+	if got := time.Until(idt.IssuedAt); !about(got, 2*time.Minute) {
+		t.Errorf("iat is %s from now, want 2m", got)
+	}
+	if got := idt.Expiry.Sub(idt.IssuedAt); !about(got, 2*time.Minute) {
+		t.Errorf("ID token lifetime %s", got)
+	}
+	if _, err := clockOffset("90s"); err != nil {
+		t.Error(err)
+	}
+	if _, err := clockOffset("1.5s"); err == nil {
+		t.Error("a fractional offset was accepted")
+	}
+}

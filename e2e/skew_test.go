@@ -1,0 +1,127 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// supervisorClockOffsetEnv is e2e/tools/supervisor's ClockOffsetEnv (a
+// module of its own, which this one does not import).
+const supervisorClockOffsetEnv = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
+
+// supervisorServes: the test Supervisor answers its discovery document.
+func supervisorServes(ctx context.Context) error {
+	client, err := Bed.DexHTTPClient()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, Bed.Config().SupervisorIssuer()+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &httpStatusError{resp.StatusCode}
+	}
+	return nil
+}
+
+// skewSupervisor starts the bed's test Supervisor again with its ID tokens'
+// clock offset from the machine's (which the agent and the CLI read), and
+// as it was when the test ends.
+func skewSupervisor(t *testing.T, offset string) {
+	t.Helper()
+	if err := Bed.Stop("supervisor", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := Bed.Stop("supervisor", 5*time.Second); err != nil {
+			t.Error(err)
+		}
+		if err := Bed.Start("supervisor"); err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, 60*time.Second, "the Supervisor serves again without an offset", supervisorServes)
+	})
+	if err := Bed.StartWithEnv("supervisor", supervisorClockOffsetEnv+"="+offset); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 60*time.Second, "the Supervisor serves with a clock offset of "+offset, supervisorServes)
+	log, err := os.ReadFile(Bed.Config().LogFile("supervisor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := strings.Split(string(log), "==> "); !strings.Contains(runs[len(runs)-1], "clock offset "+offset) {
+		t.Fatalf("the Supervisor's last run does not report the clock offset %s; its log ends:\n%s", offset, runs[len(runs)-1])
+	}
+}
+
+// withLoginArgs is kubeconfig with args added to its exec plugin's.
+func withLoginArgs(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	user.Exec.Args = append(user.Exec.Args, args...)
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClockSkew: the Supervisor's clock 2 minutes ahead of and behind the
+// agent's and the CLI's. Its ID tokens (the cluster-scoped ones live 2
+// minutes) must still log kubectl in: a password login, then, with the
+// session cached and no cluster credential, exchanges and a refresh. The CLI-to-cluster direction cannot be played here (one kernel
+// clock for both); its unit tests are in cli/login (TestClusterClockSkew).
+func TestClockSkew(t *testing.T) {
+	pinniped := installAgent(t)
+	supervisorAuthenticator(t)
+	alice := testbed.DexUsers[0]
+	for _, offset := range []string{"2m0s", "-2m0s"} {
+		t.Run("Supervisor "+offset, func(t *testing.T) {
+			skewSupervisor(t, offset)
+			_, _ = RunE(nil, pinniped, "logout", "--all")
+			kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
+			base := []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email}
+			want := "ldap:" + alice.Email
+			got, stderr, err := whoami(t, append(base, "PINNIPED_PASSWORD="+alice.Password))
+			if err != nil || got != want {
+				t.Fatalf("login: whoami %q, want %q (%v)\n%s", got, want, err, stderr)
+			}
+			// With the cluster credential never cached (upstream's
+			// --credential-cache=""; the session still is), every call
+			// exchanges a fresh 2-minute token: from the cached access
+			// token at first, and once that has expired (2 minutes, on the
+			// Supervisor's own clock) after a refresh. No password either way.
+			nocache := withLoginArgs(t, kc, "--credential-cache=")
+			base[0] = "KUBECONFIG=" + nocache
+			start := time.Now()
+			for _, wait := range []time.Duration{0, 70 * time.Second, 70 * time.Second} {
+				time.Sleep(wait)
+				got, stderr, err := whoami(t, base)
+				if err != nil || got != want {
+					t.Fatalf("%s after the login: whoami %q, want %q (%v)\n%s", time.Since(start).Round(time.Second), got, want, err, stderr)
+				}
+			}
+		})
+	}
+}
