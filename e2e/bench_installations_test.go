@@ -85,6 +85,10 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 	if err := groupsuffix.Validate(other.suffix); other.suffix != "" && err != nil {
 		t.Fatalf("PINNIPED_BENCH_OTHER_SUFFIX: %v", err)
 	}
+	if other.kubeconfig == "" && groupsuffix.OrDefault(other.suffix) == groupsuffix.OrDefault(ours.suffix) {
+		t.Fatalf("the other installation serves the API group suffix %s, as ours on the same cluster does: its rows would measure ours; set PINNIPED_BENCH_OTHER_SUFFIX to its suffix",
+			groupsuffix.OrDefault(other.suffix))
+	}
 	return []installation{ours, other}
 }
 
@@ -143,6 +147,7 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 				Template struct {
 					Spec struct {
 						Containers []struct {
+							Name      string          `json:"name"`
 							Resources json.RawMessage `json:"resources"`
 						} `json:"containers"`
 					} `json:"spec"`
@@ -158,19 +163,30 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 	}
 	for _, d := range deps.Items {
 		var restore []map[string]any
+		var names []string
 		for i, c := range d.Spec.Template.Spec.Containers {
 			res := c.Resources
 			if len(res) == 0 {
 				res = json.RawMessage("{}")
 			}
+			// "add" replaces the whole object: requests defaulted from the
+			// limit go with it.
 			restore = append(restore, map[string]any{"op": "add", "path": fmt.Sprintf("/spec/template/spec/containers/%d/resources", i), "value": res})
+			names = append(names, c.Name)
 		}
 		patch, _ := json.Marshal(restore)
 		name := d.Metadata.Name
 		t.Cleanup(func() {
-			_, _ = RunE(nil, "kubectl", append(append([]string{}, args...), "patch", "deployment", name, "--type=json", "-p", string(patch))...)
+			if _, err := RunE(nil, "kubectl", append(append([]string{}, args...), "patch", "deployment", name, "--type=json", "-p", string(patch))...); err != nil {
+				t.Errorf("%s: put back deployment/%s's resources: %v", in.name, name, err)
+				return
+			}
+			if _, err := RunE(nil, "kubectl", append(append([]string{}, args...), "rollout", "status", "deployment", name, "--timeout=3m")...); err != nil {
+				t.Errorf("%s: deployment/%s after its resources were put back: %v", in.name, name, err)
+			}
 		})
-		Kubectl(t, append(append([]string{}, args...), "set", "resources", "deployment", name, "--limits=cpu="+limit)...)
+		// Only the containers the restore covers (not init containers).
+		Kubectl(t, append(append([]string{}, args...), "set", "resources", "deployment", name, "--containers="+strings.Join(names, ","), "--limits=cpu="+limit)...)
 	}
 	for _, d := range deps.Items {
 		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", d.Metadata.Name, "--timeout=3m")...)

@@ -34,21 +34,32 @@ type server struct {
 // select the cluster (e.g. --kubeconfig).
 func podServer(t *testing.T, name, namespace, selector string, kubectlArgs ...string) server {
 	t.Helper()
+	// Pods being deleted still say Running; their processes are about to go.
 	args := append(append([]string{}, kubectlArgs...), "-n", namespace, "get", "pods", "--field-selector=status.phase=Running",
-		"-o", "jsonpath={range .items[*]}{.metadata.uid}{\"\\n\"}{end}")
+		"-o", "jsonpath={range .items[*]}{.metadata.uid} {.metadata.deletionTimestamp}{\"\\n\"}{end}")
 	if selector != "" {
 		args = append(args, "-l", selector)
 	}
 	s := server{name: name}
-	for _, uid := range strings.Fields(Kubectl(t, args...)) {
-		for _, pid := range podProcesses(uid) {
+	seen := map[string]bool{}
+	complete := true
+	for _, line := range strings.Split(Kubectl(t, args...), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 1 {
+			continue // none, or being deleted
+		}
+		for _, pid := range podProcesses(f[0]) {
 			s.procs = append(s.procs, pid)
-			if cg := cpuCgroupFile(pid); cg != "" {
+			cg := cpuCgroupFile(pid)
+			if cg == "" {
+				complete = false
+			} else if !seen[cg] { // a container's processes share its cgroup
+				seen[cg] = true
 				s.cgroups = append(s.cgroups, cg)
 			}
 		}
 	}
-	if len(s.cgroups) != len(s.procs) {
+	if !complete {
 		s.cgroups = nil // not every one is readable: count all the same way
 	}
 	return s

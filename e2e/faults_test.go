@@ -439,12 +439,14 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	managed := Bed.Config().Profile == testbed.ProfileManaged
 	var watchOut bytes.Buffer
 	watchDone := make(chan error, 1)
+	stopWatch := func() {}
 	if managed {
 		Kubectl(t, "-n", "default", "create", "configmap", "e2e-watched", "--from-literal=k=before")
 		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "-n", "default", "delete", "configmap", "e2e-watched") })
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		stopWatch = cancel
 		t.Cleanup(cancel)
-		watch := exec.CommandContext(ctx, "kubectl", "-n", "default", "wait", "configmap/e2e-watched", "--for=jsonpath={.data.k}=after", "--timeout=3m", "-v=4")
+		watch := exec.CommandContext(ctx, "kubectl", "-n", "default", "wait", "configmap/e2e-watched", "--for=jsonpath={.data.k}=after", "--timeout=5m", "-v=4")
 		watch.Env = append(BedEnv(), env...)
 		watch.Stdout, watch.Stderr = &watchOut, &watchOut
 		if err := watch.Start(); err != nil {
@@ -493,6 +495,10 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 		t.Logf("a kubectl watch through the proxy outlived both replicas' kills and saw the change; what its log says of watches:\n%s",
 			strings.Join(watchLines[max(0, len(watchLines)-8):], "\n"))
 	case <-time.After(time.Minute):
+		stopWatch()
+		if err := <-watchDone; err != nil { // its output is complete
+			t.Logf("kubectl wait, stopped: %v", err)
+		}
 		t.Fatalf("kubectl's watch through the proxy missed the change made after the kills:\n%s", watchOut.String())
 	}
 }
@@ -716,7 +722,11 @@ func TestNodeRestarted(t *testing.T) {
 		t.Fatalf("no working strategy before the restart: %s", before)
 	}
 	// However the test ends, the bed serves the tests after it.
-	t.Cleanup(func() { _, _ = Bed.Revive() })
+	t.Cleanup(func() {
+		if _, err := Bed.Revive(); err != nil {
+			t.Errorf("the bed after the reboot: %v", err)
+		}
+	})
 	began := time.Now()
 	if err := Bed.Reboot(); err != nil {
 		t.Fatal(err)

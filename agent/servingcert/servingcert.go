@@ -144,15 +144,18 @@ func (m *Manager) publishCA(ctx context.Context, caPEM []byte) error {
 		poll = time.Second
 	}
 	for _, name := range m.APIServiceNames {
-		told := false
+		var told time.Time
 		err := wait.PollUntilContextCancel(ctx, poll, true, func(ctx context.Context) (bool, error) {
 			_, err := m.Dynamic.Resource(APIServices).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pinniped-agent"})
 			if !apierrors.IsNotFound(err) {
 				return true, err
 			}
-			if !told && m.Log != nil {
-				m.Log.Info("waiting for the APIService to be created before publishing the serving CA in it", "apiservice", name)
-				told = true
+			// Said again each minute: a replica that stays unready here
+			// needs someone to act.
+			if m.Log != nil && time.Since(told) >= time.Minute {
+				m.Log.Warn("this replica waits for its APIService before it serves; if this persists, apply the install's manifests again (pinniped install), or check that --api-group-suffix matches the installed APIServices",
+					"apiservice", name)
+				told = time.Now()
 			}
 			return false, nil
 		})

@@ -133,6 +133,15 @@ func (b *Bed) Stop(name string, grace time.Duration) error {
 // kube-controller-manager exit when they cannot renew their leases while
 // kube-apiserver is away). It names those it started.
 func (b *Bed) Revive() ([]string, error) {
+	return b.startStopped()
+}
+
+// startStopped starts every daemon of the bed that is not running, in the
+// order Up starts them; after kube-apiserver, it waits until the API
+// server is ready, as a node's service manager orders them: controllers
+// started against an API server still bootstrapping its RBAC would be
+// refused and exit.
+func (b *Bed) startStopped() ([]string, error) {
 	var started []string
 	for _, d := range daemons {
 		if _, err := os.Stat(b.launchFile(d)); err != nil || b.running(d) {
@@ -142,6 +151,23 @@ func (b *Bed) Revive() ([]string, error) {
 			return started, err
 		}
 		started = append(started, d)
+		if d != "kube-apiserver" {
+			continue
+		}
+		rc, err := b.RESTConfig()
+		if err != nil {
+			return started, err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return started, err
+		}
+		if err := b.waitFor(context.Background(), "kube-apiserver /readyz", "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		}); err != nil {
+			return started, err
+		}
 	}
 	return started, nil
 }
@@ -180,33 +206,8 @@ func (b *Bed) Reboot() error {
 	if err := os.RemoveAll(state); err != nil {
 		return fmt.Errorf("clear containerd's state as a reboot would: %w", err)
 	}
-	for _, d := range daemons {
-		if _, err := os.Stat(b.launchFile(d)); err != nil {
-			continue // not part of this bed's profile
-		}
-		if err := b.Start(d); err != nil {
-			return fmt.Errorf("after the reboot: %w", err)
-		}
-		if d != "kube-apiserver" {
-			continue
-		}
-		// As a node's service manager orders them: the controllers
-		// started against an API server still bootstrapping its RBAC
-		// would be refused and exit.
-		rc, err := b.RESTConfig()
-		if err != nil {
-			return err
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return err
-		}
-		if err := b.waitFor(context.Background(), "kube-apiserver /readyz after the reboot", "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
-			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			return err
-		}); err != nil {
-			return err
-		}
+	if _, err := b.startStopped(); err != nil {
+		return fmt.Errorf("after the reboot: %w", err)
 	}
 	return nil
 }
@@ -252,7 +253,7 @@ func (b *Bed) StartWithEnv(name string, env ...string) error {
 		return fmt.Errorf("%s: %w", b.launchFile(name), err)
 	}
 	startErr := b.start(name, append(slices.Clone(l.Env), env...), l.Bin, l.Args...)
-	if err := os.WriteFile(b.launchFile(name), raw, 0o600); err != nil {
+	if err := os.WriteFile(b.launchFile(name), raw, 0o600); err != nil { //nolint:gosec // G703: a file under the bed's own state dir
 		return err
 	}
 	if startErr != nil {

@@ -24,7 +24,7 @@ import (
 
 // Leeway is how far the issuer's clock may be from the agent's, either way:
 // a token is accepted from Leeway before its iat and nbf until Leeway after
-// its exp. It must cover a skew of 2 minutes plus a token's way from the
+// its exp (at most half its lifetime: ExpiryLeeway). It must cover a skew of 2 minutes plus a token's way from the
 // issuer to the agent (a login's retries take up to 30 s): a Pinniped
 // Supervisor's cluster-scoped ID tokens live only 2 minutes, so from an
 // issuer 2 minutes behind they arrive already expired by the agent's clock.
@@ -234,16 +234,28 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	}, true, nil
 }
 
+// ExpiryLeeway is how long after its exp a token is still accepted: Leeway,
+// but at most half the token's lifetime (exp less iat), so a stolen token
+// lives at most half again as long as its issuer meant. A Supervisor's
+// 2-minute token from an issuer 2 minutes behind then has a minute to
+// arrive; a 10-minute token from Dex the full Leeway.
+func ExpiryLeeway(exp, iat time.Time) time.Duration {
+	if iat.IsZero() {
+		return Leeway
+	}
+	return max(0, min(Leeway, exp.Sub(iat)/2))
+}
+
 // checkTimes accepts a token from Leeway before its iat and nbf (either may
-// be absent) until Leeway after its exp (which must be present: a token
-// without one would never expire).
+// be absent) until ExpiryLeeway after its exp (which must be present: a
+// token without one would never expire).
 func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
 	if exp.IsZero() {
 		return errors.New("token has no exp claim; the issuer must set one")
 	}
-	if now.After(exp.Add(Leeway)) {
-		return fmt.Errorf("token expired at %s, more than %s before this agent's clock (%s): log in again; if a fresh token is refused too, the issuer's and the cluster's clocks differ by more than %s (check NTP on both)",
-			exp.UTC().Format(time.RFC3339), Leeway, now.UTC().Format(time.RFC3339), Leeway)
+	if late := ExpiryLeeway(exp, iat); now.After(exp.Add(late)) {
+		return fmt.Errorf("token expired at %s, more than %s before this agent's clock (%s): log in again; if a fresh token is refused too, the issuer's and the cluster's clocks differ by more than that (check NTP on both)",
+			exp.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
 	}
 	nbf, err := numericDate(rawNBF)
 	if err != nil {

@@ -138,6 +138,9 @@ func TestClockSkew(t *testing.T) {
 		"nbf beyond the leeway":        {"nbf": now.Add(jwt.Leeway + time.Second).Unix()},
 		"nbf not a number":             {"nbf": "soon"},
 		"fractional nbf beyond leeway": {"nbf": float64(now.Add(jwt.Leeway).Unix()) + 0.5},
+		// A 2-minute token is late by at most half its life, not the full
+		// leeway: a stolen one lives at most half again as long.
+		"2-minute token over a minute past exp": {"iat": now.Add(-3*time.Minute - time.Second).Unix(), "exp": now.Add(-time.Minute - time.Second).Unix()},
 	}
 	for name, extra := range refused {
 		t.Run(name, func(t *testing.T) {
@@ -148,9 +151,14 @@ func TestClockSkew(t *testing.T) {
 		})
 	}
 	// The edges themselves are in.
-	edge := claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway).Unix(), "iat": now.Add(jwt.Leeway).Unix(), "nbf": now.Add(jwt.Leeway).Unix()})
-	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, edge)); err != nil {
-		t.Fatalf("a token at the edges of the leeway: %v", err)
+	for name, extra := range map[string]map[string]any{
+		"iat and nbf Leeway ahead":         {"iat": now.Add(jwt.Leeway).Unix(), "nbf": now.Add(jwt.Leeway).Unix(), "exp": now.Add(jwt.Leeway + 10*time.Minute).Unix()},
+		"10-minute token Leeway past exp":  {"iat": now.Add(-jwt.Leeway - 10*time.Minute).Unix(), "exp": now.Add(-jwt.Leeway).Unix()},
+		"2-minute token a minute past exp": {"iat": now.Add(-3 * time.Minute).Unix(), "exp": now.Add(-time.Minute).Unix()},
+	} {
+		if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra))); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

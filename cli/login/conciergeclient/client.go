@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +96,9 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 
 	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
 	first := time.Now()
+	// When the last attempt was sent: the answer's Date is no earlier, so
+	// the remaining life measured from here errs short, the safe way.
+	sent := now()
 	status, raw, date, err := post(ctx, client, endpoint, body)
 	waited, backoff := time.Duration(0), retryBackoff
 	for retryable(status, err) {
@@ -105,6 +110,7 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 			return nil, fmt.Errorf("exchange token at %s: %w (while retrying after: %w)", c.Endpoint, serr, answerError(status, err))
 		}
 		waited += wait
+		sent = now()
 		status, raw, date, err = post(ctx, client, endpoint, body)
 	}
 	if err != nil {
@@ -136,7 +142,7 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 	if cred == nil || (cred.Token == "" && (cred.ClientCertificateData == "" || cred.ClientKeyData == "")) || cred.ExpirationTimestamp.IsZero() {
 		return nil, fmt.Errorf("exchange token at %s: the answer holds no usable credential", c.Endpoint)
 	}
-	cred.ExpirationTimestamp = metav1.NewTime(localExpiry(cred.ExpirationTimestamp.Time, date, now()))
+	cred.ExpirationTimestamp = metav1.NewTime(localExpiry(cred.ExpirationTimestamp.Time, date, sent, lifetime(cred)))
 	return cred, nil
 }
 
@@ -145,15 +151,24 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 // one second, and the answer takes a moment to arrive.
 const maxDateError = 5 * time.Second
 
+// maxTokenLifetime bounds the remaining life read for a token credential,
+// whose own lifetime the CLI cannot see (a certificate's it can).
+const maxTokenLifetime = time.Hour
+
 // localExpiry restates a credential's expiry, which is on the cluster's
 // clock, on this machine's: kubectl and the credential cache compare it
 // with this machine's clock. On a machine 2 minutes behind the cluster, a
 // certificate would otherwise be handed out for 2 minutes after the API
 // server began refusing it, and kubectl, which asks the plugin again after a
-// 401, would be given it again. date is the answer's Date header (the clock
-// of the API server or impersonation proxy that will check the
-// credential); without one the expiry is kept.
-func localExpiry(exp time.Time, date string, received time.Time) time.Time {
+// 401, would be given it again. date is the answer's Date header: the
+// clock of the agent that answered (kube-apiserver's aggregation layer
+// passes it through), which in a healthy cluster keeps the time of the API
+// server that checks the credential. The restated expiry is used only when
+// the remaining life it implies is positive and no longer than the
+// credential's own lifetime; anything else (a node's clock reset, a Date
+// rewritten on the way) keeps the expiry as the cluster stated it, rather
+// than caching a credential for years or handing out expired ones.
+func localExpiry(exp time.Time, date string, sent time.Time, lifetime time.Duration) time.Time {
 	serverNow, err := http.ParseTime(date)
 	if err != nil {
 		return exp
@@ -161,10 +176,27 @@ func localExpiry(exp time.Time, date string, received time.Time) time.Time {
 	// Date is truncated to the second: the server's clock read up to a
 	// second more, and the remaining life is taken from that, the shorter.
 	remaining := exp.Sub(serverNow.Add(time.Second))
-	if local := received.Add(remaining); local.Sub(exp).Abs() > maxDateError {
+	if remaining <= 0 || remaining > lifetime {
+		return exp
+	}
+	if local := sent.Add(remaining); local.Sub(exp).Abs() > maxDateError {
 		return local
 	}
 	return exp
+}
+
+// lifetime is how long the credential was valid for when issued: a
+// certificate's NotAfter less its NotBefore; for a token, maxTokenLifetime.
+func lifetime(cred *loginv1alpha1.ClusterCredential) time.Duration {
+	block, _ := pem.Decode([]byte(cred.ClientCertificateData))
+	if block == nil {
+		return maxTokenLifetime
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return maxTokenLifetime
+	}
+	return cert.NotAfter.Sub(cert.NotBefore)
 }
 
 // answerError describes the last failed attempt.

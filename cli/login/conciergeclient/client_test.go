@@ -51,8 +51,15 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	// Clocks that agree leave the expiry as the agent gave it (it is
 	// restated on this machine's clock only beyond the Date header's noise).
 	block, _ := pem.Decode([]byte(cred.ClientCertificateData))
-	if cert, err := x509.ParseCertificate(block.Bytes); err != nil || !cert.NotAfter.Equal(cred.ExpirationTimestamp.Time) {
-		t.Fatalf("expiry %v, certificate's NotAfter %v (%v)", cred.ExpirationTimestamp, cert.NotAfter, err)
+	if block == nil {
+		t.Fatal("the credential's certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cert.NotAfter.Equal(cred.ExpirationTimestamp.Time) {
+		t.Fatalf("expiry %v, certificate's NotAfter %v", cred.ExpirationTimestamp, cert.NotAfter)
 	}
 
 	_, err = conciergeclient.Exchange(context.Background(), cfg, "garbage")

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -38,6 +39,17 @@ var signingAlgs = []string{
 // the issuer they look expired the moment they arrive; the agent, not this
 // check, decides what a token is worth.
 const ClockLeeway = 3 * time.Minute
+
+// ExpiryLeeway is how long after its exp the CLI still takes a token:
+// ClockLeeway, but at most half the token's lifetime (exp less iat), as
+// the agent does (agent/tokenauth/jwt.ExpiryLeeway; a test holds them
+// equal).
+func ExpiryLeeway(exp, iat time.Time) time.Duration {
+	if iat.IsZero() {
+		return ClockLeeway
+	}
+	return max(0, min(ClockLeeway, exp.Sub(iat)/2))
+}
 
 // Provider is a discovered OIDC provider.
 type Provider struct {
@@ -175,13 +187,14 @@ func (p *Provider) verify(ctx context.Context, v *oidc.IDTokenVerifier, raw stri
 	if idt.Expiry.IsZero() {
 		return nil, errors.New("the token has no exp claim (the issuer must set one)")
 	}
-	if now.After(idt.Expiry.Add(ClockLeeway)) {
+	if late := ExpiryLeeway(idt.Expiry, idt.IssuedAt); now.After(idt.Expiry.Add(late)) {
 		return nil, fmt.Errorf("the token expired at %s, more than %s before this machine's clock (%s): if this repeats, check this machine's clock",
-			idt.Expiry.UTC().Format(time.RFC3339), ClockLeeway, now.UTC().Format(time.RFC3339))
+			idt.Expiry.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
 	}
 	notBefore := idt.IssuedAt
 	if times.NBF != nil {
-		if nbf := time.Unix(0, int64(*times.NBF*1e9)); nbf.After(notBefore) {
+		sec := math.Floor(*times.NBF)
+		if nbf := time.Unix(int64(sec), int64((*times.NBF-sec)*1e9)); nbf.After(notBefore) {
 			notBefore = nbf
 		}
 	}
