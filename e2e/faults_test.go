@@ -63,25 +63,28 @@ func stopDaemon(t *testing.T, name string, grace time.Duration, ready func(conte
 	return start
 }
 
-// dexServes: Dex answers its discovery document.
-func dexServes(ctx context.Context) error {
-	client, err := Bed.DexHTTPClient()
-	if err != nil {
-		return err
+// serves: the issuer (the bed's Dex or test Supervisor) answers its
+// discovery document.
+func serves(issuer string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		client, err := Bed.DexHTTPClient()
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/.well-known/openid-configuration", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return &httpStatusError{resp.StatusCode}
+		}
+		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, Bed.Config().DexIssuer()+"/.well-known/openid-configuration", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return &httpStatusError{resp.StatusCode}
-	}
-	return nil
 }
 
 type httpStatusError struct{ code int }
@@ -141,7 +144,7 @@ func TestIdentityProviderDown(t *testing.T) {
 		t.Fatal("the login cached nothing")
 	}
 
-	startDex := stopDaemon(t, "dex", 5*time.Second, dexServes)
+	startDex := stopDaemon(t, "dex", 5*time.Second, serves(Bed.Config().DexIssuer()))
 	for i := range 3 {
 		if got, stderr, err := whoami(t, env(loggedIn)); err != nil || got != alice.Email {
 			t.Fatalf("call %d with Dex down and a cached credential: %q (%v)\n%s", i+1, got, err, stderr)
@@ -634,6 +637,30 @@ func underLoad(t *testing.T, env []string, what string, excused func(loadFailure
 	}
 }
 
+// freshLogins is the user's environment for kubectl with kubeconfig kc,
+// each call with a new cache: every call must log in and exchange at the
+// agent.
+func freshLogins(t *testing.T, kc string, user testbed.DexUser) func() []string {
+	return func() []string {
+		return []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+			"PINNIPED_USERNAME=" + user.Email, "PINNIPED_PASSWORD=" + user.Password}
+	}
+}
+
+// loginWorks: kubectl, with a fresh environment from env, is the user.
+func loginWorks(t *testing.T, env func() []string, user testbed.DexUser) func(context.Context) error {
+	return func(context.Context) error {
+		got, stderr, err := whoami(t, env())
+		if err != nil {
+			return fmt.Errorf("whoami: %w: %s", err, strings.TrimSpace(stderr))
+		}
+		if got != user.Email {
+			return fmt.Errorf("kubectl answered %q, want %q", got, user.Email)
+		}
+		return nil
+	}
+}
+
 // apiServerReady: kube-apiserver answers /readyz.
 func apiServerReady(ctx context.Context) error {
 	_, err := RunE(nil, "kubectl", "get", "--raw", "/readyz", "--request-timeout=2s")
@@ -648,13 +675,9 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 	pinniped := installAgent(t)
 	alice := testbed.DexUsers[0]
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
-	env := func() []string {
-		// A new cache each time: every call must exchange at the agent.
-		return []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
-			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
-	}
-	if got, stderr, err := whoami(t, env()); err != nil || got != alice.Email {
-		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
+	env := freshLogins(t, kc, alice)
+	if err := loginWorks(t, env, alice)(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	// Every replica serving first: one still starting may rightly exit and
 	// be restarted when the API server goes away under it.
@@ -667,16 +690,7 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 	time.Sleep(25 * time.Second)
 	start()
 	back := time.Now()
-	Eventually(t, 2*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {
-		got, stderr, err := whoami(t, env())
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
-		}
-		if got != alice.Email {
-			return fmt.Errorf("kubectl answered %q", got)
-		}
-		return nil
-	})
+	Eventually(t, 2*time.Minute, "a user's kubectl logs in through the agent again", loginWorks(t, env, alice))
 	t.Logf("logins work again %s after kube-apiserver is back", time.Since(back).Round(100*time.Millisecond))
 	if revived, err := Bed.Revive(); err != nil {
 		t.Fatal(err)
@@ -704,13 +718,9 @@ func TestNodeRestarted(t *testing.T) {
 	alice := testbed.DexUsers[0]
 	proxyFirst(t)
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password")
-	env := func() []string {
-		// A new cache each time: every call must exchange at the agent.
-		return []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
-			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
-	}
-	if got, stderr, err := whoami(t, env()); err != nil || got != alice.Email {
-		t.Fatalf("whoami: %q (%v)\n%s", got, err, stderr)
+	env := freshLogins(t, kc, alice)
+	if err := loginWorks(t, env, alice)(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	strategies := func() string {
 		out, _ := RunE(nil, "kubectl", "get", "credentialissuer", "-o",
@@ -732,16 +742,7 @@ func TestNodeRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node restarted (daemons started again in %s)", time.Since(began).Round(100*time.Millisecond))
-	Eventually(t, 4*time.Minute, "a user's kubectl logs in through the agent again", func(context.Context) error {
-		got, stderr, err := whoami(t, env())
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
-		}
-		if got != alice.Email {
-			return fmt.Errorf("kubectl answered %q", got)
-		}
-		return nil
-	})
+	Eventually(t, 4*time.Minute, "a user's kubectl logs in through the agent again", loginWorks(t, env, alice))
 	t.Logf("logins work again %s after the power cut", time.Since(began).Round(100*time.Millisecond))
 	Eventually(t, 2*time.Minute, "the CredentialIssuer reports the strategies it did before", func(context.Context) error {
 		if now := strategies(); now != before {

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,27 +17,6 @@ import (
 // supervisorClockOffsetEnv is e2e/tools/supervisor's ClockOffsetEnv (a
 // module of its own, which this one does not import).
 const supervisorClockOffsetEnv = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
-
-// supervisorServes: the test Supervisor answers its discovery document.
-func supervisorServes(ctx context.Context) error {
-	client, err := Bed.DexHTTPClient()
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, Bed.Config().SupervisorIssuer()+"/.well-known/openid-configuration", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return &httpStatusError{resp.StatusCode}
-	}
-	return nil
-}
 
 // skewSupervisor starts the bed's test Supervisor again with its ID tokens'
 // clock offset from the machine's (which the agent and the CLI read), and
@@ -56,12 +33,12 @@ func skewSupervisor(t *testing.T, offset string) {
 		if err := Bed.Start("supervisor"); err != nil {
 			t.Fatal(err)
 		}
-		Eventually(t, 60*time.Second, "the Supervisor serves again without an offset", supervisorServes)
+		Eventually(t, 60*time.Second, "the Supervisor serves again without an offset", serves(Bed.Config().SupervisorIssuer()))
 	})
 	if err := Bed.StartWithEnv("supervisor", supervisorClockOffsetEnv+"="+offset); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 60*time.Second, "the Supervisor serves with a clock offset of "+offset, supervisorServes)
+	Eventually(t, 60*time.Second, "the Supervisor serves with a clock offset of "+offset, serves(Bed.Config().SupervisorIssuer()))
 	log, err := os.ReadFile(Bed.Config().LogFile("supervisor"))
 	if err != nil {
 		t.Fatal(err)
