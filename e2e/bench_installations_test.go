@@ -33,6 +33,19 @@ type installation struct {
 	// selector picks its server pods and Deployments; "" is all of them in
 	// namespace.
 	selector string
+	// credentialIssuer names its CredentialIssuer, where its impersonation
+	// proxy is advertised ("" is pinniped-config).
+	credentialIssuer string
+}
+
+// ourInstall is what installAgent installs.
+var ourInstall = installation{name: "pinniped (this build)", namespace: "pinniped", authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+
+func (in installation) credentialIssuerName() string {
+	if in.credentialIssuer == "" {
+		return "pinniped-config"
+	}
+	return in.credentialIssuer
 }
 
 const (
@@ -51,7 +64,7 @@ const (
 // parameters work and shows the run-to-run spread between equals.
 func benchInstallations(t *testing.T, pinniped string) []installation {
 	t.Helper()
-	ours := installation{name: "pinniped (this build)", namespace: "pinniped", authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+	ours := ourInstall
 	env := func(k, def string) string {
 		if v := os.Getenv("PINNIPED_BENCH_OTHER_" + k); v != "" {
 			return v
@@ -70,9 +83,10 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 		}
 	}
 	other := installation{name: env("NAME", "other"), kubeconfig: env("KUBECONFIG", ""), namespace: env("NAMESPACE", ""),
-		suffix: env("SUFFIX", ""), authenticator: env("AUTHENTICATOR", "dex"), selector: env("SELECTOR", "")}
+		suffix: env("SUFFIX", ""), authenticator: env("AUTHENTICATOR", "dex"), selector: env("SELECTOR", ""),
+		credentialIssuer: env("CREDENTIALISSUER", "")}
 	if other.namespace == "" {
-		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" {
+		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" || other.credentialIssuer != "" {
 			t.Fatal("PINNIPED_BENCH_OTHER_NAMESPACE is needed with the other PINNIPED_BENCH_OTHER_* settings")
 		}
 		Run(t, nil, pinniped, installArgs(t, "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)

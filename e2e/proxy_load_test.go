@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,10 @@ func TestProxyLoad(t *testing.T) {
 	}
 	pinniped := installAgent(t)
 	strategy := waitProxyStrategy(t, "the proxy is advertised", proxySucceeds)
+	// The other installation's proxy (see benchInstallations), loaded in
+	// the same rounds, as the same user.
+	other := benchInstallations(t, pinniped)[1]
+	otherStrategy := other.waitProxyStrategy(t, other.name+"'s proxy is advertised", proxySucceeds)
 	ctx := context.Background()
 
 	const ns = "proxy-load"
@@ -64,6 +69,11 @@ func TestProxyLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	otherCert, otherKey := other.proxyExchange(t, otherStrategy, idToken())
+	otherPair, err := tls.X509KeyPair(otherCert, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	client := func(ca []byte, pair tls.Certificate) *http.Client {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(ca)
@@ -88,6 +98,7 @@ func TestProxyLoad(t *testing.T) {
 		{"direct", client(clusterCA, directPair), cfg.APIServerURL()},
 		{"proxy", client(strategy.CA, proxyPair), strategy.Endpoint},
 		{"impersonating", impersonating, cfg.APIServerURL()},
+		{"proxy: " + other.name, client(otherStrategy.CA, otherPair), otherStrategy.Endpoint},
 	}
 	requests := []struct{ name, path string }{
 		{"GET namespace", "/api/v1/namespaces/" + ns},
@@ -110,16 +121,69 @@ func TestProxyLoad(t *testing.T) {
 		return runLoad(t, conc, total, func() (time.Duration, error) { return get(c, url) })
 	}
 
-	// CPU per request: the agent's pods (the proxy) and kube-apiserver,
-	// read over both rounds of each row.
+	// CPU per request: each installation's pods and kube-apiserver, read
+	// over both rounds of each row.
 	time.Sleep(15 * time.Second) // start-up garbage collected
-	agents := podServer(t, "pinniped-agent", "pinniped", "app.kubernetes.io/name=pinniped-agent")
-	idleRSS := agents.rssText()
-	apiserver := daemonServer(t, "kube-apiserver")
-	cpuRows := []string{"| request | concurrency | path | requests | agent pods CPU µs/request | kube-apiserver CPU µs/request |", "|---|---|---|---|---|---|"}
+	servers := func() []server {
+		return []server{
+			podServer(t, "ours", ourInstall.namespace, ourInstall.selector),
+			podServer(t, other.name, other.namespace, other.selector, other.kubectlArgs()...),
+			daemonServer(t, "kube-apiserver"),
+		}
+	}
+	srv := servers()
+	idleRSS := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
+	cpuHeader := func() []string {
+		return []string{"| request | concurrency | path | requests | our pods CPU µs/request | " + other.name + " pods CPU µs/request | kube-apiserver CPU µs/request |",
+			"|---|---|---|---|---|---|---|"}
+	}
+	cpuRows := cpuHeader()
+	// measure runs each target, then all again in the other order, keeping
+	// the better of each (other work on this 2-core machine then biases none
+	// of them), and what each cost every server over both rounds.
+	type measured struct {
+		best  loadResult
+		n     int
+		spent []time.Duration
+	}
+	measure := func(srv []server, ts []int, path string, conc, total int) map[int]*measured {
+		out := map[int]*measured{}
+		reversed := slices.Clone(ts)
+		slices.Reverse(reversed)
+		for _, order := range [][]int{ts, reversed} {
+			for _, i := range order {
+				before := make([]time.Duration, len(srv))
+				for k, sv := range srv {
+					before[k] = mustCPU(t, sv)
+				}
+				r := run(targets[i].c, targets[i].base+path, conc, total)
+				m := out[i]
+				if m == nil {
+					m = &measured{spent: make([]time.Duration, len(srv))}
+					out[i] = m
+				}
+				m.n += r.n
+				for k, sv := range srv {
+					m.spent[k] += mustCPU(t, sv) - before[k]
+				}
+				if r.rps > m.best.rps {
+					m.best = r
+				}
+			}
+		}
+		return out
+	}
+	cpuRow := func(srv []server, rq string, conc int, name string, m *measured) string {
+		cells := make([]string, len(srv))
+		for k, sv := range srv {
+			cells[k] = microsPer(sv, m.spent[k], m.n)
+		}
+		return fmt.Sprintf("| %s | %d | %s | %d | %s |", rq, conc, name, m.n, strings.Join(cells, " | "))
+	}
+	rd := func(x time.Duration) time.Duration { return x.Round(10 * time.Microsecond) }
 	rows := []string{
-		"| request | concurrency | direct req/s | proxy req/s | ratio | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 | impersonating req/s | impersonating p50 |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|",
+		"| request | concurrency | direct req/s | proxy req/s | ratio | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 | impersonating req/s | impersonating p50 | " + other.name + " proxy req/s | its p50 | its p99 |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, rq := range requests {
 		for _, tg := range targets { // warm up connections and caches
@@ -130,83 +194,61 @@ func TestProxyLoad(t *testing.T) {
 			if conc > 1 {
 				total = 3200
 			}
-			// Each target, then all again in the other order, keeping the better of
-			// each: other work on this 2-core machine then biases none of them.
-			best := map[string]loadResult{}
-			type spent struct {
-				n            int
-				agent, apisv time.Duration
+			ms := measure(srv, []int{0, 1, 2, 3}, rq.path, conc, total)
+			for i, tg := range targets {
+				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, tg.name, ms[i]))
 			}
-			cost := map[string]*spent{}
-			for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}} {
-				for _, i := range order {
-					a0, k0 := mustCPU(t, agents), mustCPU(t, apiserver)
-					r := run(targets[i].c, targets[i].base+rq.path, conc, total)
-					c := cost[targets[i].name]
-					if c == nil {
-						c = &spent{}
-						cost[targets[i].name] = c
-					}
-					c.n += r.n
-					c.agent += mustCPU(t, agents) - a0
-					c.apisv += mustCPU(t, apiserver) - k0
-					if b, ok := best[targets[i].name]; !ok || r.rps > b.rps {
-						best[targets[i].name] = r
-					}
-				}
-			}
-			for _, tg := range targets {
-				c := cost[tg.name]
-				cpuRows = append(cpuRows, fmt.Sprintf("| %s | %d | %s | %d | %s | %s |", rq.name, conc, tg.name, c.n,
-					microsPer(agents, c.agent, c.n), microsPer(apiserver, c.apisv, c.n)))
-			}
-			d, p, imp := best["direct"], best["proxy"], best["impersonating"]
-			rd := func(x time.Duration) time.Duration { return x.Round(10 * time.Microsecond) }
-			rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.2fx | %v | %v | %v | %v | %v | %.0f | %v |",
-				rq.name, conc, d.rps, p.rps, p.rps/d.rps, rd(d.p50), rd(p.p50), rd(p.p50-d.p50), rd(d.p99), rd(p.p99), imp.rps, rd(imp.p50)))
+			d, p, imp, o := ms[0].best, ms[1].best, ms[2].best, ms[3].best
+			rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.2fx | %v | %v | %v | %v | %v | %.0f | %v | %.0f | %v | %v |",
+				rq.name, conc, d.rps, p.rps, p.rps/d.rps, rd(d.p50), rd(p.p50), rd(p.p50-d.p50), rd(d.p99), rd(p.p99), imp.rps, rd(imp.p50),
+				o.rps, rd(o.p50), rd(o.p99)))
 		}
 	}
-	// The same proxy rows again with the agent writing audit lines only for changes
-	// (--proxy-audit=changes): every request above wrote one, through the container
-	// runtime's log pipe, which costs CPU the API server shares.
+	// The proxies alone again with audit lines only for changes
+	// (--proxy-audit=changes): every request above wrote one, through the
+	// container runtime's log pipe, which costs CPU the API server shares.
+	// The other installation gets the flag only when it is this build.
 	Run(t, nil, pinniped, installArgs(t, "--proxy-audit=changes")...)
 	Kubectl(t, "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
-	time.Sleep(5 * time.Second) // the old pods' connections drain
-	// proxyOnly measures the proxy alone, with CPU per request and memory.
-	proxyOnly := func(title string) {
-		time.Sleep(15 * time.Second) // start-up garbage collected
-		agents := podServer(t, "pinniped-agent", "pinniped", "app.kubernetes.io/name=pinniped-agent")
-		idle := agents.rssText()
-		c := client(strategy.CA, proxyPair)
-		rows = append(rows, "", title+":", "| request | concurrency | proxy req/s | proxy p50 | proxy p99 | agent pods CPU µs/request | kube-apiserver CPU µs/request |", "|---|---|---|---|---|---|---|")
+	otherAudit := "as it is"
+	if other.namespace == benchNamespace {
+		Run(t, nil, pinniped, installArgs(t, "--proxy-audit=changes", "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)
+		Kubectl(t, "-n", benchNamespace, "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+		otherAudit = "--proxy-audit=changes"
+	}
+	proxiesOnly := func(title string) {
+		time.Sleep(15 * time.Second) // the old pods gone, start-up garbage collected
+		srv := servers()
+		idle := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
+		rows = append(rows, "", title+":", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
+		cpuRows = append(cpuRows, "", title+":")
+		cpuRows = append(cpuRows, cpuHeader()...)
 		for _, rq := range requests {
-			run(c, strategy.Endpoint+rq.path, 4, 200)
+			run(targets[1].c, targets[1].base+rq.path, 4, 200)
+			run(targets[3].c, targets[3].base+rq.path, 4, 200)
 			for _, conc := range []int{1, 16} {
 				total := 800
 				if conc > 1 {
 					total = 3200
 				}
-				a0, k0 := mustCPU(t, agents), mustCPU(t, apiserver)
-				r := run(c, strategy.Endpoint+rq.path, conc, total)
-				r2 := run(c, strategy.Endpoint+rq.path, conc, total)
-				agentCPU, apiCPU := mustCPU(t, agents)-a0, mustCPU(t, apiserver)-k0
-				if r2.rps > r.rps {
-					r = r2
+				ms := measure(srv, []int{1, 3}, rq.path, conc, total)
+				for _, i := range []int{1, 3} {
+					r := ms[i].best
+					rows = append(rows, fmt.Sprintf("| %s | %d | %s | %.0f | %v | %v |", rq.name, conc, targets[i].name, r.rps, rd(r.p50), rd(r.p99)))
+					cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
 				}
-				rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %v | %v | %s | %s |", rq.name, conc, r.rps, r.p50.Round(10*time.Microsecond),
-					r.p99.Round(10*time.Microsecond), microsPer(agents, agentCPU, 2*total), microsPer(apiserver, apiCPU, 2*total)))
 			}
 		}
-		rows = append(rows, fmt.Sprintf("agent RSS idle: %s; after: %s", idle, agents.rssText()))
+		rows = append(rows, fmt.Sprintf("resident memory idle: %s; after: ours %s; %s %s", idle, srv[0].rssText(), other.name, srv[1].rssText()))
 	}
-	proxyOnly("with --proxy-audit=changes (no audit line for successful reads)")
-	// And with the agent held to a tenth of a core, as many clusters run it.
-	ours := installation{name: "pinniped (this build)", namespace: "pinniped", selector: "app.kubernetes.io/name=pinniped-agent"}
-	ours.setCPULimit(t, "100m")
-	proxyOnly("with --proxy-audit=changes and a 100m CPU limit on the agent")
+	proxiesOnly("ours with --proxy-audit=changes, " + other.name + " " + otherAudit)
+	// And held to a tenth of a core each, as many clusters run them.
+	ourInstall.setCPULimit(t, "100m")
+	other.setCPULimit(t, "100m")
+	proxiesOnly("the same with a 100m CPU limit on each installation")
 	t.Logf("(impersonating: straight to kube-apiserver with the proxy's ServiceAccount token and alice's Impersonate-* headers, the API server's share of the proxy's cost)")
 	t.Logf("impersonation proxy vs direct kube-apiserver (managed profile, same user, HTTP/2, API server, proxy and client on the same 2 cores):\n%s\n\n"+
-		"CPU time per request (direct and impersonating use no agent: its figure there is its idle cost spread over the requests):\n%s\n\nagent RSS idle, before the first rows: %s",
+		"CPU time per request (a server a path does not use shows its idle cost spread over the requests):\n%s\n\nresident memory idle, before the first rows: %s",
 		strings.Join(rows, "\n"), strings.Join(cpuRows, "\n"), idleRSS)
 }
 

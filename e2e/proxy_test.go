@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
@@ -40,8 +41,11 @@ type proxyStrategy struct {
 	CA                      []byte
 }
 
-func readProxyStrategy(t *testing.T) (proxyStrategy, error) {
-	out, err := RunE(nil, "kubectl", "get", "credentialissuer", "pinniped-config", "-o", "json")
+// readProxyStrategy reads the installation's ImpersonationProxy strategy
+// from its CredentialIssuer.
+func (in installation) readProxyStrategy(t *testing.T) (proxyStrategy, error) {
+	out, err := RunE(nil, "kubectl", append(in.kubectlArgs(), "get", "credentialissuers."+groupsuffix.Group(groupsuffix.Config, in.suffix),
+		in.credentialIssuerName(), "-o", "json")...)
 	if err != nil {
 		return proxyStrategy{}, err
 	}
@@ -78,9 +82,14 @@ func readProxyStrategy(t *testing.T) (proxyStrategy, error) {
 // waitProxyStrategy waits until ok accepts the strategy and returns it.
 func waitProxyStrategy(t *testing.T, what string, ok func(proxyStrategy) error) proxyStrategy {
 	t.Helper()
+	return ourInstall.waitProxyStrategy(t, what, ok)
+}
+
+func (in installation) waitProxyStrategy(t *testing.T, what string, ok func(proxyStrategy) error) proxyStrategy {
+	t.Helper()
 	var got proxyStrategy
 	Eventually(t, 2*time.Minute, what, func(context.Context) error {
-		s, err := readProxyStrategy(t)
+		s, err := in.readProxyStrategy(t)
 		if err != nil {
 			return err
 		}
@@ -587,15 +596,22 @@ func auditEvent(userAgent string) (*auditRecord, error) {
 // proxyExchange trades a token for a certificate at the proxy, as the CLI does.
 func proxyExchange(t *testing.T, strategy proxyStrategy, token string) (cert, key []byte) {
 	t.Helper()
+	return ourInstall.proxyExchange(t, strategy, token)
+}
+
+// proxyExchange is a TokenCredentialRequest on the installation's
+// impersonation proxy itself, at its authenticator.
+func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token string) (cert, key []byte) {
+	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(strategy.CA)
-	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"apiVersion": groupsuffix.GroupVersion(groupsuffix.Login, in.suffix), "kind": "TokenCredentialRequest",
 		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+			"apiGroup": groupsuffix.Group(groupsuffix.Authentication, in.suffix), "kind": "JWTAuthenticator", "name": in.authenticator}},
 	})
-	resp, err := c.Post(strategy.Endpoint+"/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", "application/json", bytes.NewReader(body))
+	resp, err := c.Post(strategy.Endpoint+"/apis/"+groupsuffix.GroupVersion(groupsuffix.Login, in.suffix)+"/tokencredentialrequests", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("TokenCredentialRequest on the proxy: %v", err)
 	}
