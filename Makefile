@@ -64,15 +64,16 @@ e2e:
 ## bench-exchange: TokenCredentialRequest load through the real API server, ours beside a second
 ##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory
 bench-exchange:
-	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
+	PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## bench-login: the cached `pinniped login` path beside a Go hello world (prints a table)
 bench-login:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestCachedLoginBench -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
-## bench-proxy: the impersonation proxy beside direct kube-apiserver access, GET and LIST; CPU per request
+## bench-proxy: the impersonation proxy beside direct kube-apiserver access and beside a second installation's
+##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory
 bench-proxy:
-	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
+	PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
 
 ## bench-soak: 30 minutes of mixed load (PINNIPED_E2E_SOAK to change); agent memory, goroutines, files per minute
 bench-soak:

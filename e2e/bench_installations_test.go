@@ -36,10 +36,14 @@ type installation struct {
 	// credentialIssuer names its CredentialIssuer, where its impersonation
 	// proxy is advertised ("" is pinniped-config).
 	credentialIssuer string
+	// installedHere: the test installed it (this build) and uninstalls it
+	// when it ends.
+	installedHere bool
 }
 
 // ourInstall is what installAgent installs.
-var ourInstall = installation{name: "pinniped (this build)", namespace: "pinniped", authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+var ourInstall = installation{name: "pinniped (this build)", namespace: "pinniped", authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent",
+	installedHere: true}
 
 func (in installation) credentialIssuerName() string {
 	if in.credentialIssuer == "" {
@@ -55,7 +59,7 @@ const (
 
 // benchInstallations are ours (installed by the caller) and the one to
 // compare it with. PINNIPED_BENCH_OTHER_NAMESPACE (with _SUFFIX,
-// _KUBECONFIG, _AUTHENTICATOR, _SELECTOR and _NAME) names any
+// _KUBECONFIG, _AUTHENTICATOR, _SELECTOR, _CREDENTIALISSUER and _NAME) names any
 // installation; PINNIPED_BENCH_OTHER_SETUP is a shell command run first,
 // with the bed's KUBECONFIG and PINNIPED_BENCH_DEX_ISSUER,
 // PINNIPED_BENCH_DEX_CA_FILE and PINNIPED_BENCH_DEX_CLIENT_ID in its
@@ -94,7 +98,7 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 			_, _ = RunE(nil, pinniped, "uninstall", "--namespace="+benchNamespace, "--api-group-suffix="+benchSuffix)
 		})
 		other = installation{name: "pinniped (this build), a second install", namespace: benchNamespace, suffix: benchSuffix,
-			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent"}
+			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent", installedHere: true}
 	}
 	if err := groupsuffix.Validate(other.suffix); other.suffix != "" && err != nil {
 		t.Fatalf("PINNIPED_BENCH_OTHER_SUFFIX: %v", err)
@@ -144,7 +148,7 @@ func (in installation) exchangeRequest(t *testing.T, token string) (url string, 
 
 // setCPULimit gives every container of the installation's Deployments a
 // CPU limit and waits for the rollout; the old resources come back when
-// the test ends.
+// the test ends, unless the test installed it (it is uninstalled then).
 func (in installation) setCPULimit(t *testing.T, limit string) {
 	t.Helper()
 	args := append(in.kubectlArgs(), "-n", in.namespace)
@@ -191,6 +195,9 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 		patch, _ := json.Marshal(restore)
 		name := d.Metadata.Name
 		t.Cleanup(func() {
+			if in.installedHere {
+				return
+			}
 			if _, err := RunE(nil, "kubectl", append(append([]string{}, args...), "patch", "deployment", name, "--type=json", "-p", string(patch))...); err != nil {
 				t.Errorf("%s: put back deployment/%s's resources: %v", in.name, name, err)
 				return

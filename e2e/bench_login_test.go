@@ -148,8 +148,14 @@ func peakRSS(t *testing.T, argv, env []string) (int64, error) {
 	out := filepath.Join(t.TempDir(), "time")
 	cmd := exec.CommandContext(context.Background(), "/usr/bin/time", append([]string{"-f", "%M", "-o", out, "--"}, argv...)...)
 	cmd.Env = append(BedEnv(), env...)
-	if stdout, err := cmd.Output(); err != nil || !strings.HasPrefix(string(stdout), "{") {
-		return 0, fmt.Errorf("%s under /usr/bin/time (e2e/scripts/install-deps.sh installs it): %w", argv[0], err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s under /usr/bin/time (e2e/scripts/install-deps.sh installs it): %w\n%s", argv[0], err, stderr.String())
+	}
+	if !strings.HasPrefix(string(stdout), "{") {
+		return 0, fmt.Errorf("%s under /usr/bin/time printed no ExecCredential:\n%s", argv[0], stderr.String())
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {

@@ -20,9 +20,12 @@ import (
 
 // TestProxyLoad compares the impersonation proxy with direct kube-apiserver access, as
 // the same Dex user, on GET (one object) and LIST (50 ConfigMaps) at concurrency 1 and
-// 16, in the same run. It prints req/s, p50 and p99 and the proxy's ratio and added p50;
-// it asserts only that every request succeeded (make bench-proxy runs it; set
-// PINNIPED_E2E_LOAD=1). Needs the managed profile, where auto mode runs the proxy.
+// 16, in the same run, beside the API server alone impersonating and beside a second
+// installation's proxy (benchInstallations). It prints req/s, p50 and p99, the proxy's
+// ratio and added p50, and the CPU time per request of each installation's pods and of
+// kube-apiserver; then the proxies alone with audit lines for changes only, and with a
+// 100m CPU limit. It asserts only that every request succeeded (make bench-proxy runs
+// it; set PINNIPED_E2E_LOAD=1). Needs the managed profile, where auto mode runs the proxy.
 func TestProxyLoad(t *testing.T) {
 	if os.Getenv("PINNIPED_E2E_LOAD") == "" {
 		t.Skip("a benchmark: run with PINNIPED_E2E_LOAD=1 (make bench-proxy)")
@@ -50,27 +53,7 @@ func TestProxyLoad(t *testing.T) {
 
 	alice := testbed.DexUsers[0]
 	idToken := func() string { return PasswordLogin(t, ctx, alice).Extra("id_token").(string) }
-	// Direct: a certificate for the real API server (the CSR strategy on this profile).
-	directCred := exchange(t, idToken(), "JWTAuthenticator", "dex")
-	if directCred.Cert == "" {
-		t.Fatalf("exchange for a direct certificate: %+v", directCred)
-	}
-	directPair, err := tls.X509KeyPair([]byte(directCred.Cert), []byte(directCred.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clusterCA, err := os.ReadFile(cfg.ClusterCAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Proxy: a certificate from the proxy's own TokenCredentialRequest.
-	proxyCert, proxyKey := proxyExchange(t, strategy, idToken())
-	proxyPair, err := tls.X509KeyPair(proxyCert, proxyKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherCert, otherKey := other.proxyExchange(t, otherStrategy, idToken())
-	otherPair, err := tls.X509KeyPair(otherCert, otherKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,24 +65,53 @@ func TestProxyLoad(t *testing.T) {
 			ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
 		}}
 	}
-	// What the proxy sends, straight to the API server: the impersonate-only
-	// ServiceAccount's token and alice's identity in Impersonate-* headers. This
-	// splits the API server's cost of impersonation from the proxy hop's.
-	saToken := strings.TrimSpace(Kubectl(t, "-n", "pinniped", "create", "token", "pinniped-agent-proxy"))
-	impersonating := client(clusterCA, tls.Certificate{})
-	impersonating.Transport = headerTransport{base: impersonating.Transport, h: http.Header{
-		"Authorization": {"Bearer " + saToken}, "Impersonate-User": {alice.Email}, "Impersonate-Group": {"developers", "admins"},
-	}}
-	targets := []struct {
+	pair := func(cert, key []byte) tls.Certificate {
+		p, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	type target struct {
 		name string
 		c    *http.Client
 		base string
-	}{
-		{"direct", client(clusterCA, directPair), cfg.APIServerURL()},
-		{"proxy", client(strategy.CA, proxyPair), strategy.Endpoint},
-		{"impersonating", impersonating, cfg.APIServerURL()},
-		{"proxy: " + other.name, client(otherStrategy.CA, otherPair), otherStrategy.Endpoint},
 	}
+	// The order of targets below.
+	const (
+		direct = iota
+		proxy
+		impersonated
+		otherProxy
+	)
+	// fresh are the targets with new credentials and connections: the
+	// certificates live 5 minutes, less than the whole run.
+	fresh := func() []target {
+		// Direct: a certificate for the real API server (the CSR strategy on this profile).
+		directCred := exchange(t, idToken(), "JWTAuthenticator", "dex")
+		if directCred.Cert == "" {
+			t.Fatalf("exchange for a direct certificate: %+v", directCred)
+		}
+		// Proxies: a certificate from each proxy's own TokenCredentialRequest.
+		proxyCert, proxyKey := proxyExchange(t, strategy, idToken())
+		otherCert, otherKey := other.proxyExchange(t, otherStrategy, idToken())
+		// What the proxy sends, straight to the API server: the
+		// impersonate-only ServiceAccount's token and alice's identity in
+		// Impersonate-* headers. This splits the API server's cost of
+		// impersonation from the proxy hop's.
+		saToken := strings.TrimSpace(Kubectl(t, "-n", "pinniped", "create", "token", "pinniped-agent-proxy"))
+		impersonating := client(clusterCA, tls.Certificate{})
+		impersonating.Transport = headerTransport{base: impersonating.Transport, h: http.Header{
+			"Authorization": {"Bearer " + saToken}, "Impersonate-User": {alice.Email}, "Impersonate-Group": {"developers", "admins"},
+		}}
+		return []target{
+			direct:       {"direct", client(clusterCA, pair([]byte(directCred.Cert), []byte(directCred.Key))), cfg.APIServerURL()},
+			proxy:        {"proxy", client(strategy.CA, pair(proxyCert, proxyKey)), strategy.Endpoint},
+			impersonated: {"impersonating", impersonating, cfg.APIServerURL()},
+			otherProxy:   {"proxy: " + other.name, client(otherStrategy.CA, pair(otherCert, otherKey)), otherStrategy.Endpoint},
+		}
+	}
+	targets := fresh()
 	requests := []struct{ name, path string }{
 		{"GET namespace", "/api/v1/namespaces/" + ns},
 		{"LIST 50 configmaps", "/api/v1/namespaces/" + ns + "/configmaps"},
@@ -186,6 +198,7 @@ func TestProxyLoad(t *testing.T) {
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, rq := range requests {
+		targets = fresh()
 		for _, tg := range targets { // warm up connections and caches
 			run(tg.c, tg.base+rq.path, 4, 200)
 		}
@@ -194,11 +207,12 @@ func TestProxyLoad(t *testing.T) {
 			if conc > 1 {
 				total = 3200
 			}
-			ms := measure(srv, []int{0, 1, 2, 3}, rq.path, conc, total)
-			for i, tg := range targets {
-				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, tg.name, ms[i]))
+			all := []int{direct, proxy, impersonated, otherProxy}
+			ms := measure(srv, all, rq.path, conc, total)
+			for _, i := range all {
+				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
 			}
-			d, p, imp, o := ms[0].best, ms[1].best, ms[2].best, ms[3].best
+			d, p, imp, o := ms[direct].best, ms[proxy].best, ms[impersonated].best, ms[otherProxy].best
 			rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.2fx | %v | %v | %v | %v | %v | %.0f | %v | %.0f | %v | %v |",
 				rq.name, conc, d.rps, p.rps, p.rps/d.rps, rd(d.p50), rd(p.p50), rd(p.p50-d.p50), rd(d.p99), rd(p.p99), imp.rps, rd(imp.p50),
 				o.rps, rd(o.p50), rd(o.p99)))
@@ -211,9 +225,9 @@ func TestProxyLoad(t *testing.T) {
 	Run(t, nil, pinniped, installArgs(t, "--proxy-audit=changes")...)
 	Kubectl(t, "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
 	otherAudit := "as it is"
-	if other.namespace == benchNamespace {
-		Run(t, nil, pinniped, installArgs(t, "--proxy-audit=changes", "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)
-		Kubectl(t, "-n", benchNamespace, "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+	if other.installedHere {
+		Run(t, nil, pinniped, installArgs(t, "--proxy-audit=changes", "--api-group-suffix="+other.suffix, "--namespace="+other.namespace)...)
+		Kubectl(t, "-n", other.namespace, "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
 		otherAudit = "--proxy-audit=changes"
 	}
 	proxiesOnly := func(title string) {
@@ -223,16 +237,19 @@ func TestProxyLoad(t *testing.T) {
 		rows = append(rows, "", title+":", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
 		cpuRows = append(cpuRows, "", title+":")
 		cpuRows = append(cpuRows, cpuHeader()...)
+		proxies := []int{proxy, otherProxy}
 		for _, rq := range requests {
-			run(targets[1].c, targets[1].base+rq.path, 4, 200)
-			run(targets[3].c, targets[3].base+rq.path, 4, 200)
+			targets = fresh()
+			for _, i := range proxies {
+				run(targets[i].c, targets[i].base+rq.path, 4, 200)
+			}
 			for _, conc := range []int{1, 16} {
 				total := 800
 				if conc > 1 {
 					total = 3200
 				}
-				ms := measure(srv, []int{1, 3}, rq.path, conc, total)
-				for _, i := range []int{1, 3} {
+				ms := measure(srv, proxies, rq.path, conc, total)
+				for _, i := range proxies {
 					r := ms[i].best
 					rows = append(rows, fmt.Sprintf("| %s | %d | %s | %.0f | %v | %v |", rq.name, conc, targets[i].name, r.rps, rd(r.p50), rd(r.p99)))
 					cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
