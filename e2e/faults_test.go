@@ -702,7 +702,7 @@ func TestKubeAPIServerRestarted(t *testing.T) {
 		t.Errorf("the agent's pods were %v before and %v after: a serving replica should ride out an API server restart", before, after)
 	}
 	// The strategies are still reported working.
-	if out := Kubectl(t, "get", "credentialissuer", "-o", "jsonpath={.items[0].status.strategies[*].status}"); !strings.Contains(out, "Success") {
+	if out := Kubectl(t, "get", "credentialissuers.config.concierge.pinniped.dev", "-o", "jsonpath={.items[0].status.strategies[*].status}"); !strings.Contains(out, "Success") {
 		t.Errorf("CredentialIssuer strategies after the restart: %s", out)
 	}
 }
@@ -723,7 +723,7 @@ func TestNodeRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	strategies := func() string {
-		out, _ := RunE(nil, "kubectl", "get", "credentialissuer", "-o",
+		out, _ := RunE(nil, "kubectl", "get", "credentialissuers.config.concierge.pinniped.dev", "-o",
 			`jsonpath={range .items[0].status.strategies[*]}{.type}={.status} {end}`)
 		return strings.TrimSpace(out)
 	}

@@ -119,6 +119,16 @@ func testMain(m *testing.M) int {
 	// version), and kubectl finds the admin kubeconfig without flags.
 	_ = os.Setenv("PATH", bed.Config().BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	_ = os.Setenv("KUBECONFIG", bed.Config().AdminKubeconfig())
+	// kubectl's discovery cache, keyed by the API server's address, must
+	// be this run's: every bed of a profile has the same address, and an
+	// earlier run's API groups (another install's suffix) would make short
+	// names like "credentialissuer" resolve to a group that is gone.
+	kubeCache, err := os.MkdirTemp("", "pinniped-e2e-kubecache-")
+	if err != nil {
+		return failMain(err)
+	}
+	defer os.RemoveAll(kubeCache)
+	_ = os.Setenv("KUBECACHEDIR", kubeCache)
 
 	code := m.Run()
 
