@@ -38,7 +38,7 @@ func TestSoak(t *testing.T) {
 		}
 		procs[i] = pids[0]
 	}
-	rows := []string{"| minute | " + strings.Repeat("RSS | goroutines | open files | ", len(pods)) + "|",
+	rows := []string{"| minute |" + strings.Repeat(" RSS | goroutines | open files |", len(pods)),
 		"|---|" + strings.Repeat("---|---|---|", len(pods))}
 	type sample struct{ goroutines, files []int }
 	var samples []sample
