@@ -19,7 +19,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
 // skewedCluster is the agent's real exchange handler on a cluster whose
@@ -121,21 +120,5 @@ func TestClusterClockSkew(t *testing.T) {
 				t.Fatalf("%d exchanges in 12 minutes", n)
 			}
 		})
-	}
-}
-
-// The CLI takes no token the agent would refuse for its times, nor refuses
-// one the agent would take.
-func TestLeewaysMatchTheAgents(t *testing.T) {
-	if oidclogin.ClockLeeway != jwt.Leeway {
-		t.Fatalf("the CLI's leeway %v, the agent's %v", oidclogin.ClockLeeway, jwt.Leeway)
-	}
-	exp := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	for _, life := range []time.Duration{-time.Minute, 0, time.Second, 2 * time.Minute, 6 * time.Minute, time.Hour} {
-		for _, iat := range []time.Time{{}, exp.Add(-life)} {
-			if cli, agent := oidclogin.ExpiryLeeway(exp, iat), jwt.ExpiryLeeway(exp, iat); cli != agent {
-				t.Errorf("lifetime %v (iat %v): the CLI's expiry leeway %v, the agent's %v", life, iat, cli, agent)
-			}
-		}
 	}
 }

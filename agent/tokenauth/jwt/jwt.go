@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -20,21 +19,12 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 )
 
-// Leeway is how far the issuer's clock may be from the agent's, either way:
-// a token is accepted from Leeway before its iat and nbf until Leeway after
-// its exp (at most half its lifetime: ExpiryLeeway). It must cover a skew of 2 minutes plus a token's way from the
-// issuer to the agent (a login's retries take up to 30 s): a Pinniped
-// Supervisor's cluster-scoped ID tokens live only 2 minutes, so from an
-// issuer 2 minutes behind they arrive already expired by the agent's clock.
-// It is bounded because leeway on exp lengthens a stolen token's life by as
-// much (and each exchange mints a fresh 5-minute certificate); the checks
-// on iat and nbf bound the other way, an issuer whose clock runs ahead
-// handing out tokens that live that much longer here. go-oidc (which
-// Kubernetes' OIDC authenticator uses) checks exp strictly and nbf with 5
-// minutes; one leeway both ways is easier to reason about and to document.
-const Leeway = 3 * time.Minute
+// Leeway is how far the issuer's clock may be from the agent's, either
+// way (the rule is tokentimes', which the CLI shares).
+const Leeway = tokentimes.Leeway
 
 // Config is everything needed to validate tokens from one issuer.
 type Config struct {
@@ -234,30 +224,18 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	}, true, nil
 }
 
-// ExpiryLeeway is how long after its exp a token is still accepted: Leeway,
-// but at most half the token's lifetime (exp less iat), so a stolen token
-// lives at most half again as long as its issuer meant. A Supervisor's
-// 2-minute token from an issuer 2 minutes behind then has a minute to
-// arrive; a 10-minute token from Dex the full Leeway.
-func ExpiryLeeway(exp, iat time.Time) time.Duration {
-	if iat.IsZero() {
-		return Leeway
-	}
-	return max(0, min(Leeway, exp.Sub(iat)/2))
-}
-
 // checkTimes accepts a token from Leeway before its iat and nbf (either may
-// be absent) until ExpiryLeeway after its exp (which must be present: a
+// be absent) until tokentimes.ExpiryLeeway after its exp (which must be present: a
 // token without one would never expire).
 func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
 	if exp.IsZero() {
 		return errors.New("token has no exp claim; the issuer must set one")
 	}
-	if late := ExpiryLeeway(exp, iat); now.After(exp.Add(late)) {
+	if late := tokentimes.ExpiryLeeway(exp, iat); now.After(exp.Add(late)) {
 		return fmt.Errorf("token expired at %s, more than %s before this agent's clock (%s): log in again; if a fresh token is refused too, the issuer's and the cluster's clocks differ by more than that (check NTP on both)",
 			exp.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
 	}
-	nbf, err := numericDate(rawNBF)
+	nbf, err := tokentimes.NumericDate(rawNBF)
 	if err != nil {
 		return fmt.Errorf("claim nbf: %w", err)
 	}
@@ -271,24 +249,6 @@ func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
 		}
 	}
 	return nil
-}
-
-// numericDate reads a JWT NumericDate (seconds since the epoch, possibly
-// fractional); absent is the zero time.
-func numericDate(raw json.RawMessage) (time.Time, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return time.Time{}, nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return time.Time{}, errors.New("must be a number of seconds since the epoch")
-	}
-	f, err := n.Float64()
-	if err != nil {
-		return time.Time{}, errors.New("must be a number of seconds since the epoch")
-	}
-	sec := math.Floor(f)
-	return time.Unix(int64(sec), int64((f-sec)*1e9)), nil
 }
 
 func (a *Authenticator) username(claims map[string]json.RawMessage) (string, error) {

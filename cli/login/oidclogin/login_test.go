@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
@@ -358,7 +359,7 @@ func TestQuietLoginURL(t *testing.T) {
 func TestIssuerClockSkew(t *testing.T) {
 	local := time.Now()
 	const life = 2 * time.Minute
-	tooFarBehind := -life - oidclogin.ClockLeeway - time.Minute
+	tooFarBehind := -life - tokentimes.Leeway - time.Minute
 	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, tooFarBehind} {
 		t.Run(skew.String(), func(t *testing.T) {
 			p := oidctest.New(t)

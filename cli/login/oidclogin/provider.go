@@ -8,9 +8,9 @@ package oidclogin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -29,26 +30,6 @@ import (
 var signingAlgs = []string{
 	oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
 	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
-}
-
-// ClockLeeway is how far the issuer's clock may be from this machine's,
-// either way, when the CLI checks an ID token's exp, nbf and iat. It is the
-// agent's leeway (agent/tokenauth/jwt.Leeway, which the CLI may not import):
-// the CLI only refuses what the cluster would refuse too. A Supervisor's
-// cluster-scoped tokens live 2 minutes, so on a machine 2 minutes ahead of
-// the issuer they look expired the moment they arrive; the agent, not this
-// check, decides what a token is worth.
-const ClockLeeway = 3 * time.Minute
-
-// ExpiryLeeway is how long after its exp the CLI still takes a token:
-// ClockLeeway, but at most half the token's lifetime (exp less iat), as
-// the agent does (agent/tokenauth/jwt.ExpiryLeeway; a test holds them
-// equal).
-func ExpiryLeeway(exp, iat time.Time) time.Duration {
-	if iat.IsZero() {
-		return ClockLeeway
-	}
-	return max(0, min(ClockLeeway, exp.Sub(iat)/2))
 }
 
 // Provider is a discovered OIDC provider.
@@ -107,7 +88,7 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		verifier: p.Verifier(&oidc.Config{
 			ClientID:             c.ClientID,
 			SupportedSigningAlgs: signingAlgs,
-			// go-oidc checks exp without leeway; verify applies ClockLeeway.
+			// go-oidc checks exp without leeway; verify applies tokentimes.Leeway.
 			SkipExpiryCheck: true,
 		}),
 		oauth: oauth2.Config{
@@ -171,36 +152,37 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 }
 
 // verify checks the token with v (which skips go-oidc's expiry check), then
-// its exp, nbf and iat within ClockLeeway of this machine's clock.
+// its exp, nbf and iat within tokentimes.Leeway of this machine's clock.
 func (p *Provider) verify(ctx context.Context, v *oidc.IDTokenVerifier, raw string) (*oidc.IDToken, error) {
 	idt, err := v.Verify(p.ctx(ctx), raw)
 	if err != nil {
 		return nil, err
 	}
 	var times struct {
-		NBF *float64 `json:"nbf"`
+		NBF json.RawMessage `json:"nbf"`
 	}
 	if err := idt.Claims(&times); err != nil {
+		return nil, fmt.Errorf("claim nbf: %w", err)
+	}
+	nbf, err := tokentimes.NumericDate(times.NBF)
+	if err != nil {
 		return nil, fmt.Errorf("claim nbf: %w", err)
 	}
 	now := p.now()
 	if idt.Expiry.IsZero() {
 		return nil, errors.New("the token has no exp claim (the issuer must set one)")
 	}
-	if late := ExpiryLeeway(idt.Expiry, idt.IssuedAt); now.After(idt.Expiry.Add(late)) {
+	if late := tokentimes.ExpiryLeeway(idt.Expiry, idt.IssuedAt); now.After(idt.Expiry.Add(late)) {
 		return nil, fmt.Errorf("the token expired at %s, more than %s before this machine's clock (%s): if this repeats, check this machine's clock",
 			idt.Expiry.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
 	}
 	notBefore := idt.IssuedAt
-	if times.NBF != nil {
-		sec := math.Floor(*times.NBF)
-		if nbf := time.Unix(int64(sec), int64((*times.NBF-sec)*1e9)); nbf.After(notBefore) {
-			notBefore = nbf
-		}
+	if nbf.After(notBefore) {
+		notBefore = nbf
 	}
-	if !notBefore.IsZero() && notBefore.After(now.Add(ClockLeeway)) {
+	if !notBefore.IsZero() && notBefore.After(now.Add(tokentimes.Leeway)) {
 		return nil, fmt.Errorf("the token is valid only from %s, more than %s after this machine's clock (%s): check this machine's clock",
-			notBefore.UTC().Format(time.RFC3339), ClockLeeway, now.UTC().Format(time.RFC3339))
+			notBefore.UTC().Format(time.RFC3339), tokentimes.Leeway, now.UTC().Format(time.RFC3339))
 	}
 	return idt, nil
 }
