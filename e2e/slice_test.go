@@ -280,6 +280,7 @@ func exchange(t *testing.T, token, kind, name string) exchangedCredential {
 
 type userInfo struct {
 	Username string   `json:"username"`
+	UID      string   `json:"uid"`
 	Groups   []string `json:"groups"`
 }
 

@@ -17,6 +17,8 @@ import (
 	"math/big"
 	"net"
 	"time"
+
+	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
 )
 
 // Backdate is how far NotBefore is set in the past, so a certificate is
@@ -108,14 +110,26 @@ type Issued struct {
 }
 
 // IssueClientCert issues a client certificate that Kubernetes maps to the
-// user: CN is the username and each O is a group. The key is a new ECDSA
-// P-256 key generated here; it never leaves this process except in the result.
-func (c *CA) IssueClientCert(username string, groups []string, ttl time.Duration) (*Issued, error) {
+// user (ClientSubject). The key is a new ECDSA P-256 key generated here; it
+// never leaves this process except in the result.
+func (c *CA) IssueClientCert(username, uid string, groups []string, ttl time.Duration) (*Issued, error) {
 	if username == "" {
 		return nil, errors.New("refusing to issue a certificate with an empty username")
 	}
-	return c.issue(pkix.Name{CommonName: username, Organization: groups}, ttl,
+	return c.issue(ClientSubject(username, uid, groups), ttl,
 		[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
+}
+
+// ClientSubject is the subject Kubernetes reads a user from: CN is the
+// username, each O a group, and a non-empty uid goes in Kubernetes' UID
+// attribute (1.3.6.1.4.1.57683.2), which kube-apiserver reads from 1.33 on
+// (AllowParsingUserUIDFromCertAuth) and older ones ignore.
+func ClientSubject(username, uid string, groups []string) pkix.Name {
+	n := pkix.Name{CommonName: username, Organization: groups}
+	if uid != "" {
+		n.ExtraNames = []pkix.AttributeTypeAndValue{{Type: asn1util.X509UID(), Value: uid}}
+	}
+	return n
 }
 
 // IssueServingCert issues a TLS server certificate for the given DNS names and IPs.

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 )
 
 var fixedNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -37,7 +39,7 @@ func TestIssueClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ca.IssueClientCert("alice@example.com", []string{"devs", "ops"}, 5*time.Minute)
+	got, err := ca.IssueClientCert("alice@example.com", "", []string{"devs", "ops"}, 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +74,14 @@ func TestIssueClientCert(t *testing.T) {
 
 func TestRefusesEmptyUsername(t *testing.T) {
 	ca, _ := New("ca", time.Hour, clock)
-	if _, err := ca.IssueClientCert("", []string{"g"}, time.Minute); err == nil {
+	if _, err := ca.IssueClientCert("", "", []string{"g"}, time.Minute); err == nil {
 		t.Fatal("empty username must be refused")
 	}
 }
 
 func TestCappedAtCAExpiry(t *testing.T) {
 	ca, _ := New("ca", time.Minute, clock)
-	got, err := ca.IssueClientCert("bob", nil, time.Hour)
+	got, err := ca.IssueClientCert("bob", "", nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestLoadRSAClusterKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ca.IssueClientCert("carol", []string{"g"}, time.Minute)
+	got, err := ca.IssueClientCert("carol", "", []string{"g"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func BenchmarkIssueClientCertECDSA(b *testing.B) {
 	groups := []string{"devs", "ops", "system:authenticated"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ca.IssueClientCert("alice@example.com", groups, 5*time.Minute); err != nil {
+		if _, err := ca.IssueClientCert("alice@example.com", "", groups, 5*time.Minute); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -145,4 +147,30 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// The UID reaches Kubernetes as kube-apiserver's own x509 authenticator
+// reads it; without one the subject is what it always was.
+func TestClientCertCarriesTheUID(t *testing.T) {
+	ca, err := New("test", time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, wantNames := range map[string]int{"0000-aaaa": 3, "": 2} {
+		issued, err := ca.IssueClientCert("alice", uid, []string{"devs"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := parse(t, issued.CertPEM)
+		resp, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert})
+		if err != nil || !ok {
+			t.Fatalf("uid %q: %v", uid, err)
+		}
+		if resp.User.GetName() != "alice" || resp.User.GetUID() != uid || !slices.Equal(resp.User.GetGroups(), []string{"devs"}) {
+			t.Errorf("uid %q: Kubernetes reads %+v", uid, resp.User)
+		}
+		if n := len(cert.Subject.Names); n != wantNames {
+			t.Errorf("uid %q: %d subject attributes, want %d", uid, n, wantNames)
+		}
+	}
 }

@@ -288,10 +288,6 @@ func checkUser(u user.Info, named bool) string {
 		// An external identity provider never speaks for Kubernetes' own
 		// identities (system:kube-controller-manager, system:node:...).
 		return "username" + value(u.GetName()) + " is in the reserved system: namespace"
-	case u.GetUID() != "":
-		// A certificate has no place for a UID; dropping it silently would
-		// change who the user is.
-		return "authenticator returned a UID, which client certificates cannot carry"
 	}
 	for _, g := range u.GetGroups() {
 		if strings.HasPrefix(g, "system:") {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
@@ -42,7 +43,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{iss: jwttest.New(t), reg: tokenauth.NewRegistry()}
-	a, err := jwt.New(context.Background(), jwt.Config{Issuer: f.iss.URL, Audience: "cluster-a", CABundle: f.iss.CABundle, Now: func() time.Time { return now }})
+	a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: f.iss.URL, Audience: "cluster-a"}, CABundle: f.iss.CABundle, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

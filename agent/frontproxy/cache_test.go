@@ -64,7 +64,7 @@ func (f *fixture) cert(t *testing.T, ca *certauthority.CA, cn string, ttl ...tim
 	if len(ttl) > 0 {
 		lifetime = ttl[0]
 	}
-	issued, err := ca.IssueClientCert(cn, nil, lifetime)
+	issued, err := ca.IssueClientCert(cn, "", nil, lifetime)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func configMap(caPEM []byte) *corev1.ConfigMap {
 
 func clientCert(t *testing.T, ca *certauthority.CA, cn string) tls.Certificate {
 	t.Helper()
-	issued, err := ca.IssueClientCert(cn, nil, time.Hour)
+	issued, err := ca.IssueClientCert(cn, "", nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

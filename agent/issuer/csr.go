@@ -6,10 +6,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -17,10 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
 )
 
 // MinCSRTTL is the shortest lifetime the certificates API accepts
@@ -61,7 +63,7 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
 	reqDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: u.GetName(), Organization: u.GetGroups()},
+		Subject: certauthority.ClientSubject(u.GetName(), u.GetUID(), u.GetGroups()),
 	}, key)
 	if err != nil {
 		return nil, fmt.Errorf("create certificate request: %w", err)
@@ -104,6 +106,13 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("parse signed certificate: %w", err)
+	}
+	// A signer may rewrite the subject (the UID attribute is recent); a
+	// certificate that names someone else, or drops the UID, is refused
+	// rather than handed out as this user.
+	if seen, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert}); err != nil || !ok ||
+		seen.User.GetName() != u.GetName() || seen.User.GetUID() != u.GetUID() || !slices.Equal(seen.User.GetGroups(), u.GetGroups()) {
+		return nil, fmt.Errorf("the signer %s changed the certificate's subject (a UID attribute dropped?): the cluster would not see this user as authenticated", clientSigner)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {

@@ -41,7 +41,7 @@ func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCreden
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	issued, err := c.CA.IssueClientCert(u.GetName(), u.GetGroups(), ttl)
+	issued, err := c.CA.IssueClientCert(u.GetName(), u.GetUID(), u.GetGroups(), ttl)
 	if err != nil {
 		return nil, err
 	}

@@ -292,10 +292,7 @@ func fingerprintOf(spec any, ca []byte) string {
 func build(ctx context.Context, kind string, spec any, ca []byte) (authenticator.Token, error) {
 	switch s := spec.(type) {
 	case authv1alpha1.JWTAuthenticatorSpec:
-		return jwt.New(ctx, jwt.Config{
-			Issuer: s.Issuer, Audience: s.Audience, CABundle: ca,
-			UsernameClaim: s.Claims.Username, GroupsClaim: s.Claims.Groups,
-		})
+		return jwt.New(ctx, jwt.Config{Spec: s, CABundle: ca})
 	case authv1alpha1.WebhookAuthenticatorSpec:
 		if err := webhook.ValidateEndpoint(s.Endpoint); err != nil {
 			return nil, &jwt.StepError{Condition: authv1alpha1.ConditionEndpointURLValid, Err: err}

@@ -100,7 +100,7 @@ func TestReconcileLifecycle(t *testing.T) {
 	}
 	for _, cond := range status("broken").Conditions {
 		want := map[string]metav1.ConditionStatus{
-			"TLSConfigurationValid": "True", "IssuerURLValid": "True", "DiscoveryURLValid": "False",
+			"TLSConfigurationValid": "True", "IssuerURLValid": "True", "ClaimRulesValid": "True", "DiscoveryURLValid": "False",
 			"JWKSURLValid": "Unknown", "JWKSFetchValid": "Unknown", "AuthenticatorValid": "Unknown", "Ready": "False",
 		}[cond.Type]
 		if cond.Status != want {

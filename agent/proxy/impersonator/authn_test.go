@@ -28,7 +28,7 @@ func requestWithCert(t *testing.T, c *certauthority.Issued) *http.Request {
 
 func issue(t *testing.T, ca *certauthority.CA, name string) *certauthority.Issued {
 	t.Helper()
-	c, err := ca.IssueClientCert(name, []string{"devs"}, time.Hour)
+	c, err := ca.IssueClientCert(name, "", []string{"devs"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

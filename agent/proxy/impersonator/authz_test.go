@@ -84,7 +84,7 @@ func TestAuthenticatorCertsAndTokens(t *testing.T) {
 		cfg := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
 		cfg.RootCAs.AddCert(srv.Certificate())
 		if cert != nil {
-			issued, _ := cert.IssueClientCert("carol", []string{"qa"}, time.Minute)
+			issued, _ := cert.IssueClientCert("carol", "", []string{"qa"}, time.Minute)
 			pair, _ := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
 			cfg.Certificates = []tls.Certificate{pair}
 		}

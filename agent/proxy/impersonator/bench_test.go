@@ -44,7 +44,7 @@ func newBenchBed(b *testing.B) *benchBed {
 	up.StartTLS()
 	b.Cleanup(up.Close)
 
-	client, err := ca.IssueClientCert("alice", []string{"developers", "admins"}, time.Hour)
+	client, err := ca.IssueClientCert("alice", "", []string{"developers", "admins"}, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}

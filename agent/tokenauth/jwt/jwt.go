@@ -10,14 +10,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/claimrules"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/tlsclient"
 
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 )
@@ -28,10 +30,9 @@ const Leeway = tokentimes.Leeway
 
 // Config is everything needed to validate tokens from one issuer.
 type Config struct {
-	Issuer        string
-	Audience      string
-	UsernameClaim string // default "username"
-	GroupsClaim   string // default "groups"
+	// Spec is the JWTAuthenticator's: issuer, audiences and claim rules.
+	// Its tls is read by the caller into CABundle.
+	Spec authv1alpha1.JWTAuthenticatorSpec
 	// CABundle is PEM; empty means the system roots.
 	CABundle []byte
 	// Now is the clock; nil means time.Now.
@@ -40,10 +41,10 @@ type Config struct {
 
 // Authenticator implements k8s.io/apiserver's authenticator.Token.
 type Authenticator struct {
-	verifier      *oidc.IDTokenVerifier
-	now           func() time.Time
-	usernameClaim string
-	groupsClaim   string
+	verifier  *oidc.IDTokenVerifier
+	now       func() time.Time
+	audiences map[string]bool // checked here when more than one
+	rules     *claimrules.Rules
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -89,13 +90,14 @@ func (e *StepError) Unwrap() error { return e.Err }
 const (
 	CondTLSConfigurationValid = "TLSConfigurationValid"
 	CondIssuerURLValid        = "IssuerURLValid"
+	CondClaimRulesValid       = authv1alpha1.ConditionClaimRulesValid
 	CondDiscoveryURLValid     = "DiscoveryURLValid"
 	CondJWKSURLValid          = "JWKSURLValid"
 	CondJWKSFetchValid        = "JWKSFetchValid"
 )
 
 // Steps lists the condition types New checks, in order.
-var Steps = []string{CondTLSConfigurationValid, CondIssuerURLValid, CondDiscoveryURLValid, CondJWKSURLValid, CondJWKSFetchValid}
+var Steps = []string{CondTLSConfigurationValid, CondIssuerURLValid, CondClaimRulesValid, CondDiscoveryURLValid, CondJWKSURLValid, CondJWKSFetchValid}
 
 func stepErr(condition string, err error) error { return &StepError{Condition: condition, Err: err} }
 
@@ -108,24 +110,29 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if err != nil {
 		return nil, stepErr(CondTLSConfigurationValid, err)
 	}
-	if err := ValidateIssuer(cfg.Issuer); err != nil {
+	issuer := cfg.Spec.Issuer
+	if err := ValidateIssuer(issuer); err != nil {
 		return nil, stepErr(CondIssuerURLValid, err)
 	}
-	if cfg.Audience == "" {
+	if cfg.Spec.Audience == "" {
 		return nil, stepErr(CondIssuerURLValid, errors.New("audience must not be empty"))
 	}
-	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, client), cfg.Issuer)
+	rules, err := claimrules.Compile(cfg.Spec)
 	if err != nil {
-		return nil, stepErr(CondDiscoveryURLValid, fmt.Errorf("OIDC discovery at %s: %w", cfg.Issuer, err))
+		return nil, stepErr(CondClaimRulesValid, err)
+	}
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, client), issuer)
+	if err != nil {
+		return nil, stepErr(CondDiscoveryURLValid, fmt.Errorf("OIDC discovery at %s: %w", issuer, err))
 	}
 	var claims struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := provider.Claims(&claims); err != nil || claims.JWKSURI == "" {
-		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("discovery document of %s has no jwks_uri", cfg.Issuer))
+		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("discovery document of %s has no jwks_uri", issuer))
 	}
 	if httpsurl.Check("jwks_uri", claims.JWKSURI) != nil {
-		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, cfg.Issuer))
+		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, issuer))
 	}
 	if err := probeKeys(ctx, client, claims.JWKSURI); err != nil {
 		return nil, stepErr(CondJWKSFetchValid, err)
@@ -133,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	// The key set must outlive ctx (it refreshes keys later), so it gets its
 	// own background context carrying only the HTTP client.
 	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), client), claims.JWKSURI)
-	return NewWithKeySet(cfg, keySet), nil
+	return newAuthenticator(cfg, rules, keySet), nil
 }
 
 // probeKeys fetches the key set once so a broken JWKS endpoint shows up in
@@ -165,24 +172,22 @@ func probeKeys(ctx context.Context, client *http.Client, jwksURI string) error {
 
 // NewWithKeySet skips discovery; tests and callers that already know the
 // keys use it.
-func NewWithKeySet(cfg Config, keySet oidc.KeySet) *Authenticator {
+func NewWithKeySet(cfg Config, keySet oidc.KeySet) (*Authenticator, error) {
+	rules, err := claimrules.Compile(cfg.Spec)
+	if err != nil {
+		return nil, stepErr(CondClaimRulesValid, err)
+	}
+	return newAuthenticator(cfg, rules, keySet), nil
+}
+
+func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *Authenticator {
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	a := &Authenticator{
-		now:           now,
-		usernameClaim: cfg.UsernameClaim,
-		groupsClaim:   cfg.GroupsClaim,
-	}
-	if a.usernameClaim == "" {
-		a.usernameClaim = "username"
-	}
-	if a.groupsClaim == "" {
-		a.groupsClaim = "groups"
-	}
-	a.verifier = oidc.NewVerifier(cfg.Issuer, keySet, &oidc.Config{
-		ClientID: cfg.Audience,
+	a := &Authenticator{now: now, rules: rules}
+	vc := &oidc.Config{
+		ClientID: cfg.Spec.Audience,
 		// Asymmetric algorithms only: with HS256 anyone holding the client
 		// secret could mint tokens.
 		SupportedSigningAlgs: []string{
@@ -192,7 +197,17 @@ func NewWithKeySet(cfg Config, keySet oidc.KeySet) *Authenticator {
 		// go-oidc's own check has no leeway on exp and a fixed one on
 		// nbf; checkTimes applies Leeway to exp, nbf and iat alike.
 		SkipExpiryCheck: true,
-	})
+	}
+	if len(cfg.Spec.Audiences) > 0 {
+		// go-oidc checks one audience; any of several (MatchAny) is
+		// checked in AuthenticateToken, as kube-apiserver does.
+		vc.ClientID, vc.SkipClientIDCheck = "", true
+		a.audiences = map[string]bool{cfg.Spec.Audience: true}
+		for _, aud := range cfg.Spec.Audiences {
+			a.audiences[aud] = true
+		}
+	}
+	a.verifier = oidc.NewVerifier(cfg.Spec.Issuer, keySet, vc)
 	return a
 }
 
@@ -207,20 +222,19 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	if err := idToken.Claims(&claims); err != nil {
 		return nil, false, fmt.Errorf("decode claims: %w", err)
 	}
+	if a.audiences != nil && !slices.ContainsFunc(idToken.Audience, func(aud string) bool { return a.audiences[aud] }) {
+		return nil, false, fmt.Errorf("token's audience %q is none of this authenticator's", idToken.Audience)
+	}
 	if err := checkTimes(a.now(), idToken.Expiry, idToken.IssuedAt, claims["nbf"]); err != nil {
 		return nil, false, err
 	}
-	username, err := a.username(claims)
+	u, err := a.rules.User(ctx, claims)
 	if err != nil {
 		return nil, false, err
 	}
-	groups, err := stringOrList(claims[a.groupsClaim])
-	if err != nil {
-		return nil, false, fmt.Errorf("claim %q: %w", a.groupsClaim, err)
-	}
 	return &authenticator.Response{
 		Audiences: authenticator.Audiences(idToken.Audience),
-		User:      &user.DefaultInfo{Name: username, Groups: groups},
+		User:      u,
 	}, true, nil
 }
 
@@ -249,42 +263,4 @@ func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
 		}
 	}
 	return nil
-}
-
-func (a *Authenticator) username(claims map[string]json.RawMessage) (string, error) {
-	raw, ok := claims[a.usernameClaim]
-	if !ok {
-		return "", fmt.Errorf("token has no %q claim to use as the username", a.usernameClaim)
-	}
-	var name string
-	if err := json.Unmarshal(raw, &name); err != nil || name == "" {
-		return "", fmt.Errorf("claim %q must be a non-empty string", a.usernameClaim)
-	}
-	// An unverified email address is anyone's to claim; kube-apiserver's own
-	// OIDC authenticator refuses it for the same reason.
-	if a.usernameClaim == "email" {
-		if v, ok := claims["email_verified"]; ok {
-			var verified bool
-			if err := json.Unmarshal(v, &verified); err != nil || !verified {
-				return "", errors.New("email is used as the username but email_verified is not true")
-			}
-		}
-	}
-	return name, nil
-}
-
-// stringOrList accepts a claim that is absent, a string, or a list of strings.
-func stringOrList(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, errors.New("must be a string or a list of strings")
-	}
-	return many, nil
 }

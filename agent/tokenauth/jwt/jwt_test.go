@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
@@ -20,7 +21,7 @@ var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 func newAuth(t *testing.T, iss *jwttest.Issuer, mutate func(*jwt.Config)) *jwt.Authenticator {
 	t.Helper()
-	cfg := jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle, Now: func() time.Time { return now }}
+	cfg := jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "cluster-a"}, CABundle: iss.CABundle, Now: func() time.Time { return now }}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -61,7 +62,7 @@ func TestValidToken(t *testing.T) {
 
 func TestClaimMappings(t *testing.T) {
 	iss := jwttest.New(t)
-	a := newAuth(t, iss, func(c *jwt.Config) { c.UsernameClaim, c.GroupsClaim = "email", "roles" })
+	a := newAuth(t, iss, func(c *jwt.Config) { c.Spec.Claims = authv1alpha1.JWTTokenClaims{Username: "email", Groups: "roles"} })
 
 	resp, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{
 		"email": "a@example.com", "email_verified": true, "roles": "admin",
@@ -200,26 +201,26 @@ func TestKeyRotation(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	iss := jwttest.New(t)
 	ctx := context.Background()
-	if _, err := jwt.New(ctx, jwt.Config{Issuer: "http://" + strings.TrimPrefix(iss.URL, "https://"), Audience: "a"}); !errors.Is(err, jwt.ErrInsecureIssuer) {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: "http://" + strings.TrimPrefix(iss.URL, "https://"), Audience: "a"}}); !errors.Is(err, jwt.ErrInsecureIssuer) {
 		t.Errorf("http issuer: %v", err)
 	}
-	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, Audience: "a"}); err == nil || !strings.Contains(err.Error(), "discovery") {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "a"}}); err == nil || !strings.Contains(err.Error(), "discovery") {
 		t.Errorf("untrusted CA should fail discovery: %v", err)
 	}
-	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, Audience: "a", CABundle: []byte("nope")}); err == nil {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "a"}, CABundle: []byte("nope")}); err == nil {
 		t.Errorf("bad CA bundle accepted")
 	}
-	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL + "/other", Audience: "a", CABundle: iss.CABundle}); err == nil {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL + "/other", Audience: "a"}, CABundle: iss.CABundle}); err == nil {
 		t.Errorf("issuer mismatch in discovery accepted")
 	}
-	if _, err := jwt.New(ctx, jwt.Config{Issuer: iss.URL, CABundle: iss.CABundle}); err == nil {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL}, CABundle: iss.CABundle}); err == nil {
 		t.Errorf("empty audience accepted")
 	}
 }
 
 func BenchmarkAuthenticateToken(b *testing.B) {
 	iss := jwttest.New(b)
-	a, err := jwt.New(context.Background(), jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle, Now: func() time.Time { return now }})
+	a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "cluster-a"}, CABundle: iss.CABundle, Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -236,9 +237,9 @@ func TestStepErrorsNameTheCondition(t *testing.T) {
 	iss := jwttest.New(t)
 	ctx := context.Background()
 	cases := map[string]jwt.Config{
-		jwt.CondTLSConfigurationValid: {Issuer: iss.URL, Audience: "a", CABundle: []byte("junk")},
-		jwt.CondIssuerURLValid:        {Issuer: "http://x", Audience: "a"},
-		jwt.CondDiscoveryURLValid:     {Issuer: iss.URL + "/nope", Audience: "a", CABundle: iss.CABundle},
+		jwt.CondTLSConfigurationValid: {Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "a"}, CABundle: []byte("junk")},
+		jwt.CondIssuerURLValid:        {Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: "http://x", Audience: "a"}},
+		jwt.CondDiscoveryURLValid:     {Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL + "/nope", Audience: "a"}, CABundle: iss.CABundle},
 	}
 	for want, cfg := range cases {
 		_, err := jwt.New(ctx, cfg)
@@ -246,5 +247,34 @@ func TestStepErrorsNameTheCondition(t *testing.T) {
 		if !errors.As(err, &step) || step.Condition != want {
 			t.Errorf("want a %s failure, got %v", want, err)
 		}
+	}
+}
+
+// With spec.audiences a token for any of them is taken (kube-apiserver's
+// MatchAny), and one for none of them is not.
+func TestAnyOfSeveralAudiences(t *testing.T) {
+	iss := jwttest.New(t)
+	a := newAuth(t, iss, func(c *jwt.Config) { c.Spec.Audiences = []string{"cluster-b"} })
+	for aud, ok := range map[string]bool{"cluster-a": true, "cluster-b": true, "cluster-c": false} {
+		_, got, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{"aud": aud})))
+		if got != ok {
+			t.Errorf("aud %s: accepted %v (%v), want %v", aud, got, err, ok)
+		}
+	}
+	_, got, _ := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, map[string]any{"aud": []string{"x", "cluster-b"}})))
+	if !got {
+		t.Error("a token with cluster-b among its audiences was refused")
+	}
+}
+
+func TestClaimRulesErrorNamesTheCondition(t *testing.T) {
+	iss := jwttest.New(t)
+	_, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{
+		Issuer: iss.URL, Audience: "a",
+		ClaimMappings: &authv1alpha1.ClaimMappings{Username: authv1alpha1.PrefixedClaimOrExpression{Expression: "claims.sub +"}},
+	}, CABundle: iss.CABundle})
+	var step *jwt.StepError
+	if !errors.As(err, &step) || step.Condition != jwt.CondClaimRulesValid || !strings.Contains(err.Error(), "spec.claimMappings.username.expression") {
+		t.Fatalf("got %v", err)
 	}
 }

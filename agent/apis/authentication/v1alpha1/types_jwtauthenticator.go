@@ -6,6 +6,7 @@ import (
 
 // JWTAuthenticatorSpec configures how to validate JWTs from one OIDC issuer.
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.certificateAuthorityData) || !has(self.tls.certificateAuthorityDataSource)",message="set at most one of tls.certificateAuthorityData and tls.certificateAuthorityDataSource"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimMappings) || !has(self.claims) || ((!has(self.claims.username) || self.claims.username == ”) && (!has(self.claims.groups) || self.claims.groups == ”))",message="set claims (upstream Pinniped's form) or claimMappings (Kubernetes' form), not both"
 type JWTAuthenticatorSpec struct {
 	// Issuer is the OIDC issuer URL. It must be https: tokens from a
 	// plain-http issuer could be forged by anyone on the network path.
@@ -18,9 +19,42 @@ type JWTAuthenticatorSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	Audience string `json:"audience"`
 
-	// Claims maps token claims to the Kubernetes username and groups.
+	// Audiences are more audiences accepted besides Audience; a token is
+	// accepted when its "aud" holds any of them (AudienceMatchPolicy
+	// MatchAny), as in kube-apiserver's AuthenticationConfiguration.
+	// +optional
+	// +listType=set
+	Audiences []string `json:"audiences,omitempty"`
+
+	// AudienceMatchPolicy must be MatchAny (or empty) when Audiences is set.
+	// +optional
+	// +kubebuilder:validation:Enum=MatchAny
+	AudienceMatchPolicy string `json:"audienceMatchPolicy,omitempty"`
+
+	// Claims maps token claims to the Kubernetes username and groups, as
+	// upstream Pinniped does: claim names, no prefix. For prefixes, CEL
+	// expressions, a UID or validation rules use ClaimMappings instead.
 	// +optional
 	Claims JWTTokenClaims `json:"claims"`
+
+	// ClaimValidationRules must all hold for a token to be accepted: a
+	// claim with a required value, or a CEL expression over claims that
+	// returns a bool. Same fields and meaning as kube-apiserver's
+	// AuthenticationConfiguration jwt.claimValidationRules.
+	// +optional
+	ClaimValidationRules []ClaimValidationRule `json:"claimValidationRules,omitempty"`
+
+	// ClaimMappings says how the username, groups and UID are made from
+	// the claims, by claim name (with a prefix) or by CEL expression, as
+	// kube-apiserver's jwt.claimMappings. Extra mappings are refused: a
+	// client certificate cannot carry them.
+	// +optional
+	ClaimMappings *ClaimMappings `json:"claimMappings,omitempty"`
+
+	// UserValidationRules must all hold for the user the mappings made
+	// (CEL over user.username, user.groups, user.uid, user.extra).
+	// +optional
+	UserValidationRules []UserValidationRule `json:"userValidationRules,omitempty"`
 
 	// TLS configures how to verify the issuer's serving certificate.
 	// +optional
@@ -37,6 +71,76 @@ type JWTTokenClaims struct {
 	// Username is the claim holding the username. Defaults to "username".
 	// +optional
 	Username string `json:"username"`
+}
+
+// ClaimValidationRule is one rule a token's claims must follow.
+type ClaimValidationRule struct {
+	// Claim must be present and equal RequiredValue (strings only).
+	// +optional
+	Claim string `json:"claim,omitempty"`
+	// +optional
+	RequiredValue string `json:"requiredValue,omitempty"`
+
+	// Expression is CEL over claims returning a bool; false refuses the
+	// token with Message.
+	// +optional
+	Expression string `json:"expression,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ClaimMappings makes the Kubernetes user from the claims.
+type ClaimMappings struct {
+	// Username is required: a claim with a prefix ("" for none), or an
+	// expression returning a non-empty string. An expression that reads
+	// claims.email must also check claims.email_verified.
+	Username PrefixedClaimOrExpression `json:"username"`
+	// Groups: a claim (string or list) with a prefix, or an expression
+	// returning a string or a list of strings.
+	// +optional
+	Groups PrefixedClaimOrExpression `json:"groups,omitempty"`
+	// UID: a claim or an expression returning a string. It reaches the
+	// API server in the certificate (the Kubernetes UID name attribute,
+	// read by kube-apiserver 1.33 and later).
+	// +optional
+	UID ClaimOrExpression `json:"uid,omitempty"`
+	// Extra is accepted only to name it in the error: client
+	// certificates have no place for extra values.
+	// +optional
+	Extra []ExtraMapping `json:"extra,omitempty"`
+}
+
+// PrefixedClaimOrExpression is a claim name with a prefix, or a CEL expression.
+type PrefixedClaimOrExpression struct {
+	// +optional
+	Claim string `json:"claim,omitempty"`
+	// Prefix is required with Claim; "" means none.
+	// +optional
+	Prefix *string `json:"prefix,omitempty"`
+	// +optional
+	Expression string `json:"expression,omitempty"`
+}
+
+// ClaimOrExpression is a claim name or a CEL expression.
+type ClaimOrExpression struct {
+	// +optional
+	Claim string `json:"claim,omitempty"`
+	// +optional
+	Expression string `json:"expression,omitempty"`
+}
+
+// ExtraMapping maps a key of the user's extra to a CEL expression.
+type ExtraMapping struct {
+	Key             string `json:"key"`
+	ValueExpression string `json:"valueExpression"`
+}
+
+// UserValidationRule is one rule the mapped user must follow.
+type UserValidationRule struct {
+	// Expression is CEL over user returning a bool.
+	Expression string `json:"expression"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // JWTAuthenticatorStatus is the agent's view of the authenticator.
@@ -61,6 +165,10 @@ const (
 	ConditionDiscoveryURLValid = "DiscoveryURLValid"
 	ConditionJWKSURLValid      = "JWKSURLValid"
 	ConditionJWKSFetchValid    = "JWKSFetchValid"
+	// ConditionClaimRulesValid is false when the claim rules do not
+	// compile or break kube-apiserver's rules for them; its message names
+	// the field.
+	ConditionClaimRulesValid = "ClaimRulesValid"
 )
 
 // JWTAuthenticator tells the agent to trust JWTs from an OIDC issuer.

@@ -1,0 +1,138 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// TestClaimRules: a JWTAuthenticator with kube-apiserver's claim rules
+// decides who Dex's users are on the real cluster: a username with a
+// prefix, groups made by an expression over a nested claim (Dex's
+// federated_claims), the UID from that nested claim (carried in the
+// certificate to the API server), and a validation rule that turns a user
+// away. A rule that does not compile says where in status; the upstream
+// form (spec.claims) on the same tokens is unchanged.
+func TestClaimRules(t *testing.T) {
+	ctx := context.Background()
+	cfg := Bed.Config()
+	installAgent(t)
+	ca, err := os.ReadFile(cfg.TestbedCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: dex-rules}
+spec:
+  issuer: %[1]s
+  audience: %[2]s
+  tls: {certificateAuthorityData: %[3]s}
+  claimMappings:
+    username: {claim: email, prefix: "rules:"}
+    groups: {expression: 'claims.groups.map(g, claims.federated_claims.connector_id + "/" + g)'}
+    uid: {expression: 'claims.federated_claims.user_id'}
+  claimValidationRules:
+  - expression: '!("viewers" in claims.groups)'
+    message: viewers may not use this cluster
+---
+apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: dex-broken-rules}
+spec:
+  issuer: %[1]s
+  audience: %[2]s
+  tls: {certificateAuthorityData: %[3]s}
+  claimMappings:
+    username: {expression: 'claims.sub +'}
+`, cfg.DexIssuer(), testbed.DexClientID, base64.StdEncoding.EncodeToString(ca)))
+	t.Cleanup(func() {
+		_, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "dex-rules", "dex-broken-rules", "--ignore-not-found")
+	})
+	waitPhase(t, "jwtauthenticator", "dex-rules", "Ready")
+	waitPhase(t, "jwtauthenticator", "dex-broken-rules", "Error")
+
+	// federated:id asks Dex for the nested federated_claims.
+	idToken := func(u testbed.DexUser) string {
+		_, conf := DexOAuth2(t, ctx, "")
+		conf.Scopes = append(conf.Scopes, "federated:id")
+		tok, err := conf.PasswordCredentialsToken(DexContext(t, ctx), u.Email, u.Password)
+		if err != nil {
+			t.Fatalf("password grant for %s: %v", u.Email, err)
+		}
+		return tok.Extra("id_token").(string)
+	}
+	alice, bob := testbed.DexUsers[0], testbed.DexUsers[1]
+
+	t.Run("the rules decide the identity the cluster sees", func(t *testing.T) {
+		cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-rules")
+		if cred.Cert == "" {
+			t.Fatalf("exchange failed: %+v (agent logs: kubectl logs -n pinniped-agent deploy/pinniped-agent)", cred)
+		}
+		who := whoamiWithCert(t, cred)
+		var want []string
+		for _, g := range alice.Groups {
+			want = append(want, "local/"+g)
+		}
+		if who.Username != "rules:"+alice.Email || who.UID != alice.UserID || !slices.Equal(who.Groups, append(want, "system:authenticated")) {
+			t.Fatalf("the API server sees %+v; want rules:%s, uid %s, groups %v", who, alice.Email, alice.UserID, want)
+		}
+	})
+
+	t.Run("a validation rule turns a user away", func(t *testing.T) {
+		if cred := exchange(t, idToken(bob), "JWTAuthenticator", "dex-rules"); cred.Message != "authentication failed" || cred.Cert != "" {
+			t.Fatalf("bob (a viewer) got %+v", cred)
+		}
+	})
+
+	t.Run("a rule that does not compile is named in status", func(t *testing.T) {
+		out := Kubectl(t, "get", "jwtauthenticator", "dex-broken-rules", "-o",
+			`jsonpath={range .status.conditions[*]}{.type}={.status}: {.message}{"\n"}{end}`)
+		if !strings.Contains(out, "ClaimRulesValid=False: spec.claimMappings.username.expression") || !strings.Contains(out, "Ready=False") {
+			t.Fatalf("conditions:\n%s", out)
+		}
+		if cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-broken-rules"); cred.Cert != "" {
+			t.Fatal("a broken authenticator issued a credential")
+		}
+	})
+
+	t.Run("the API server refuses both forms at once", func(t *testing.T) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator",
+			"metadata": map[string]any{"name": "dex-both"},
+			"spec": map[string]any{
+				"issuer": cfg.DexIssuer(), "audience": "x",
+				"claims":        map[string]any{"username": "email"},
+				"claimMappings": map[string]any{"username": map[string]any{"claim": "email", "prefix": ""}},
+			},
+		}}
+		dyn := dynamic.NewForConfigOrDie(RESTConfig(t))
+		gvr := schema.GroupVersionResource{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "jwtauthenticators"}
+		_, err := dyn.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "not both") {
+			t.Fatalf("created, or refused for another reason: %v", err)
+		}
+	})
+
+	t.Run("upstream's form is unchanged", func(t *testing.T) {
+		// installAgent's authenticator: spec.claims.username email, groups by default.
+		who := whoamiWithCert(t, exchange(t, idToken(alice), "JWTAuthenticator", "dex"))
+		if who.Username != alice.Email || who.UID != "" || !slices.Equal(who.Groups, append(slices.Clone(alice.Groups), "system:authenticated")) {
+			t.Fatalf("the API server sees %+v", who)
+		}
+	})
+}
