@@ -478,6 +478,9 @@ func readFiles(paths []string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !config.HasCertificate(b) {
+			return nil, fmt.Errorf("%s holds no PEM certificate (a file starting with -----BEGIN CERTIFICATE-----)", p)
+		}
 		if len(out) > 0 && out[len(out)-1] != '\n' {
 			out = append(out, '\n') // one PEM block must not run into the next
 		}

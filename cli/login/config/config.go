@@ -138,7 +138,7 @@ func (c *OIDC) Validate() error {
 	if !slices.Contains(Flows, c.Flow) {
 		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", c.Flow))
 	}
-	if len(c.CABundle) > 0 && !hasCertificate(c.CABundle) {
+	if len(c.CABundle) > 0 && !HasCertificate(c.CABundle) {
 		errs = append(errs, errors.New("the issuer's CA bundle (--ca-bundle, --ca-bundle-data) holds no PEM certificate"))
 	}
 	if c.Concierge != nil {
@@ -171,7 +171,7 @@ func (c *Concierge) Validate() error {
 	if c.AuthenticatorName == "" {
 		errs = append(errs, errors.New("--concierge-authenticator-name is required"))
 	}
-	if len(c.CABundle) > 0 && !hasCertificate(c.CABundle) {
+	if len(c.CABundle) > 0 && !HasCertificate(c.CABundle) {
 		errs = append(errs, errors.New("--concierge-ca-bundle-data holds no PEM certificate"))
 	}
 	if c.APIGroupSuffix != "" {
@@ -198,9 +198,10 @@ func (c *Concierge) Suffix() string {
 	return groupsuffix.OrDefault(c.APIGroupSuffix)
 }
 
-// hasCertificate: a cheap check (no certificate parsing, which the front
-// must not pay for); the TLS client parses the bundle for real.
-func hasCertificate(bundle []byte) bool {
+// HasCertificate reports whether bundle holds at least one PEM certificate:
+// a cheap check (no certificate parsing, which the front must not pay
+// for); the TLS client parses the bundle for real.
+func HasCertificate(bundle []byte) bool {
 	for {
 		var block *pem.Block
 		block, bundle = pem.Decode(bundle)

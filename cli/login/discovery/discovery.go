@@ -7,7 +7,9 @@ package discovery
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,6 +54,11 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		var unknownCA x509.UnknownAuthorityError
+		if errors.As(err, &unknownCA) {
+			return nil, fmt.Errorf("the OIDC issuer %s presents a certificate signed by an authority this machine does not trust: "+
+				"pass that CA with --ca-bundle FILE (pinniped get kubeconfig --oidc-ca-bundle FILE writes it into the kubeconfig): %w", issuer, err)
+		}
 		return nil, fmt.Errorf("the OIDC issuer %s is unreachable from here: %w", issuer, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -63,7 +70,9 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 		return nil, fmt.Errorf("OIDC discovery at %s: not a discovery document: %w", issuer, err)
 	}
 	if d.Issuer != issuer {
-		return nil, fmt.Errorf("OIDC discovery at %s names the issuer %q; the issuer must match it exactly", issuer, d.Issuer)
+		// Most often a trailing slash: Auth0's issuers end in one, most
+		// others do not, and tokens name the issuer exactly as published.
+		return nil, fmt.Errorf("the OIDC provider at %s calls itself %q, and the issuer must match it exactly: use --issuer %s", issuer, d.Issuer, d.Issuer)
 	}
 	for _, e := range []struct{ what, url string }{
 		{"authorization endpoint", d.AuthorizationEndpoint}, {"token endpoint", d.TokenEndpoint}, {"jwks_uri", d.JWKSURI},

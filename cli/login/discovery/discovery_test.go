@@ -54,7 +54,7 @@ func TestFetchRefuses(t *testing.T) {
 		change func(map[string]any)
 		want   string
 	}{
-		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, "must match it exactly"},
+		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, `calls itself "https://elsewhere", and the issuer must match it exactly: use --issuer https://elsewhere`},
 		"http token endpoint": {func(d map[string]any) { d["token_endpoint"] = "http://x/token" }, `token endpoint "http://x/token"`},
 		"http authorization":  {func(d map[string]any) { d["authorization_endpoint"] = "http://x/auth" }, `authorization endpoint "http://x/auth"`},
 		"http keys":           {func(d map[string]any) { d["jwks_uri"] = "http://x/keys" }, `jwks_uri "http://x/keys"`},
@@ -110,5 +110,15 @@ func TestSupportedScopes(t *testing.T) {
 	}
 	if kept, dropped := (&discovery.Document{}).SupportedScopes([]string{"a", "pinniped:request-audience", "b", "username"}); strings.Join(kept, ",") != "a,b" || strings.Join(dropped, ",") != "pinniped:request-audience,username" {
 		t.Fatalf("an issuer that lists nothing: %v %v", kept, dropped)
+	}
+}
+
+// An issuer whose certificate this machine does not trust: the error says
+// so and names the flag that fixes it.
+func TestFetchUnknownCA(t *testing.T) {
+	_, issuer := serve(t, good())
+	_, err := discovery.Fetch(context.Background(), &http.Client{}, issuer)
+	if err == nil || !strings.Contains(err.Error(), "does not trust") || !strings.Contains(err.Error(), "--ca-bundle") {
+		t.Fatalf("got %v", err)
 	}
 }

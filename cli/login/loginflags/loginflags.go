@@ -154,6 +154,9 @@ func (o *OIDC) IssuerCABundle() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ca-bundle: %w", err)
 		}
+		if !config.HasCertificate(b) {
+			return nil, fmt.Errorf("--ca-bundle %s holds no PEM certificate (a file starting with -----BEGIN CERTIFICATE-----)", p)
+		}
 		out = joinPEM(out, b)
 	}
 	for _, d := range o.CABundleData {

@@ -39,7 +39,15 @@ type BrowserOptions struct {
 	// QuietWhenOpened shows the link only if the browser could not be
 	// opened, and then offers no paste prompt (PINNIPED_SKIP_PRINT_LOGIN_URL).
 	QuietWhenOpened bool
+	// HintAfter is how long to wait for the browser before saying what
+	// usually keeps it from coming back; 0 means DefaultHintAfter.
+	HintAfter time.Duration
 }
+
+// DefaultHintAfter is long enough for a person to type a password and
+// answer a second factor, short enough that someone looking at a
+// provider's error page is not left waiting for the 15-minute timeout.
+const DefaultHintAfter = 90 * time.Second
 
 func randomString() (string, error) {
 	b := make([]byte, 32)
@@ -139,10 +147,24 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 		}()
 	}
 	ui.Step("waiting for you to log in")
+	hintAfter := o.HintAfter
+	if hintAfter <= 0 {
+		hintAfter = DefaultHintAfter
+	}
+	hint := time.NewTimer(hintAfter)
+	defer hint.Stop()
 
 	var code string
 	for code == "" {
 		select {
+		case <-hint.C:
+			// Nothing comes back when the provider shows an error page
+			// instead of redirecting, and it is the provider's page, not
+			// this process, that knows why.
+			ui.Warn(fmt.Sprintf("no answer from the browser after %s. If the provider shows an error page, the usual causes are: "+
+				"the redirect URI http://127.0.0.1/callback (any port) is not registered for client %q at the provider, "+
+				"or that client ID is wrong (--client-id); a wrong password is retried on the provider's own page", hintAfter, oc.ClientID),
+				"fix it at the provider or in the flags, then run the command again; Ctrl-C is safe, nothing is cached until a login finishes")
 		case <-ctx.Done():
 			return nil, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 		case r := <-results:

@@ -288,6 +288,27 @@ func TestBrowserRequests(t *testing.T) {
 			t.Fatalf("want ErrSwitchToDevice, got %v", err)
 		}
 	})
+	t.Run("an error page at the provider", func(t *testing.T) {
+		// The browser never comes back (as when the provider shows an error
+		// page): after HintAfter the usual causes are shown, and the login
+		// keeps waiting.
+		p := oidctest.New(t)
+		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true}
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		defer cancel()
+		_, err := discover(t, p).BrowserLogin(ctx, ui, oidclogin.BrowserOptions{HintAfter: 100 * time.Millisecond})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the browser flow should keep waiting, got %v", err)
+		}
+		ui.mu.Lock()
+		defer ui.mu.Unlock()
+		shown := strings.Join(ui.shown, "\n")
+		for _, want := range []string{"http://127.0.0.1/callback", "--client-id", "Ctrl-C is safe"} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("no %q in:\n%s", want, shown)
+			}
+		}
+	})
 	t.Run("no device endpoint", func(t *testing.T) {
 		p := oidctest.New(t)
 		ui := &fakeUI{t: t, ca: p.CABundle, noOpen: true, requests: make(chan loginview.Request, 2)}
