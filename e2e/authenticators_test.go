@@ -62,12 +62,12 @@ func applyYAML(t *testing.T, doc string) {
 func waitPhase(t *testing.T, kind, name, phase string) {
 	t.Helper()
 	Eventually(t, time.Minute, kind+" "+name+" phase "+phase, func(context.Context) error {
-		out, err := RunE(nil, "kubectl", "get", kind, name, "-o", "jsonpath={.status.phase}")
+		out, err := RunE(nil, "kubectl", "get", kind, name, "-o", `jsonpath={.status.phase}{"\n"}{range .status.conditions[?(@.status!="True")]}{.type}: {.message}{"\n"}{end}`)
 		if err != nil {
 			return err
 		}
-		if out != phase {
-			return fmt.Errorf("phase %q", out)
+		if got, why, _ := strings.Cut(out, "\n"); got != phase {
+			return fmt.Errorf("phase %q; conditions not true:\n%s", got, why)
 		}
 		return nil
 	})

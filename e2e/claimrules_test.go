@@ -44,7 +44,7 @@ spec:
   tls: {certificateAuthorityData: %[3]s}
   claimMappings:
     username: {claim: email, prefix: "rules:"}
-    groups: {expression: 'claims.groups.map(g, claims.federated_claims.connector_id + "/" + g)'}
+    groups: {expression: 'dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)'}
     uid: {expression: 'claims.federated_claims.user_id'}
   claimValidationRules:
   - expression: '!("viewers" in claims.groups)'
