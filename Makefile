@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dat
 TOOLS   := .ci/tools.sh
 FUZZTIME ?= 45s
 
-.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-login bench-proxy bench-soak release-check release-snapshot clean
+.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build
 
@@ -65,6 +65,11 @@ e2e:
 ##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory
 bench-exchange:
 	PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
+
+## bench-claimrules: what kube-apiserver's claim rules (CEL) cost the agent: memory before and
+##   after they are compiled, CPU per exchange with claim names and with CEL rules
+bench-claimrules:
+	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestClaimRulesCost -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## bench-login: the cached `pinniped login` path beside a Go hello world (prints a table)
 bench-login:

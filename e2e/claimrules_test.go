@@ -35,20 +35,7 @@ func TestClaimRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
-kind: JWTAuthenticator
-metadata: {name: dex-rules}
-spec:
-  issuer: %[1]s
-  audience: %[2]s
-  tls: {certificateAuthorityData: %[3]s}
-  claimMappings:
-    username: {claim: email, prefix: "rules:"}
-    groups: {expression: 'dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)'}
-    uid: {expression: 'claims.federated_claims.user_id'}
-  claimValidationRules:
-  - expression: '!("viewers" in claims.groups)'
-    message: viewers may not use this cluster
+	applyClaimRules(t, ca, `
 ---
 apiVersion: authentication.concierge.pinniped.dev/v1alpha1
 kind: JWTAuthenticator
@@ -59,23 +46,13 @@ spec:
   tls: {certificateAuthorityData: %[3]s}
   claimMappings:
     username: {expression: 'claims.sub +'}
-`, cfg.DexIssuer(), testbed.DexClientID, base64.StdEncoding.EncodeToString(ca)))
+`)
 	t.Cleanup(func() {
 		_, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "dex-rules", "dex-broken-rules", "--ignore-not-found")
 	})
 	waitPhase(t, "jwtauthenticator", "dex-rules", "Ready")
 	waitPhase(t, "jwtauthenticator", "dex-broken-rules", "Error")
-
-	// federated:id asks Dex for the nested federated_claims.
-	idToken := func(u testbed.DexUser) string {
-		_, conf := DexOAuth2(t, ctx, "")
-		conf.Scopes = append(conf.Scopes, "federated:id")
-		tok, err := conf.PasswordCredentialsToken(DexContext(t, ctx), u.Email, u.Password)
-		if err != nil {
-			t.Fatalf("password grant for %s: %v", u.Email, err)
-		}
-		return tok.Extra("id_token").(string)
-	}
+	idToken := func(u testbed.DexUser) string { return federatedIDToken(t, u) }
 	alice, bob := testbed.DexUsers[0], testbed.DexUsers[1]
 
 	t.Run("the rules decide the identity the cluster sees", func(t *testing.T) {
@@ -135,4 +112,41 @@ spec:
 			t.Fatalf("the API server sees %+v", who)
 		}
 	})
+}
+
+// applyClaimRules applies the JWTAuthenticator dex-rules (and more, a YAML
+// tail with the same %[1]s issuer, %[2]s audience and %[3]s CA): Dex's
+// users by email with a prefix, groups made from the nested
+// federated_claims, the UID from it, viewers turned away.
+func applyClaimRules(t *testing.T, ca []byte, more string) {
+	t.Helper()
+	applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: dex-rules}
+spec:
+  issuer: %[1]s
+  audience: %[2]s
+  tls: {certificateAuthorityData: %[3]s}
+  claimMappings:
+    username: {claim: email, prefix: "rules:"}
+    groups: {expression: 'dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)'}
+    uid: {expression: 'claims.federated_claims.user_id'}
+  claimValidationRules:
+  - expression: '!("viewers" in claims.groups)'
+    message: viewers may not use this cluster
+`+more, Bed.Config().DexIssuer(), testbed.DexClientID, base64.StdEncoding.EncodeToString(ca)))
+}
+
+// federatedIDToken is u's Dex ID token with the nested federated_claims
+// (scope federated:id).
+func federatedIDToken(t *testing.T, u testbed.DexUser) string {
+	t.Helper()
+	ctx := context.Background()
+	_, conf := DexOAuth2(t, ctx, "")
+	conf.Scopes = append(conf.Scopes, "federated:id")
+	tok, err := conf.PasswordCredentialsToken(DexContext(t, ctx), u.Email, u.Password)
+	if err != nil {
+		t.Fatalf("password grant for %s: %v", u.Email, err)
+	}
+	return tok.Extra("id_token").(string)
 }
