@@ -58,7 +58,8 @@ spec:
 	t.Run("the rules decide the identity the cluster sees", func(t *testing.T) {
 		cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-rules")
 		if cred.Cert == "" {
-			t.Fatalf("exchange failed: %+v (agent logs: kubectl logs -n pinniped-agent deploy/pinniped-agent)", cred)
+			logs, _ := RunE(nil, "kubectl", "logs", "-n", ourInstall.namespace, "-l", ourInstall.selector, "--tail=30", "--prefix")
+			t.Fatalf("exchange failed: %+v; the agent's log:\n%s", cred, logs)
 		}
 		who := whoamiWithCert(t, cred)
 		var want []string
