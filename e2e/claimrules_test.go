@@ -62,11 +62,11 @@ spec:
 			t.Fatalf("exchange failed: %+v; the agent's log:\n%s", cred, logs)
 		}
 		who := whoamiWithCert(t, cred)
-		var want []string
+		want := []string{"system:authenticated"}
 		for _, g := range alice.Groups {
 			want = append(want, "local/"+g)
 		}
-		if who.Username != "rules:"+alice.Email || who.UID != alice.UserID || !slices.Equal(who.Groups, append(want, "system:authenticated")) {
+		if who.Username != "rules:"+alice.Email || who.UID != alice.UserID || !sameSet(who.Groups, want) {
 			t.Fatalf("the API server sees %+v; want rules:%s, uid %s, groups %v", who, alice.Email, alice.UserID, want)
 		}
 	})
@@ -109,7 +109,7 @@ spec:
 	t.Run("upstream's form is unchanged", func(t *testing.T) {
 		// installAgent's authenticator: spec.claims.username email, groups by default.
 		who := whoamiWithCert(t, exchange(t, idToken(alice), "JWTAuthenticator", "dex"))
-		if who.Username != alice.Email || who.UID != "" || !slices.Equal(who.Groups, append(slices.Clone(alice.Groups), "system:authenticated")) {
+		if who.Username != alice.Email || who.UID != "" || !sameSet(who.Groups, append(slices.Clone(alice.Groups), "system:authenticated")) {
 			t.Fatalf("the API server sees %+v", who)
 		}
 	})
@@ -150,4 +150,10 @@ func federatedIDToken(t *testing.T, u testbed.DexUser) string {
 		t.Fatalf("password grant for %s: %v", u.Email, err)
 	}
 	return tok.Extra("id_token").(string)
+}
+
+// sameSet: Dex lists a user's groups in an order of its own.
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
 }
