@@ -5,11 +5,13 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,17 +48,51 @@ spec:
   tls: {certificateAuthorityData: %[3]s}
   claimMappings:
     username: {expression: 'claims.sub +'}
+---
+apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: dex-rules-no-uid}
+spec:
+  issuer: %[1]s
+  audience: %[2]s
+  tls: {certificateAuthorityData: %[3]s}
+  claimMappings:
+    username: {claim: email, prefix: "rules:"}
+    groups: {expression: 'dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)'}
 `)
 	t.Cleanup(func() {
-		_, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "dex-rules", "dex-broken-rules", "--ignore-not-found")
+		_, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "dex-rules", "dex-broken-rules", "dex-rules-no-uid", "--ignore-not-found")
 	})
 	waitPhase(t, "jwtauthenticator", "dex-rules", "Ready")
+	waitPhase(t, "jwtauthenticator", "dex-rules-no-uid", "Ready")
 	waitPhase(t, "jwtauthenticator", "dex-broken-rules", "Error")
+	// Which signer makes the certificate decides whether a UID can reach
+	// the API server: the cluster signing key's certificates carry it,
+	// kube-controller-manager's CSR signer drops it. Right after an
+	// install the agent may still be on the CSR API.
+	csr := cfg.Profile == testbed.ProfileManaged
+	want := map[bool]string{false: "KubeClusterSigningCertificate=Success", true: "CertificateSigningRequest=Success"}[csr]
+	Eventually(t, 2*time.Minute, "the CredentialIssuer reports "+want, func(context.Context) error {
+		out, _ := RunE(nil, "kubectl", "get", "credentialissuers.config.concierge.pinniped.dev", "-o",
+			`jsonpath={range .items[0].status.strategies[*]}{.type}={.status} {end}`)
+		if !strings.Contains(out, want) {
+			return errors.New(out)
+		}
+		return nil
+	})
 	idToken := func(u testbed.DexUser) string { return federatedIDToken(t, u) }
 	alice, bob := testbed.DexUsers[0], testbed.DexUsers[1]
 
 	t.Run("the rules decide the identity the cluster sees", func(t *testing.T) {
-		cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-rules")
+		authenticator, wantUID := "dex-rules", alice.UserID
+		if csr {
+			// Refused, not handed out without the UID.
+			if cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-rules"); cred.Cert != "" {
+				t.Fatal("the CSR signer's certificate was handed out without the UID the rules mapped")
+			}
+			authenticator, wantUID = "dex-rules-no-uid", ""
+		}
+		cred := exchange(t, idToken(alice), "JWTAuthenticator", authenticator)
 		if cred.Cert == "" {
 			logs, _ := RunE(nil, "kubectl", "logs", "-n", ourInstall.namespace, "-l", ourInstall.selector, "--tail=30", "--prefix")
 			t.Fatalf("exchange failed: %+v; the agent's log:\n%s", cred, logs)
@@ -66,8 +102,8 @@ spec:
 		for _, g := range alice.Groups {
 			want = append(want, "local/"+g)
 		}
-		if who.Username != "rules:"+alice.Email || who.UID != alice.UserID || !sameSet(who.Groups, want) {
-			t.Fatalf("the API server sees %+v; want rules:%s, uid %s, groups %v", who, alice.Email, alice.UserID, want)
+		if who.Username != "rules:"+alice.Email || who.UID != wantUID || !sameSet(who.Groups, want) {
+			t.Fatalf("the API server sees %+v; want rules:%s, uid %q, groups %v", who, alice.Email, wantUID, want)
 		}
 	})
 

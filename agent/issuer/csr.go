@@ -107,12 +107,18 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 	if err != nil {
 		return nil, fmt.Errorf("parse signed certificate: %w", err)
 	}
-	// A signer may rewrite the subject (the UID attribute is recent); a
+	// A signer may rewrite the subject: kube-controller-manager's rebuilds
+	// it from the request's known attributes and so drops a UID. A
 	// certificate that names someone else, or drops the UID, is refused
-	// rather than handed out as this user.
-	if seen, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert}); err != nil || !ok ||
-		seen.User.GetName() != u.GetName() || seen.User.GetUID() != u.GetUID() || !slices.Equal(seen.User.GetGroups(), u.GetGroups()) {
-		return nil, fmt.Errorf("the signer %s changed the certificate's subject (a UID attribute dropped?): the cluster would not see this user as authenticated", clientSigner)
+	// rather than handed out as this user. (Groups come back sorted: DER
+	// sorts a SET OF.)
+	seen, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert})
+	switch {
+	case err != nil || !ok || seen.User.GetName() != u.GetName() || !sameSet(seen.User.GetGroups(), u.GetGroups()):
+		return nil, fmt.Errorf("the signer %s changed the certificate's subject: the cluster would not see this user as authenticated", clientSigner)
+	case seen.User.GetUID() != u.GetUID():
+		return nil, fmt.Errorf("the signer %s cannot carry a UID in certificates, and the authenticator maps one (claimMappings.uid): "+
+			"remove it, or log in through the impersonation proxy, whose certificates carry it", clientSigner)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -123,6 +129,10 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 		ClientCertificateData: string(certPEM),
 		ClientKeyData:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
 	}, nil
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func waitForCertificate(ctx context.Context, client kubernetes.Interface, name string) ([]byte, error) {

@@ -116,3 +116,22 @@ func TestCSRIssuerTimesOutWithAHint(t *testing.T) {
 		t.Fatalf("want a timeout naming the signer controller, got %v", err)
 	}
 }
+
+// The signer sorts groups (DER sorts a SET OF) and, as kube-controller-
+// manager's does, rebuilds the subject from its known attributes, dropping
+// a UID: the first is the same user, the second is refused, saying why.
+func TestCSRIssuerChecksTheSignedSubject(t *testing.T) {
+	ca, _ := certauthority.New("cluster", time.Hour, nil)
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakeSigner(ctx, t, client, ca, false)
+	iss := &issuer.CSR{Client: client, TTL: time.Minute, Timeout: 5 * time.Second}
+	if _, err := iss.Issue(ctx, &user.DefaultInfo{Name: "alice", Groups: []string{"ops", "devs"}}); err != nil {
+		t.Fatalf("groups in another order: %v", err)
+	}
+	_, err := iss.Issue(ctx, &user.DefaultInfo{Name: "alice", UID: "1001", Groups: []string{"devs"}})
+	if err == nil || !strings.Contains(err.Error(), "cannot carry a UID") {
+		t.Fatalf("a dropped UID: %v", err)
+	}
+}

@@ -119,6 +119,18 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		return err
 	}
 	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
+	if c.PresentsAccessToken() {
+		if tokens.AccessToken == "" {
+			return errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
+		}
+		e.debug("presenting the access token, not the ID token")
+		token = tokens.AccessToken
+		if !tokens.AccessTokenExpiry.IsZero() {
+			// Without expires_in, the ID token's expiry (usually the
+			// same lifetime) bounds how long it is cached.
+			expiry = tokens.AccessTokenExpiry
+		}
+	}
 	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
 		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
 		p, err := e.Discover(ctx)
@@ -360,8 +372,12 @@ func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) 
 	// as upstream only that one must still be valid: the Supervisor's ID
 	// tokens live 2 minutes, and asking for 10 would refresh (and rotate
 	// the refresh token) on every credential-cache miss.
-	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
-		if s.AccessToken != "" && s.AccessTokenExpiry.After(e.now().Add(MinAccessTokenLifetime)) {
+	if (c.RequestAudience != "" && c.RequestAudience != c.ClientID) || c.PresentsAccessToken() {
+		exp := s.AccessTokenExpiry
+		if exp.IsZero() && c.PresentsAccessToken() {
+			exp = s.IDTokenExpiry // as presenting it assumes
+		}
+		if s.AccessToken != "" && exp.After(e.now().Add(MinAccessTokenLifetime)) {
 			return s
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
@@ -27,7 +28,7 @@ import (
 func skewedCluster(t *testing.T, h *harness, skew time.Duration) (*config.Concierge, *x509.CertPool) {
 	t.Helper()
 	clusterNow := func() time.Time { return h.clk.now().Add(skew) }
-	a, err := jwt.New(context.Background(), jwt.Config{Issuer: h.idp.URL, Audience: h.idp.ClientID, CABundle: h.idp.CABundle, Now: clusterNow})
+	a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: h.idp.URL, Audience: h.idp.ClientID}, CABundle: h.idp.CABundle, Now: clusterNow})
 	if err != nil {
 		t.Fatal(err)
 	}

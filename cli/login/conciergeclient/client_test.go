@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
@@ -25,7 +26,7 @@ import (
 // exchange handler: the two halves of the wire contract meet here.
 func TestAgainstTheAgentHandler(t *testing.T) {
 	iss := jwttest.New(t)
-	a, err := jwt.New(context.Background(), jwt.Config{Issuer: iss.URL, Audience: "cluster-a", CABundle: iss.CABundle})
+	a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "cluster-a"}, CABundle: iss.CABundle})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,15 @@ func (c *OIDC) Args() []string {
 		args = append(args, "--credential-cache="+c.CredentialCache)
 	}
 	args = append(args, "--issuer="+c.Issuer, "--client-id="+c.ClientID, "--scopes="+strings.Join(c.Scopes, ","))
+	if c.ClientSecret != "" {
+		args = append(args, "--client-secret="+c.ClientSecret)
+	}
+	for _, p := range c.AuthorizeParams {
+		args = append(args, "--authorize-param="+p)
+	}
+	if c.PresentToken != "" && c.PresentToken != PresentID {
+		args = append(args, "--present-token="+c.PresentToken)
+	}
 	if len(c.CABundle) > 0 {
 		args = append(args, "--ca-bundle-data="+base64.StdEncoding.EncodeToString(c.CABundle))
 	}

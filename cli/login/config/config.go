@@ -61,8 +61,21 @@ var DefaultScopes = []string{"offline_access", "openid", ScopeRequestAudience, S
 
 // OIDC is `pinniped login oidc`.
 type OIDC struct {
-	Issuer          string
-	ClientID        string
+	Issuer   string
+	ClientID string
+	// ClientSecret is for providers that want one even from an installed
+	// application (Google's "Desktop app" clients): there it is not a
+	// secret, the provider says so, and PKCE still protects the code.
+	ClientSecret string
+	// AuthorizeParams are extra "name=value" parameters of the browser
+	// login's authorization request and the device flow's (prompt,
+	// domain_hint, an Auth0 audience); none may replace one the login
+	// itself sets.
+	AuthorizeParams []string
+	// PresentToken is the token shown to the cluster: "" or "id" for the
+	// ID token, "access" for the access token, where a provider puts the
+	// claims the cluster maps in an access token that is a JWT.
+	PresentToken    string
 	Scopes          []string
 	CABundle        []byte // PEM, the issuer's; empty means system roots
 	RequestAudience string
@@ -86,6 +99,26 @@ type OIDC struct {
 	// Username and Password come from the environment, never from flags
 	// or kubeconfigs. The password is in no key.
 	Username, Password string
+}
+
+// Tokens a login can present to the cluster (--present-token).
+const (
+	PresentID     = "id"
+	PresentAccess = "access"
+)
+
+// reservedAuthorizeParams are set by the login; PKCE, state and nonce are
+// what keep a stolen code or a forged callback from becoming a login.
+var reservedAuthorizeParams = []string{"client_id", "client_secret", "redirect_uri", "response_type", "response_mode", "scope", "state",
+	"nonce", "code_challenge", "code_challenge_method", "access_type"}
+
+// PresentsAccessToken reports whether the cluster is shown the access token.
+func (c *OIDC) PresentsAccessToken() bool { return c.PresentToken == PresentAccess }
+
+// AuthorizeParam splits the AuthorizeParams (Validate has checked them).
+func (c *OIDC) AuthorizeParam(i int) (name, value string) {
+	name, value, _ = strings.Cut(c.AuthorizeParams[i], "=")
+	return name, value
 }
 
 // Upstream names an identity provider of a Pinniped Supervisor.
@@ -137,6 +170,24 @@ func (c *OIDC) Validate() error {
 	}
 	if !slices.Contains(Flows, c.Flow) {
 		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", c.Flow))
+	}
+	for _, p := range c.AuthorizeParams {
+		name, _, ok := strings.Cut(p, "=")
+		switch {
+		case !ok || name == "":
+			errs = append(errs, fmt.Errorf("--authorize-param %q: write name=value", p))
+		case slices.Contains(reservedAuthorizeParams, name):
+			errs = append(errs, fmt.Errorf("--authorize-param %s: the login sets %s itself (and its security rests on some of them)", name, name))
+		}
+	}
+	switch c.PresentToken {
+	case "", PresentID:
+	case PresentAccess:
+		if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+			errs = append(errs, errors.New("--present-token=access and --request-audience: the token exchange already decides which token the cluster sees; leave one out"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--present-token %q: use id or access", c.PresentToken))
 	}
 	if len(c.CABundle) > 0 && !HasCertificate(c.CABundle) {
 		errs = append(errs, errors.New("the issuer's CA bundle (--ca-bundle, --ca-bundle-data) holds no PEM certificate"))

@@ -19,7 +19,9 @@ import (
 //   - v1: issuer, client, scopes, audience, CAs, concierge, cluster, static token.
 //   - v2: also the Supervisor's upstream identity provider (name, type,
 //     flow) and the username of a password login; sessions keyed by the
-//     same writer.
+//     same writer. Later members with omitempty (a client secret's hash,
+//     authorize parameters, the token presented) leave the keys of logins
+//     without them as they were.
 const keyVersion = "pinniped-credcache-v2"
 
 // Cluster is the cluster kubectl asks about (KUBERNETES_EXEC_INFO).
@@ -32,6 +34,9 @@ type Cluster struct {
 func (c *OIDC) CredentialKey(cluster Cluster) string {
 	o := c.sessionInputs()
 	o.str("requestAudience", c.RequestAudience)
+	if c.PresentsAccessToken() {
+		o.str("present", PresentAccess)
+	}
 	o.concierge(c.Concierge)
 	o.cluster(cluster)
 	return o.key("cred-", "credential")
@@ -80,6 +85,19 @@ func (c *OIDC) sessionInputs() *object {
 		o.b = append(o.b, ']')
 	}
 	o.str("caBundle", hashOf(c.CABundle))
+	if c.ClientSecret != "" {
+		o.str("clientSecret", hashOf([]byte(c.ClientSecret)))
+	}
+	if params := canonical(c.AuthorizeParams); len(params) > 0 {
+		o.b = append(o.b, `,"authorizeParams":[`...)
+		for i, p := range params {
+			if i > 0 {
+				o.b = append(o.b, ',')
+			}
+			o.b = minijson.AppendString(o.b, p)
+		}
+		o.b = append(o.b, ']')
+	}
 	o.str("upstreamName", c.Upstream.Name)
 	if c.Upstream.Name != "" {
 		// The type (default oidc) means something only beside a name.

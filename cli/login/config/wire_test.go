@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -13,6 +14,8 @@ type sessionWire struct {
 	ClientID     string   `json:"clientID"`
 	Scopes       []string `json:"scopes"`
 	CABundleHash string   `json:"caBundle,omitempty"`
+	SecretHash   string   `json:"clientSecret,omitempty"`
+	Params       []string `json:"authorizeParams,omitempty"`
 	UpstreamName string   `json:"upstreamName,omitempty"`
 	UpstreamType string   `json:"upstreamType,omitempty"`
 	UpstreamFlow string   `json:"upstreamFlow,omitempty"`
@@ -30,6 +33,7 @@ type conciergeWire struct {
 type credentialWire struct {
 	sessionWire
 	RequestAudience string         `json:"requestAudience,omitempty"`
+	Present         string         `json:"present,omitempty"`
 	Concierge       *conciergeWire `json:"concierge,omitempty"`
 	ClusterServer   string         `json:"clusterServer,omitempty"`
 	ClusterCAHash   string         `json:"clusterCA,omitempty"`
@@ -50,13 +54,22 @@ func reflectKey(prefix, kind string, v any) string {
 func wireOf(c *OIDC, cl Cluster) (sessionWire, credentialWire) {
 	s := sessionWire{Issuer: c.Issuer, ClientID: c.ClientID, Scopes: canonical(c.Scopes), CABundleHash: hashOf(c.CABundle),
 		UpstreamName: c.Upstream.Name, UpstreamFlow: c.Upstream.Flow}
+	if c.ClientSecret != "" {
+		s.SecretHash = hashOf([]byte(c.ClientSecret))
+	}
+	if p := canonical(c.AuthorizeParams); len(p) > 0 {
+		s.Params = p
+	}
 	if c.Upstream.Name != "" {
 		s.UpstreamType = c.Upstream.Type
 	}
-	if c.PasswordLogin() {
+	if c.MayUsePassword() {
 		s.PasswordUser = c.Username
 	}
 	w := credentialWire{sessionWire: s, RequestAudience: c.RequestAudience, ClusterServer: cl.Server, ClusterCAHash: hashOf(cl.CA)}
+	if c.PresentsAccessToken() {
+		w.Present = PresentAccess
+	}
 	if k := c.Concierge; k != nil {
 		w.Concierge = &conciergeWire{k.Endpoint, k.Suffix(), k.AuthenticatorType, k.AuthenticatorName, hashOf(k.CABundle)}
 	}
@@ -81,6 +94,12 @@ func FuzzKeysMatchEncodingJSON(f *testing.F) {
 			}
 		case 1:
 			c.Scopes = []string{}
+		case 2:
+			// The newer members, from inputs the corpus already has.
+			c.ClientSecret, c.AuthorizeParams = static, strings.Fields(scopes)
+			if !concierge {
+				c.PresentToken = PresentAccess
+			}
 		}
 		if concierge {
 			c.Concierge = &Concierge{Endpoint: endpoint, APIGroupSuffix: suffix, AuthenticatorType: typ, AuthenticatorName: name, CABundle: conciergeCA}

@@ -125,9 +125,12 @@ func (s *Static) Config(lookupEnv func(string) (string, bool)) (*config.Static, 
 func (o *OIDC) Flags() []Flag {
 	c := &o.Login
 	// One allocation: the front parses this table on every kubectl call.
-	return o.Concierge.appendFlags(append(make([]Flag, 0, 17+concierge),
+	return o.Concierge.appendFlags(append(make([]Flag, 0, 20+concierge),
 		Flag{"issuer", &c.Issuer, "", "OIDC issuer URL (https)", false},
 		Flag{"client-id", &c.ClientID, "pinniped-cli", "OIDC client ID", false},
+		Flag{"client-secret", &c.ClientSecret, "", "client secret, for providers that want one even from an installed app (Google); it is not kept secret there, and PKCE still applies", false},
+		Flag{"authorize-param", &c.AuthorizeParams, []string(nil), "extra name=value parameter of the authorization (and device) request, e.g. prompt=select_account (repeatable; a value cannot hold a comma)", false},
+		Flag{"present-token", &c.PresentToken, "", "the token shown to the cluster: id (default) or access (an access token that is a JWT)", false},
 		Flag{"scopes", &c.Scopes, slices.Clone(config.DefaultScopes), "OIDC scopes to request", false},
 		Flag{"listen-port", &c.ListenPort, 0, "port of the 127.0.0.1 callback listener (default: any free port)", false},
 		Flag{"skip-browser", &c.SkipBrowser, false, "print the login link instead of opening a browser", false},

@@ -105,7 +105,10 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 
 	oc := p.oauth
 	oc.RedirectURL = redirect
-	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline}, upstreamParams(o.Upstream)...)
+	// The extra parameters first: what the login sets must win (Validate
+	// refuses their names anyway).
+	opts := append(p.authorizeParams(), oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline)
+	opts = append(opts, upstreamParams(o.Upstream)...)
 	if p.FormPost {
 		// The code comes back in a POST from the issuer's page, which also
 		// shows it for pasting when the loopback callback is out of reach.

@@ -15,7 +15,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui loginview.Flow) (*session
 	if p.DeviceAuthURL == "" {
 		return nil, loginview.ErrNoDeviceFlow
 	}
-	da, err := p.oauth.DeviceAuth(p.ctx(ctx))
+	da, err := p.oauth.DeviceAuth(p.ctx(ctx), p.authorizeParams()...)
 	if err != nil {
 		return nil, fmt.Errorf("start %w: %w", loginview.ErrDeviceLogin, err)
 	}

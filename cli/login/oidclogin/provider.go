@@ -72,7 +72,9 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		Algorithms: doc.IDTokenSigningAlgs,
 	}).NewProvider(ctx)
 	ep := p.Endpoint()
-	ep.AuthStyle = oauth2.AuthStyleInParams // public client: client_id in the body, no secret
+	// client_id (and a client secret, where a provider wants one from an
+	// installed app) in the body: public clients have no other way.
+	ep.AuthStyle = oauth2.AuthStyleInParams
 	if now == nil {
 		now = time.Now
 	}
@@ -92,9 +94,10 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 			SkipExpiryCheck: true,
 		}),
 		oauth: oauth2.Config{
-			ClientID: c.ClientID,
-			Endpoint: ep,
-			Scopes:   scopes,
+			ClientID:     c.ClientID,
+			ClientSecret: c.ClientSecret,
+			Endpoint:     ep,
+			Scopes:       scopes,
 		},
 		DeviceAuthURL: doc.DeviceAuthorizationEndpoint,
 		TokenURL:      ep.TokenURL,
@@ -149,6 +152,15 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 		t.AccessTokenExpiry = tok.Expiry
 	}
 	return t, nil
+}
+
+// authorizeParams are the login's --authorize-param options.
+func (p *Provider) authorizeParams() []oauth2.AuthCodeOption {
+	var opts []oauth2.AuthCodeOption
+	for i := range p.cfg.AuthorizeParams {
+		opts = append(opts, oauth2.SetAuthURLParam(p.cfg.AuthorizeParam(i)))
+	}
+	return opts
 }
 
 // verify checks the token with v (which skips go-oidc's expiry check), then
