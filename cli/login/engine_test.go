@@ -511,3 +511,25 @@ func TestUnwritableCacheStillLogsIn(t *testing.T) {
 		}
 	}
 }
+
+// --present-token=access shows the cluster the access token, and a second
+// call answers from the session the access token's expiry allows.
+func TestPresentTheAccessToken(t *testing.T) {
+	h := newHarness(t)
+	req := h.request(false)
+	req.PresentToken = config.PresentAccess
+	req.CredentialCache = "none" // each call reads the session
+	for i := range 2 {
+		var out bytes.Buffer
+		if err := h.engine(&out).LoginOIDC(context.Background(), req, interactive); err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := decode(t, out.Bytes())["status"].(map[string]any)["token"].(string)
+		if !strings.HasPrefix(tok, "access-") {
+			t.Fatalf("call %d presented %q, want the access token", i, tok)
+		}
+	}
+	if n := h.idp.AuthCodeGrants.Load() + h.idp.RefreshGrants.Load(); n != 1 {
+		t.Fatalf("%d grants for two calls", n)
+	}
+}

@@ -46,9 +46,14 @@ func TestKubeconfigArgsRoundTrip(t *testing.T) {
 		Concierge: &config.Concierge{Endpoint: "https://10.0.0.1:6443", CABundle: []byte("agent CA"), APIGroupSuffix: "example.io",
 			AuthenticatorType: "jwt", AuthenticatorName: "dex"},
 		Timeout: 15 * time.Minute}
+	// A provider's own options (present-token=access and a token exchange
+	// exclude each other).
+	direct := &config.OIDC{Issuer: "https://accounts.google.com", ClientID: "x.apps.googleusercontent.com", Scopes: []string{"openid", "email"},
+		ClientSecret: "GOCSPX-x", AuthorizeParams: []string{"prompt=select_account", "hd=example.com"}, PresentToken: config.PresentAccess,
+		CredentialCache: "keyring", Timeout: 15 * time.Minute, Upstream: config.Upstream{Type: "oidc"}}
 	minimal := &config.OIDC{Issuer: "https://dex.example.com", ClientID: "pinniped-cli", Scopes: []string{"openid"},
 		CredentialCache: "keyring", Timeout: 15 * time.Minute, Upstream: config.Upstream{Type: "oidc"}}
-	for name, want := range map[string]*config.OIDC{"every field": full, "defaults": minimal} {
+	for name, want := range map[string]*config.OIDC{"every field": full, "defaults": minimal, "a provider's options": direct} {
 		args := want.Args()
 		if args[0] != "login" || args[1] != "oidc" {
 			t.Fatalf("%s: %q", name, args)

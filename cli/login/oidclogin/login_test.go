@@ -415,3 +415,59 @@ func TestIssuerClockSkew(t *testing.T) {
 		})
 	}
 }
+
+// A provider that wants a client secret from an installed app and an extra
+// authorize parameter (as Google and Entra ID can): the browser login, the
+// device flow and a refresh all work with --client-secret and
+// --authorize-param, and not without them.
+func TestClientSecretAndAuthorizeParams(t *testing.T) {
+	p := oidctest.New(t)
+	p.ClientSecret = "GOCSPX-not-really-secret"
+	p.RequireAuthParams = map[string]string{"prompt": "select_account"}
+	prov := func(c *config.OIDC) *oidclogin.Provider {
+		c.Issuer, c.ClientID, c.Scopes, c.CABundle = p.URL, p.ClientID, []string{"openid", "offline_access"}, p.CABundle
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		prov, err := oidclogin.Discover(context.Background(), c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prov
+	}
+	full := &config.OIDC{ClientSecret: p.ClientSecret, AuthorizeParams: []string{"prompt=select_account"}}
+
+	tok, err := prov(full).BrowserLogin(ctxT(t), &fakeUI{t: t, ca: p.CABundle}, oidclogin.BrowserOptions{})
+	if err != nil || tok.IDToken == "" {
+		t.Fatalf("browser login: %v", err)
+	}
+	if _, err := prov(full).Refresh(ctxT(t), tok.RefreshToken); err != nil {
+		t.Fatalf("refresh with the secret: %v", err)
+	}
+	p.ApproveDevice()
+	if _, err := prov(full).DeviceLogin(ctxT(t), &fakeUI{t: t, ca: p.CABundle, noOpen: true}); err != nil {
+		t.Fatalf("device login: %v", err)
+	}
+
+	// Without the secret the code exchange fails, and says why.
+	_, err = prov(&config.OIDC{AuthorizeParams: full.AuthorizeParams}).BrowserLogin(ctxT(t), &fakeUI{t: t, ca: p.CABundle}, oidclogin.BrowserOptions{})
+	if err == nil || !strings.Contains(err.Error(), "client_secret") {
+		t.Fatalf("no secret: %v", err)
+	}
+	// Without the parameter the provider shows an error page: no code comes back.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := prov(&config.OIDC{ClientSecret: p.ClientSecret}).BrowserLogin(ctx, &fakeUI{t: t, ca: p.CABundle}, oidclogin.BrowserOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no parameter: %v", err)
+	}
+}
+
+// An extra parameter may not replace one the login's security rests on.
+func TestReservedAuthorizeParamsRefused(t *testing.T) {
+	for _, p := range []string{"state=x", "code_challenge_method=plain", "redirect_uri=https://evil.example", "nonce=1", "noequals"} {
+		c := &config.OIDC{Issuer: "https://issuer.example", AuthorizeParams: []string{p}}
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s accepted", p)
+		}
+	}
+}

@@ -65,6 +65,12 @@ type Provider struct {
 	// and may change its redirect, or answer itself (returning true): a
 	// hostile or broken Supervisor.
 	Tamper func(w http.ResponseWriter, redirect *url.URL) bool
+	// ClientSecret, when set, is required at the token endpoint, as
+	// Google requires one of its Desktop app clients.
+	ClientSecret string
+	// RequireAuthParams must all be in authorize requests (and device
+	// authorization requests), with these values.
+	RequireAuthParams map[string]string
 }
 
 // IDP is one identity provider of the fake Supervisor.
@@ -109,7 +115,14 @@ func New(t testing.TB) *Provider {
 	})
 	mux.HandleFunc("/auth", p.auth)
 	mux.HandleFunc("/token", p.token)
-	mux.HandleFunc("/device", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/device", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		for k, v := range p.RequireAuthParams {
+			if r.PostForm.Get(k) != v {
+				writeJSON(w, 400, map[string]string{"error": "invalid_request", "error_description": "missing parameter " + k})
+				return
+			}
+		}
 		writeJSON(w, 200, map[string]any{"device_code": "dev-code", "user_code": "ABCD-EFGH",
 			"verification_uri": p.URL + "/activate", "expires_in": 60, "interval": 1})
 	})
@@ -134,6 +147,12 @@ func (p *Provider) auth(w http.ResponseWriter, r *http.Request) {
 	if q.Get("client_id") != p.ClientID {
 		http.Error(w, "unknown client", http.StatusBadRequest)
 		return
+	}
+	for k, v := range p.RequireAuthParams {
+		if q.Get(k) != v {
+			http.Error(w, "missing parameter "+k, http.StatusBadRequest)
+			return
+		}
 	}
 	u, _ := url.Parse(q.Get("redirect_uri"))
 	v := u.Query()
@@ -170,6 +189,10 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
+	if p.ClientSecret != "" && f.Get("client_secret") != p.ClientSecret {
+		writeJSON(w, 401, map[string]string{"error": "invalid_client", "error_description": "client_secret is missing."})
+		return
+	}
 	nonce := ""
 	switch f.Get("grant_type") {
 	case "authorization_code":
