@@ -188,7 +188,7 @@ func federatedIDToken(t *testing.T, u testbed.DexUser) string {
 	return tok.Extra("id_token").(string)
 }
 
-// sameSet: Dex lists a user's groups in an order of its own.
+// sameSet: a certificate's groups come back sorted (DER sorts a SET OF).
 func sameSet(a, b []string) bool {
 	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
 	return slices.Equal(a, b)

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	apiservervalidation "k8s.io/apiserver/pkg/apis/apiserver/validation"
 	authenticationcel "k8s.io/apiserver/pkg/authentication/cel"
+	authenticationtokenjwt "k8s.io/apiserver/pkg/authentication/token/jwt"
 	"k8s.io/apiserver/pkg/authentication/user"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/lazy"
@@ -135,7 +136,15 @@ func specPath(p string) string {
 	case p == "issuer.url":
 		return "spec.issuer"
 	case strings.HasPrefix(p, "issuer.audiences"):
-		return "spec.audience, spec.audiences" + strings.TrimPrefix(p, "issuer.audiences")
+		// Kubernetes' list is spec.audience followed by spec.audiences.
+		var i int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(p, "issuer.audiences"), "[%d]", &i); err != nil {
+			return "spec.audience, spec.audiences"
+		}
+		if i == 0 {
+			return "spec.audience"
+		}
+		return fmt.Sprintf("spec.audiences[%d]", i-1)
 	case p == "issuer.audienceMatchPolicy":
 		return "spec.audienceMatchPolicy"
 	}
@@ -203,7 +212,13 @@ func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*u
 		}
 	}
 	if r.mapper.UserValidationRules != nil {
-		results, err := r.mapper.UserValidationRules.EvalUser(ctx, userToCEL(u))
+		// As kube-apiserver, the rules see the token's credential ID (from
+		// jti) in extra; the certificate never carries it.
+		seen := *u
+		if id := credentialID(claims); id != "" {
+			seen.Extra = map[string][]string{user.CredentialIDKey: {id}}
+		}
+		results, err := r.mapper.UserValidationRules.EvalUser(ctx, userToCEL(&seen))
 		if err != nil {
 			return nil, fmt.Errorf("user validation rule: %w", err)
 		}
@@ -268,6 +283,12 @@ func (r *Rules) groups(ctx context.Context, claims map[string]json.RawMessage, c
 	if m.Claim != "" {
 		raw, ok := claims[m.Claim]
 		if !ok {
+			if distributed(claims, m.Claim) {
+				// kube-apiserver would fetch it; taking the user with no
+				// groups instead could let a rule that denies a group pass.
+				return nil, fmt.Errorf("the groups claim %q is a distributed claim (_claim_names: Entra ID sends one when a user has too many groups), which the agent does not fetch: "+
+					"have the provider emit fewer groups (e.g. only groups assigned to the application)", m.Claim)
+			}
 			return nil, nil
 		}
 		groups, err := stringOrList(raw)
@@ -319,6 +340,17 @@ func (r *Rules) uid(ctx context.Context, claims map[string]json.RawMessage, cv *
 		return "", errors.New("claimMappings.uid.expression must return a string")
 	}
 	return uid, nil
+}
+
+// distributed reports whether the token names claim as a distributed
+// claim (OpenID Connect Core 5.6.2).
+func distributed(claims map[string]json.RawMessage, claim string) bool {
+	var names map[string]json.RawMessage
+	if err := json.Unmarshal(claims["_claim_names"], &names); err != nil {
+		return false
+	}
+	_, ok := names[claim]
+	return ok
 }
 
 // allTrue refuses at the first rule that did not hold, naming it and its
@@ -415,6 +447,14 @@ func claimsToCEL(claims map[string]json.RawMessage) *lazy.MapValue {
 		})
 	}
 	return m
+}
+
+func credentialID(claims map[string]json.RawMessage) string {
+	var jti string
+	if err := json.Unmarshal(claims["jti"], &jti); err != nil || jti == "" {
+		return ""
+	}
+	return authenticationtokenjwt.CredentialIDForJTI(jti)
 }
 
 func userToCEL(u user.Info) *lazy.MapValue {

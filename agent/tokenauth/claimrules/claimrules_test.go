@@ -122,6 +122,15 @@ func cases() []ruleCase {
 		{name: "user validation refuses", spec: spec(withGroupsExpr(`claims.groups`), func(s *authv1alpha1.JWTAuthenticatorSpec) {
 			s.UserValidationRules = []authv1alpha1.UserValidationRule{{Expression: `!("admins" in user.groups)`, Message: "no admins here"}}
 		}), claims: map[string]any{"username": "alice", "groups": "admins"}},
+		{name: "user validation sees the credential ID", spec: spec(byUsername, func(s *authv1alpha1.JWTAuthenticatorSpec) {
+			s.UserValidationRules = []authv1alpha1.UserValidationRule{{Expression: `!("authentication.kubernetes.io/credential-id" in user.extra)`}}
+		}), claims: map[string]any{"username": "alice", "jti": "j-1"}},
+		{name: "user validation without a jti", spec: spec(byUsername, func(s *authv1alpha1.JWTAuthenticatorSpec) {
+			s.UserValidationRules = []authv1alpha1.UserValidationRule{{Expression: `!("authentication.kubernetes.io/credential-id" in user.extra)`}}
+		}), claims: map[string]any{"username": "alice"}, want: &user.DefaultInfo{Name: "alice"}},
+		{name: "distributed groups claim (Entra's overage)", spec: spec(nil),
+			claims: map[string]any{"username": "alice", "_claim_names": map[string]any{"groups": "src1"},
+				"_claim_sources": map[string]any{"src1": map[string]any{"endpoint": "https://127.0.0.1:1/groups"}}}},
 		{name: "user validation holds", spec: spec(&authv1alpha1.ClaimMappings{
 			Username: authv1alpha1.PrefixedClaimOrExpression{Claim: "username", Prefix: ptr("")},
 			Groups:   authv1alpha1.PrefixedClaimOrExpression{Claim: "groups", Prefix: ptr("")},
@@ -263,6 +272,7 @@ func TestCompileErrorsNameTheField(t *testing.T) {
 		"spec.claims": spec(&authv1alpha1.ClaimMappings{
 			Username: authv1alpha1.PrefixedClaimOrExpression{Claim: "sub", Prefix: ptr("")}},
 			func(s *authv1alpha1.JWTAuthenticatorSpec) { s.Claims.Username = "email" }),
+		"spec.audiences[1]": spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) { s.Audiences = []string{"b", ""} }),
 		"spec.audienceMatchPolicy": spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) {
 			s.Audiences, s.AudienceMatchPolicy = []string{"b"}, "MatchAll"
 		}),

@@ -72,7 +72,9 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 	if d.Issuer != issuer {
 		// Most often a trailing slash: Auth0's issuers end in one, most
 		// others do not, and tokens name the issuer exactly as published.
-		return nil, fmt.Errorf("the OIDC provider at %s calls itself %q, and the issuer must match it exactly: use --issuer %s", issuer, d.Issuer, d.Issuer)
+		// Quoted: the value is the provider's, and reaches a terminal.
+		return nil, fmt.Errorf("the OIDC provider at %s calls itself %q, and the issuer must match it exactly: use that issuer "+
+			"(--issuer, or --oidc-issuer of get kubeconfig; the cluster's JWTAuthenticator needs it in spec.issuer too)", issuer, d.Issuer)
 	}
 	for _, e := range []struct{ what, url string }{
 		{"authorization endpoint", d.AuthorizationEndpoint}, {"token endpoint", d.TokenEndpoint}, {"jwks_uri", d.JWKSURI},

@@ -54,7 +54,7 @@ func TestFetchRefuses(t *testing.T) {
 		change func(map[string]any)
 		want   string
 	}{
-		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, `calls itself "https://elsewhere", and the issuer must match it exactly: use --issuer https://elsewhere`},
+		"another issuer":      {func(d map[string]any) { d["issuer"] = "https://elsewhere" }, `calls itself "https://elsewhere", and the issuer must match it exactly: use that issuer (--issuer`},
 		"http token endpoint": {func(d map[string]any) { d["token_endpoint"] = "http://x/token" }, `token endpoint "http://x/token"`},
 		"http authorization":  {func(d map[string]any) { d["authorization_endpoint"] = "http://x/auth" }, `authorization endpoint "http://x/auth"`},
 		"http keys":           {func(d map[string]any) { d["jwks_uri"] = "http://x/keys" }, `jwks_uri "http://x/keys"`},

@@ -165,8 +165,9 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 			// instead of redirecting, and it is the provider's page, not
 			// this process, that knows why.
 			ui.Warn(fmt.Sprintf("no answer from the browser after %s. If the provider shows an error page, the usual causes are: "+
-				"the redirect URI http://127.0.0.1/callback (any port) is not registered for client %q at the provider, "+
-				"or that client ID is wrong (--client-id); a wrong password is retried on the provider's own page", hintAfter, oc.ClientID),
+				"the redirect URI %s is not registered for client %q at the provider (most providers take http://127.0.0.1/callback for any port; "+
+				"others need this exact port, fixed with --listen-port), or that client ID is wrong (--client-id); "+
+				"a wrong password is retried on the provider's own page", hintAfter, redirect, oc.ClientID),
 				"fix it at the provider or in the flags, then run the command again; Ctrl-C is safe, nothing is cached until a login finishes")
 		case <-ctx.Done():
 			return nil, fmt.Errorf("login not completed: %w", context.Cause(ctx))

@@ -303,7 +303,7 @@ func TestBrowserRequests(t *testing.T) {
 		ui.mu.Lock()
 		defer ui.mu.Unlock()
 		shown := strings.Join(ui.shown, "\n")
-		for _, want := range []string{"http://127.0.0.1/callback", "--client-id", "Ctrl-C is safe"} {
+		for _, want := range []string{"http://127.0.0.1:", "/callback is not registered", "--client-id", "Ctrl-C is safe"} {
 			if !strings.Contains(shown, want) {
 				t.Errorf("no %q in:\n%s", want, shown)
 			}

@@ -6,7 +6,7 @@ import (
 
 // JWTAuthenticatorSpec configures how to validate JWTs from one OIDC issuer.
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.certificateAuthorityData) || !has(self.tls.certificateAuthorityDataSource)",message="set at most one of tls.certificateAuthorityData and tls.certificateAuthorityDataSource"
-// +kubebuilder:validation:XValidation:rule="!has(self.claimMappings) || !has(self.claims) || ((!has(self.claims.username) || self.claims.username == ”) && (!has(self.claims.groups) || self.claims.groups == ”))",message="set claims (upstream Pinniped's form) or claimMappings (Kubernetes' form), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimMappings) || !has(self.claims) || ((!has(self.claims.username) || size(self.claims.username) == 0) && (!has(self.claims.groups) || size(self.claims.groups) == 0))",message="set claims (upstream Pinniped's form) or claimMappings (Kubernetes' form), not both"
 type JWTAuthenticatorSpec struct {
 	// Issuer is the OIDC issuer URL. It must be https: tokens from a
 	// plain-http issuer could be forged by anyone on the network path.
@@ -24,6 +24,7 @@ type JWTAuthenticatorSpec struct {
 	// MatchAny), as in kube-apiserver's AuthenticationConfiguration.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:items:MinLength=1
 	Audiences []string `json:"audiences,omitempty"`
 
 	// AudienceMatchPolicy must be MatchAny (or empty) when Audiences is set.
