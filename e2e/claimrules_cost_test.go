@@ -75,8 +75,11 @@ func TestClaimRulesCost(t *testing.T) {
 				Credential *json.RawMessage `json:"credential"`
 			} `json:"status"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Status.Credential == nil {
-			return 0, fmt.Errorf("%s: HTTP %d, no credential (%v)", tg.label, resp.StatusCode, err)
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return 0, fmt.Errorf("%s: HTTP %d: %w", tg.label, resp.StatusCode, err)
+		}
+		if out.Status.Credential == nil {
+			return 0, fmt.Errorf("%s: HTTP %d, no credential", tg.label, resp.StatusCode)
 		}
 		return time.Since(start), nil
 	}

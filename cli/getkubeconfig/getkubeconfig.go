@@ -86,7 +86,8 @@ func NewCmdKubeconfig(f *cmdutil.Factory, runF func(context.Context, *Options) e
 cluster issues credentials: its CredentialIssuer and best frontend, the
 authenticator, and for JWT authenticators the OIDC issuer, audience and CA.
 It prints a kubeconfig for users whose user entry runs "pinniped login" as a
-kubectl exec plugin. The kubeconfig holds no secrets; hand it out freely.
+kubectl exec plugin. The kubeconfig holds no secrets (but an --oidc-client-secret,
+which providers that want one from installed apps do not treat as one); hand it out freely.
 
 With several authenticators and a terminal, it asks which to use; otherwise
 name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
@@ -115,7 +116,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	fs.StringVar(&o.OIDC.Issuer, "oidc-issuer", "", "override the JWTAuthenticator's issuer")
 	fs.StringVar(&o.OIDC.ClientID, "oidc-client-id", "pinniped-cli", "OIDC client ID users log in with")
 	fs.StringVar(&o.OIDC.ClientSecret, "oidc-client-secret", "", "client secret, for providers that want one from an installed app (Google); written into the kubeconfig, as such providers expect")
-	fs.StringSliceVar(&o.OIDC.AuthorizeParams, "oidc-authorize-param", nil, "extra name=value parameter of the authorization request, e.g. prompt=select_account (repeatable; a value cannot hold a comma)")
+	fs.StringSliceVar(&o.OIDC.AuthorizeParams, "oidc-authorize-param", nil, "extra name=value parameter of the authorization (and device) request, e.g. prompt=select_account (repeatable; a value cannot hold a comma)")
 	fs.StringVar(&o.OIDC.PresentToken, "oidc-present-token", "", "the token the cluster is shown: id (default) or access")
 	fs.IntVar(&o.OIDC.ListenPort, "oidc-listen-port", 0, "fixed port for the login callback listener")
 	fs.StringSliceVar(&o.OIDC.Scopes, "oidc-scopes", slices.Clone(config.DefaultScopes), "scopes to request; of an issuer that is not a Supervisor, only those it supports are written")
@@ -331,7 +332,9 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 		if c.Issuer == "" {
 			c.Issuer = auth.Issuer
 		}
-		if c.RequestAudience == "" {
+		// Presenting the access token, the authenticator's audience is
+		// the access token's (an API's), not one to exchange for.
+		if c.RequestAudience == "" && !c.PresentsAccessToken() {
 			c.RequestAudience = auth.Audience
 		}
 		c.CABundle = auth.CABundle

@@ -121,6 +121,15 @@ func TestKubeconfigFromTheCluster(t *testing.T) {
 	if _, _, err := getKubeconfig(t, idp, "--upstream-identity-provider-name=okta"); err == nil || !strings.Contains(err.Error(), "not one") {
 		t.Fatalf("an identity provider named for an issuer that is no Supervisor: %v", err)
 	}
+	// A provider's own options are written; presenting the access token,
+	// the authenticator's audience is that token's, not one to exchange for.
+	login, _, err = getKubeconfig(t, idp, "--oidc-client-secret=GOCSPX-x", "--oidc-authorize-param=prompt=select_account", "--oidc-present-token=access")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if login.ClientSecret != "GOCSPX-x" || strings.Join(login.AuthorizeParams, " ") != "prompt=select_account" || !login.PresentsAccessToken() || login.RequestAudience != "" {
+		t.Fatalf("the kubeconfig logs in as %+v", login)
+	}
 }
 
 // TestKubeconfigWithASupervisor: the identity provider and its flow come
