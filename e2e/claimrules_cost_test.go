@@ -3,9 +3,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -61,28 +58,7 @@ func TestClaimRulesCost(t *testing.T) {
 		t.Cleanup(c.CloseIdleConnections)
 		targets = append(targets, target{a.label, url, body, c})
 	}
-	post := func(tg target) (time.Duration, error) {
-		start := time.Now()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, tg.url, bytes.NewReader(tg.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := tg.client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var out struct {
-			Status struct {
-				Credential *json.RawMessage `json:"credential"`
-			} `json:"status"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return 0, fmt.Errorf("%s: HTTP %d: %w", tg.label, resp.StatusCode, err)
-		}
-		if out.Status.Credential == nil {
-			return 0, fmt.Errorf("%s: HTTP %d, no credential", tg.label, resp.StatusCode)
-		}
-		return time.Since(start), nil
-	}
+	post := func(tg target) (time.Duration, error) { return postExchange(tg.client, tg.url, tg.body) }
 	for _, tg := range targets {
 		for range 50 { // warm up connections and key caches
 			if _, err := post(tg); err != nil {

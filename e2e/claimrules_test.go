@@ -48,18 +48,7 @@ spec:
   tls: {certificateAuthorityData: %[3]s}
   claimMappings:
     username: {expression: 'claims.sub +'}
----
-apiVersion: authentication.concierge.pinniped.dev/v1alpha1
-kind: JWTAuthenticator
-metadata: {name: dex-rules-no-uid}
-spec:
-  issuer: %[1]s
-  audience: %[2]s
-  tls: {certificateAuthorityData: %[3]s}
-  claimMappings:
-    username: {claim: email, prefix: "rules:"}
-    groups: {expression: 'dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)'}
-`)
+`+strings.NewReplacer("name: dex-rules", "name: dex-rules-no-uid", "    uid: {expression: 'claims.federated_claims.user_id'}\n", "").Replace(claimRulesYAML))
 	t.Cleanup(func() {
 		_, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "dex-rules", "dex-broken-rules", "dex-rules-no-uid", "--ignore-not-found")
 	})
@@ -157,7 +146,13 @@ spec:
 // federated_claims, the UID from it, viewers turned away.
 func applyClaimRules(t *testing.T, ca []byte, more string) {
 	t.Helper()
-	applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+	applyYAML(t, fmt.Sprintf(claimRulesYAML+more, Bed.Config().DexIssuer(), testbed.DexClientID, base64.StdEncoding.EncodeToString(ca)))
+}
+
+// claimRulesYAML is the JWTAuthenticator dex-rules.
+const claimRulesYAML = `
+---
+apiVersion: authentication.concierge.pinniped.dev/v1alpha1
 kind: JWTAuthenticator
 metadata: {name: dex-rules}
 spec:
@@ -171,8 +166,7 @@ spec:
   claimValidationRules:
   - expression: '!("viewers" in claims.groups)'
     message: viewers may not use this cluster
-`+more, Bed.Config().DexIssuer(), testbed.DexClientID, base64.StdEncoding.EncodeToString(ca)))
-}
+`
 
 // federatedIDToken is u's Dex ID token with the nested federated_claims
 // (scope federated:id).

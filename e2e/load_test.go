@@ -61,26 +61,7 @@ func TestExchangeLoad(t *testing.T) {
 		t.Cleanup(kept.CloseIdleConnections)
 		targets = append(targets, target{in: in, kept: kept, fresh: fresh, url: url, body: body})
 	}
-	post := func(c *http.Client, url string, body []byte) (time.Duration, error) {
-		start := time.Now()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var out struct {
-			Status struct {
-				Credential *json.RawMessage `json:"credential"`
-				Message    string           `json:"message"`
-			} `json:"status"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 || out.Status.Credential == nil {
-			return 0, fmt.Errorf("POST %s: HTTP %d, credential %v, message %q: %w", url, resp.StatusCode, out.Status.Credential != nil, out.Status.Message, err)
-		}
-		return time.Since(start), nil
-	}
+	post := postExchange
 
 	rows := []string{
 		"| CPU limit | installation | connections | concurrency | exchanges | req/s | p50 | p99 | its pods' CPU µs/request | kube-apiserver CPU µs/request |",
@@ -158,6 +139,29 @@ func TestExchangeLoad(t *testing.T) {
 	t.Logf("TokenCredentialRequest through kube-apiserver (%s profile; API server, agents and load client on the same machine: compare within this table):\n%s\n\n"+
 		"resident memory of each installation's pods (one figure per pod):\n| CPU limit | installation | idle | after the load |\n|---|---|---|---|\n%s",
 		cfg.Profile, strings.Join(rows, "\n"), strings.Join(memory, "\n"))
+}
+
+// postExchange posts one TokenCredentialRequest and returns how long the
+// credential took; a refusal (a 201 with a message) is an error.
+func postExchange(c *http.Client, url string, body []byte) (time.Duration, error) {
+	start := time.Now()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out struct {
+		Status struct {
+			Credential *json.RawMessage `json:"credential"`
+			Message    string           `json:"message"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 || out.Status.Credential == nil {
+		return 0, fmt.Errorf("POST %s: HTTP %d, credential %v, message %q: %w", url, resp.StatusCode, out.Status.Credential != nil, out.Status.Message, err)
+	}
+	return time.Since(start), nil
 }
 
 func mustCPU(t *testing.T, s server) time.Duration {
