@@ -6,10 +6,16 @@ package login
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +25,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
@@ -147,6 +154,12 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		e.UI.Step("exchanging the token for a cluster credential")
 		cc, err := e.Exchange(ctx, c.Concierge, token)
 		if err != nil {
+			if names := claimNames(token); names != "" && errors.Is(err, conciergeclient.ErrRefused) {
+				// The agent says only "authentication failed" (as
+				// upstream); a claim the authenticator maps and the token
+				// lacks is the usual first-login cause.
+				return fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
+			}
 			return err
 		}
 		cred = &credcache.Credential{
@@ -167,8 +180,46 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		}
 	}
 	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
-	e.UI.Success(loginview.Summary{Username: tokens.Username, Groups: tokens.Groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
+	who, groups := tokens.Username, tokens.Groups
+	if name, gs, ok := certIdentity(cred.ClientCertificateData); ok {
+		// What the cluster will see, which the authenticator's mappings
+		// decide: not always the token's own username and groups.
+		who, groups = name, gs
+	}
+	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return e.write(exec, cred)
+}
+
+// claimNames lists, sorted, the claim names (never the values) of a JWT;
+// "" for anything else.
+func claimNames(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &claims); err != nil || len(claims) == 0 {
+		return ""
+	}
+	return strings.Join(slices.Sorted(maps.Keys(claims)), ", ")
+}
+
+// certIdentity is the user a client certificate names to Kubernetes: CN
+// and O.
+func certIdentity(certPEM string) (name string, groups []string, ok bool) {
+	block, _ := pem.Decode([]byte(certPEM))
+	if block == nil {
+		return "", nil, false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || cert.Subject.CommonName == "" {
+		return "", nil, false
+	}
+	return cert.Subject.CommonName, cert.Subject.Organization, true
 }
 
 func (e *Engine) credCache() *credcache.Cache {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
@@ -43,6 +46,7 @@ type browserUI struct {
 	ca        []byte
 	opened    atomic.Int64
 	successes atomic.Int64
+	summary   atomic.Pointer[loginview.Summary]
 	requests  chan loginview.Request
 	// idle: the browser never logs in; the person uses the requests instead.
 	idle         bool
@@ -67,7 +71,7 @@ func (u *browserUI) ShowDeviceCode(string, string, string) {
 		u.onDeviceCode()
 	}
 }
-func (u *browserUI) Success(loginview.Summary) { u.successes.Add(1) }
+func (u *browserUI) Success(s loginview.Summary) { u.successes.Add(1); u.summary.Store(&s) }
 func (u *browserUI) PromptCode(ctx context.Context, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()
@@ -531,5 +535,43 @@ func TestPresentTheAccessToken(t *testing.T) {
 	}
 	if n := h.idp.AuthCodeGrants.Load() + h.idp.RefreshGrants.Load(); n != 1 {
 		t.Fatalf("%d grants for two calls", n)
+	}
+}
+
+// The summary says who the cluster will see, as the certificate names them
+// (the authenticator's mappings decide, not the token); a refused exchange
+// lists the token's claim names, never their values.
+func TestWhatTheClusterSees(t *testing.T) {
+	h := newHarness(t)
+	ca, err := certauthority.New("cluster", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := false
+	e := h.engine(io.Discard)
+	e.Exchange = func(_ context.Context, _ *config.Concierge, _ string) (*loginv1alpha1.ClusterCredential, error) {
+		if refuse {
+			return nil, fmt.Errorf("%w: authentication failed", conciergeclient.ErrRefused)
+		}
+		issued, err := ca.IssueClientCert("oidc:alice", "", []string{"oidc:devs"}, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		return &loginv1alpha1.ClusterCredential{ClientCertificateData: string(issued.CertPEM), ClientKeyData: string(issued.KeyPEM),
+			ExpirationTimestamp: metav1.NewTime(issued.NotAfter)}, nil
+	}
+	if err := e.LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.ui.summary.Load(); s == nil || s.Username != "oidc:alice" || !slices.Equal(s.Groups, []string{"oidc:devs"}) {
+		t.Fatalf("summary %+v", s)
+	}
+
+	refuse = true
+	req := h.request(true)
+	req.Concierge.AuthenticatorName = "other" // another credential key
+	err = e.LoginOIDC(context.Background(), req, interactive)
+	if !errors.Is(err, conciergeclient.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
+		t.Fatalf("got %v", err)
 	}
 }
