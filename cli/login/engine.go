@@ -21,6 +21,7 @@ import (
 	"time"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
@@ -130,11 +131,13 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		if tokens.AccessToken == "" {
 			return errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
 		}
+		exp, ok := jwtExpiry(tokens.AccessToken)
+		if !ok {
+			return errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
+		}
 		e.debug("presenting the access token, not the ID token")
-		token = tokens.AccessToken
-		if !tokens.AccessTokenExpiry.IsZero() {
-			// Without expires_in, the ID token's expiry (usually the
-			// same lifetime) bounds how long it is cached.
+		token, expiry = tokens.AccessToken, exp
+		if !tokens.AccessTokenExpiry.IsZero() && tokens.AccessTokenExpiry.Before(exp) {
 			expiry = tokens.AccessTokenExpiry
 		}
 	}
@@ -206,6 +209,28 @@ func claimNames(token string) string {
 		return ""
 	}
 	return strings.Join(slices.Sorted(maps.Keys(claims)), ", ")
+}
+
+// jwtExpiry reads, unverified, a JWT's exp: only to bound how long it is
+// cached and reused (the cluster verifies it). ok is false for a token
+// that is not a JWT with an exp.
+func jwtExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp json.RawMessage `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return time.Time{}, false
+	}
+	exp, err := tokentimes.NumericDate(claims.Exp)
+	return exp, err == nil && !exp.IsZero()
 }
 
 // certIdentity is the user a client certificate names to Kubernetes: CN
@@ -423,12 +448,20 @@ func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) 
 	// as upstream only that one must still be valid: the Supervisor's ID
 	// tokens live 2 minutes, and asking for 10 would refresh (and rotate
 	// the refresh token) on every credential-cache miss.
-	if (c.RequestAudience != "" && c.RequestAudience != c.ClientID) || c.PresentsAccessToken() {
-		exp := s.AccessTokenExpiry
-		if exp.IsZero() && c.PresentsAccessToken() {
-			exp = s.IDTokenExpiry // as presenting it assumes
+	if c.PresentsAccessToken() {
+		// The access token is then the credential, and lives as long as
+		// an ID token would.
+		exp, ok := jwtExpiry(s.AccessToken)
+		if ok && !s.AccessTokenExpiry.IsZero() && s.AccessTokenExpiry.Before(exp) {
+			exp = s.AccessTokenExpiry
 		}
-		if s.AccessToken != "" && exp.After(e.now().Add(MinAccessTokenLifetime)) {
+		if ok && exp.After(e.now().Add(MinIDTokenLifetime)) {
+			return s
+		}
+		return nil
+	}
+	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+		if s.AccessToken != "" && s.AccessTokenExpiry.After(e.now().Add(MinAccessTokenLifetime)) {
 			return s
 		}
 		return nil

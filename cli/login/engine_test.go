@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -523,13 +524,22 @@ func TestPresentTheAccessToken(t *testing.T) {
 	req := h.request(false)
 	req.PresentToken = config.PresentAccess
 	req.CredentialCache = "none" // each call reads the session
+	// An opaque access token is refused before any cluster sees it.
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), req, interactive); err == nil || !strings.Contains(err.Error(), "not a JWT") {
+		t.Fatalf("an opaque access token: %v", err)
+	}
+	h = newHarness(t)
+	h.idp.JWTAccessTokens = true
+	req = h.request(false)
+	req.PresentToken = config.PresentAccess
+	req.CredentialCache = "none"
 	for i := range 2 {
 		var out bytes.Buffer
 		if err := h.engine(&out).LoginOIDC(context.Background(), req, interactive); err != nil {
 			t.Fatal(err)
 		}
 		tok, _ := decode(t, out.Bytes())["status"].(map[string]any)["token"].(string)
-		if !strings.HasPrefix(tok, "access-") {
+		if payload := strings.Split(tok, "."); len(payload) != 3 || !strings.Contains(decodeSegment(t, payload[1]), `"aud":"api://default"`) {
 			t.Fatalf("call %d presented %q, want the access token", i, tok)
 		}
 	}
@@ -574,4 +584,13 @@ func TestWhatTheClusterSees(t *testing.T) {
 	if !errors.Is(err, conciergeclient.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
 		t.Fatalf("got %v", err)
 	}
+}
+
+func decodeSegment(t *testing.T, seg string) string {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

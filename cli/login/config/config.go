@@ -109,8 +109,15 @@ const (
 
 // reservedAuthorizeParams are set by the login; PKCE, state and nonce are
 // what keep a stolen code or a forged callback from becoming a login.
+// request and request_uri carry a request object whose values a provider
+// takes over the query's. Compared without case: some servers fold it.
 var reservedAuthorizeParams = []string{"client_id", "client_secret", "redirect_uri", "response_type", "response_mode", "scope", "state",
-	"nonce", "code_challenge", "code_challenge_method", "access_type"}
+	"nonce", "code_challenge", "code_challenge_method", "access_type", "request", "request_uri", "pinniped_idp_name", "pinniped_idp_type"}
+
+// IsReservedAuthorizeParam reports whether the login sets name itself.
+func IsReservedAuthorizeParam(name string) bool {
+	return slices.Contains(reservedAuthorizeParams, strings.ToLower(name))
+}
 
 // PresentsAccessToken reports whether the cluster is shown the access token.
 func (c *OIDC) PresentsAccessToken() bool { return c.PresentToken == PresentAccess }
@@ -171,14 +178,22 @@ func (c *OIDC) Validate() error {
 	if !slices.Contains(Flows, c.Flow) {
 		errs = append(errs, fmt.Errorf("--flow %q: use browser, device or password", c.Flow))
 	}
+	seen := map[string]bool{}
 	for _, p := range c.AuthorizeParams {
 		name, _, ok := strings.Cut(p, "=")
+		lower := strings.ToLower(name)
 		switch {
 		case !ok || name == "":
 			errs = append(errs, fmt.Errorf("--authorize-param %q: write name=value", p))
-		case slices.Contains(reservedAuthorizeParams, name):
-			errs = append(errs, fmt.Errorf("--authorize-param %s: the login sets %s itself (and its security rests on some of them)", name, name))
+		case strings.ContainsAny(p, ",\"\r\n"):
+			// A kubeconfig's flags are read as a comma-separated list.
+			errs = append(errs, fmt.Errorf("--authorize-param %q: a parameter cannot hold a comma, a quote or a line break", p))
+		case slices.Contains(reservedAuthorizeParams, lower):
+			errs = append(errs, fmt.Errorf("--authorize-param %q: the login sets that parameter itself, and its protection against a forged or stolen login depends on it", name))
+		case seen[lower]:
+			errs = append(errs, fmt.Errorf("--authorize-param %q: given twice; give it once", name))
 		}
+		seen[lower] = true
 	}
 	switch c.PresentToken {
 	case "", PresentID:

@@ -85,4 +85,13 @@ func TestKeysFromFlagsAreStable(t *testing.T) {
 	if got, want := c.SessionKey(), "sess-f7db67b3aad53c6806573e5243ae95b4b2dae9854d88673476b0077ff51a922f"; got != want {
 		t.Errorf("session key %s, want %s", got, want)
 	}
+	// A provider's own options (the members added after v2 began).
+	c = parseBoth(t, []string{"--issuer=https://accounts.google.com", "--client-id=x.apps.googleusercontent.com", "--scopes=openid,email",
+		"--client-secret=GOCSPX-x", "--authorize-param=prompt=select_account", "--authorize-param=hd=example.com", "--present-token=access"})
+	if got, want := c.CredentialKey(cluster), "cred-4b363fdfe1aa32bd906d3cb449f6adfe4b934f13b4e4503f58ebef909fb0f3cb"; got != want {
+		t.Errorf("credential key with a provider's options %s, want %s", got, want)
+	}
+	if got, want := c.SessionKey(), "sess-883e874178e5b4a70b5dbda6c94c1bcd5b4e87c6616d89eb03c0ca2cddb38ee3"; got != want {
+		t.Errorf("session key with a provider's options %s, want %s", got, want)
+	}
 }

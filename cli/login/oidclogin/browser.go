@@ -105,8 +105,8 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 
 	oc := p.oauth
 	oc.RedirectURL = redirect
-	// The extra parameters first: what the login sets must win (Validate
-	// refuses their names anyway).
+	// x/oauth2 lets an option replace any parameter, so the extra ones
+	// must never name one the login sets (authorizeParams drops those).
 	opts := append(p.authorizeParams(), oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline)
 	opts = append(opts, upstreamParams(o.Upstream)...)
 	if p.FormPost {
@@ -164,10 +164,14 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 			// Nothing comes back when the provider shows an error page
 			// instead of redirecting, and it is the provider's page, not
 			// this process, that knows why.
+			where := "the redirect URI " + redirect
+			if strings.HasSuffix(redirect, ":0/callback") {
+				where = "the redirect URI http://127.0.0.1/callback"
+			}
 			ui.Warn(fmt.Sprintf("no answer from the browser after %s. If the provider shows an error page, the usual causes are: "+
-				"the redirect URI %s is not registered for client %q at the provider (most providers take http://127.0.0.1/callback for any port; "+
-				"others need this exact port, fixed with --listen-port), or that client ID is wrong (--client-id); "+
-				"a wrong password is retried on the provider's own page", hintAfter, redirect, oc.ClientID),
+				"%s is not registered for client %q at the provider (most providers take http://127.0.0.1/callback for any port; "+
+				"others need one exact port, fixed with --listen-port), or that client ID is wrong (--client-id); "+
+				"a wrong password is retried on the provider's own page", hintAfter, where, oc.ClientID),
 				"fix it at the provider or in the flags, then run the command again; Ctrl-C is safe, nothing is cached until a login finishes")
 		case <-ctx.Done():
 			return nil, fmt.Errorf("login not completed: %w", context.Cause(ctx))

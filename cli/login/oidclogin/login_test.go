@@ -464,8 +464,9 @@ func TestClientSecretAndAuthorizeParams(t *testing.T) {
 
 // An extra parameter may not replace one the login's security rests on.
 func TestReservedAuthorizeParamsRefused(t *testing.T) {
-	for _, p := range []string{"state=x", "code_challenge_method=plain", "redirect_uri=https://evil.example", "nonce=1", "noequals"} {
-		c := &config.OIDC{Issuer: "https://issuer.example", AuthorizeParams: []string{p}}
+	for _, p := range [][]string{{"state=x"}, {"STATE=x"}, {"code_challenge_method=plain"}, {"Redirect_URI=https://evil.example"}, {"nonce=1"},
+		{"request_uri=urn:x"}, {"request=eyJ"}, {"noequals"}, {`claims={"a":1}`}, {"a=1", "A=2"}} {
+		c := &config.OIDC{Issuer: "https://issuer.example", AuthorizeParams: p}
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s accepted", p)
 		}

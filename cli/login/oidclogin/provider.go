@@ -158,7 +158,11 @@ func (p *Provider) tokens(ctx context.Context, tok *oauth2.Token, wantNonce stri
 func (p *Provider) authorizeParams() []oauth2.AuthCodeOption {
 	var opts []oauth2.AuthCodeOption
 	for i := range p.cfg.AuthorizeParams {
-		opts = append(opts, oauth2.SetAuthURLParam(p.cfg.AuthorizeParam(i)))
+		// Validate refuses these; a parameter that slipped past it must
+		// still not replace state, the redirect URI or PKCE.
+		if name, value := p.cfg.AuthorizeParam(i); !config.IsReservedAuthorizeParam(name) {
+			opts = append(opts, oauth2.SetAuthURLParam(name, value))
+		}
 	}
 	return opts
 }

@@ -68,6 +68,9 @@ type Provider struct {
 	// ClientSecret, when set, is required at the token endpoint, as
 	// Google requires one of its Desktop app clients.
 	ClientSecret string
+	// JWTAccessTokens makes access tokens JWTs (audience "api://default"),
+	// as an Okta custom authorization server's are; otherwise opaque.
+	JWTAccessTokens bool
 	// RequireAuthParams must all be in authorize requests (and device
 	// authorization requests), with these values.
 	RequireAuthParams map[string]string
@@ -246,6 +249,9 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.refreshTokens[refresh] = true
 	p.mu.Unlock()
 	access := "access-" + randomString()
+	if p.JWTAccessTokens {
+		access = p.sign("api://default", "", "")
+	}
 	hashed := access
 	if p.WrongAtHash.Load() {
 		hashed = "another-access-token"
