@@ -196,37 +196,32 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 // claimNames lists, sorted, the claim names (never the values) of a JWT;
 // "" for anything else.
 func claimNames(token string) string {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return ""
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return ""
-	}
 	var claims map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &claims); err != nil || len(claims) == 0 {
+	if !jwtClaims(token, &claims) || len(claims) == 0 {
 		return ""
 	}
 	return strings.Join(slices.Sorted(maps.Keys(claims)), ", ")
+}
+
+// jwtClaims decodes, unverified, a JWT's payload into v; false for a token
+// that is not a JWT.
+func jwtClaims(token string, v any) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && json.Unmarshal(payload, v) == nil
 }
 
 // jwtExpiry reads, unverified, a JWT's exp: only to bound how long it is
 // cached and reused (the cluster verifies it). ok is false for a token
 // that is not a JWT with an exp.
 func jwtExpiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}, false
-	}
 	var claims struct {
 		Exp json.RawMessage `json:"exp"`
 	}
-	if err := json.Unmarshal(payload, &claims); err != nil {
+	if !jwtClaims(token, &claims) {
 		return time.Time{}, false
 	}
 	exp, err := tokentimes.NumericDate(claims.Exp)

@@ -12,6 +12,7 @@
 package claimrules
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -199,15 +200,7 @@ func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*u
 	}
 	if r.mapper.ClaimValidationRules != nil {
 		results, err := r.mapper.ClaimValidationRules.EvalClaimMappings(ctx, claimsValue)
-		if err != nil {
-			return nil, fmt.Errorf("claim validation rule: %w", err)
-		}
-		if err := allTrue("claim validation rule", results, func(a authenticationcel.ExpressionAccessor) string {
-			if c, ok := a.(*authenticationcel.ClaimValidationCondition); ok {
-				return c.Message
-			}
-			return ""
-		}); err != nil {
+		if err := allTrue("claim validation rule", results, err); err != nil {
 			return nil, err
 		}
 	}
@@ -219,15 +212,7 @@ func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*u
 			seen.Extra = map[string][]string{user.CredentialIDKey: {id}}
 		}
 		results, err := r.mapper.UserValidationRules.EvalUser(ctx, userToCEL(&seen))
-		if err != nil {
-			return nil, fmt.Errorf("user validation rule: %w", err)
-		}
-		if err := allTrue("user validation rule", results, func(a authenticationcel.ExpressionAccessor) string {
-			if c, ok := a.(*authenticationcel.UserValidationCondition); ok {
-				return c.Message
-			}
-			return ""
-		}); err != nil {
+		if err := allTrue("user validation rule", results, err); err != nil {
 			return nil, err
 		}
 	}
@@ -353,18 +338,24 @@ func distributed(claims map[string]json.RawMessage, claim string) bool {
 	return ok
 }
 
-// allTrue refuses at the first rule that did not hold, naming it and its
-// message.
-func allTrue(what string, results []authenticationcel.EvaluationResult, message func(authenticationcel.ExpressionAccessor) string) error {
+// allTrue refuses at the first rule that did not hold (or when evaluating
+// failed: evalErr), naming it and its message.
+func allTrue(what string, results []authenticationcel.EvaluationResult, evalErr error) error {
+	if evalErr != nil {
+		return fmt.Errorf("%s: %w", what, evalErr)
+	}
 	for _, res := range results {
 		ok, isBool := res.EvalResult.Value().(bool)
 		if res.EvalResult.Type() != celgo.BoolType || !isBool {
 			return fmt.Errorf("%s %q must return a bool", what, res.ExpressionAccessor.GetExpression())
 		}
 		if !ok {
-			msg := message(res.ExpressionAccessor)
-			if msg == "" {
-				msg = "it returned false"
+			msg := "it returned false"
+			switch c := res.ExpressionAccessor.(type) {
+			case *authenticationcel.ClaimValidationCondition:
+				msg = cmp.Or(c.Message, msg)
+			case *authenticationcel.UserValidationCondition:
+				msg = cmp.Or(c.Message, msg)
 			}
 			return fmt.Errorf("%s %q refused the token: %s", what, res.ExpressionAccessor.GetExpression(), msg)
 		}
