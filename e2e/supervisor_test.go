@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,33 +217,7 @@ func TestSupervisor(t *testing.T) {
 	})
 
 	t.Run("a reused refresh token is refused and the CLI recovers with one login", func(t *testing.T) {
-		// Without D-Bus the sessions live in files, which the test can
-		// copy; with --credential-cache= no cluster credential is kept, so
-		// every run needs the session. Without the exchange (and so the
-		// agent) the ID token itself is the credential, and the
-		// Supervisor's 2-minute ID tokens make every run refresh it.
-		kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
-		var args []string
-		for _, a := range loginArgs(t, kc) {
-			if !strings.HasPrefix(a, "--concierge-") && !strings.HasPrefix(a, "--enable-concierge") && !strings.HasPrefix(a, "--request-audience") {
-				args = append(args, a)
-			}
-		}
-		args = append(args, "--credential-cache=")
-		config := t.TempDir()
-		env := []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
-			"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
-		login := func() string {
-			t.Helper()
-			cmd := exec.CommandContext(context.Background(), pinniped, args...)
-			cmd.Env = append(BedEnv(), env...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), `"ExecCredential"`) {
-				t.Fatalf("login: %v\n%s", err, stderr.String())
-			}
-			return stderr.String()
-		}
+		login, config := refreshingLogin(t, pinniped, testbed.SupervisorLDAPIDP)
 		if first := login(); !strings.Contains(first, "Log in to "+testbed.SupervisorLDAPIDP) {
 			t.Fatalf("the first run should log in:\n%s", first)
 		}
@@ -258,4 +234,116 @@ func TestSupervisor(t *testing.T) {
 			t.Fatalf("a refused refresh should end in exactly one login:\n%s", third)
 		}
 	})
+
+	t.Run("a refresh Dex no longer honours is refused and the CLI recovers with one login", func(t *testing.T) {
+		// The Supervisor checks the user again at Dex on every refresh, with the Dex
+		// refresh token its login got; revoking that at Dex (as an administrator would)
+		// must end the Supervisor's session too, as upstream's does.
+		for _, idpName := range []string{testbed.SupervisorOIDCIDP, testbed.SupervisorLDAPIDP} {
+			t.Run(idpName, func(t *testing.T) {
+				since := time.Now().Add(-time.Second)
+				login, _ := refreshingLogin(t, pinniped, idpName, "--upstream-identity-provider-flow=cli_password")
+				if first := login(); !strings.Contains(first, "Log in to "+idpName) {
+					t.Fatalf("the first run should log in:\n%s", first)
+				}
+				if second := login(); !strings.Contains(second, "refreshing your session") || strings.Contains(second, "Log in to") {
+					t.Fatalf("the second run should refresh (at Dex too):\n%s", second)
+				}
+				if n := revokeDexRefreshTokens(t, alice.Email, since); n == 0 {
+					t.Fatal("Dex holds no refresh token of this login: the Supervisor did not ask for one")
+				}
+				third := login()
+				if !strings.Contains(third, "Error during upstream refresh") || strings.Count(third, "Log in to "+idpName) != 1 {
+					t.Fatalf("a refresh refused at Dex should end in exactly one login:\n%s", third)
+				}
+				if log, err := os.ReadFile(Bed.Config().LogFile("supervisor")); err != nil || !strings.Contains(string(log), "upstream refresh failed") {
+					t.Errorf("the Supervisor's log does not say the upstream refresh failed (%v)", err)
+				}
+			})
+		}
+	})
+}
+
+// refreshingLogin runs `pinniped login oidc` for the Supervisor's identity provider as its
+// kubeconfig does, but so that every run after the first needs the session: without D-Bus
+// the sessions live in files (config, which a test may copy); with --credential-cache= no
+// cluster credential is kept; without the exchange (and so the agent) the ID token itself
+// is the credential, and the Supervisor's 2-minute ID tokens make every run refresh it. A
+// run returns the CLI's stderr and fails the test unless it printed an ExecCredential.
+func refreshingLogin(t *testing.T, pinniped, idpName string, extra ...string) (login func() string, config string) {
+	t.Helper()
+	kc := supervisorKubeconfig(t, pinniped, append([]string{"--upstream-identity-provider-name=" + idpName}, extra...)...)
+	var args []string
+	for _, a := range loginArgs(t, kc) {
+		if !strings.HasPrefix(a, "--concierge-") && !strings.HasPrefix(a, "--enable-concierge") && !strings.HasPrefix(a, "--request-audience") {
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--credential-cache=")
+	config = t.TempDir()
+	alice := testbed.DexUsers[0]
+	env := []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+		"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	return func() string {
+		t.Helper()
+		cmd := exec.CommandContext(context.Background(), pinniped, args...)
+		cmd.Env = append(BedEnv(), env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), `"ExecCredential"`) {
+			t.Fatalf("login: %v\n%s", err, stderr.String())
+		}
+		return stderr.String()
+	}, config
+}
+
+// revokeDexRefreshTokens deletes from Dex's storage (the bed's etcd, through its JSON
+// gateway) the refresh tokens of email created since then, and says how many: what Dex's
+// admin API (RevokeRefresh, not built here) does. Dex then refuses them as unknown.
+func revokeDexRefreshTokens(t *testing.T, email string, since time.Time) int {
+	t.Helper()
+	etcd := fmt.Sprintf("http://127.0.0.1:%d/v3/kv/", Bed.Config().EtcdPort)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	call := func(op string, body map[string]string, out any) {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		resp, err := http.Post(etcd+op, "application/json", bytes.NewReader(raw)) //nolint:noctx // a local test daemon
+		if err != nil {
+			t.Fatalf("etcd %s: %v", op, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("etcd %s: HTTP %d", op, resp.StatusCode)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("etcd %s: %v", op, err)
+		}
+	}
+	var found struct {
+		KVs []struct{ Key, Value string } `json:"kvs"`
+	}
+	call("range", map[string]string{"key": b64("dex/refresh_token/"), "range_end": b64("dex/refresh_token0")}, &found)
+	n := 0
+	for _, kv := range found.KVs {
+		value, err := base64.StdEncoding.DecodeString(kv.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rt struct {
+			CreatedAt time.Time `json:"created_at"`
+			Claims    struct {
+				Email string `json:"email"`
+			} `json:"claims"`
+		}
+		if err := json.Unmarshal(value, &rt); err != nil {
+			t.Fatalf("a Dex refresh token in etcd: %v", err)
+		}
+		if rt.Claims.Email != email || rt.CreatedAt.Before(since) {
+			continue
+		}
+		var deleted struct{}
+		call("deleterange", map[string]string{"key": kv.Key}, &deleted)
+		n++
+	}
+	return n
 }

@@ -101,17 +101,20 @@ func (s *Server) authorizeWithPassword(w http.ResponseWriter, r *http.Request, a
 		s.authorizeError(w, r, ar, err)
 		return
 	}
-	s.issueCode(w, r, ar, id)
+	s.issueCode(w, r, ar, p, id)
 }
 
 // issueCode completes an authorize request for a logged-in user: fosite checks PKCE and the
 // OpenID Connect parameters, saves the code and answers (a redirect, or the form_post page).
-func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, id identity) {
+func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, p *idp, id identity) {
 	resp, err := s.oauth.NewAuthorizeResponse(r.Context(), ar, newSession(id, ar))
 	if err != nil {
 		s.authorizeError(w, r, ar, err)
 		return
 	}
+	// fosite keeps the authorize request's ID for the code's tokens and every refresh of
+	// them, so it names the login when a refresh comes.
+	s.logins.put(ar.GetID(), &upstreamLogin{idp: p, identity: id})
 	s.oauth.WriteAuthorizeResponse(r.Context(), w, ar, resp)
 }
 
@@ -215,7 +218,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Unprocessable Entity: "+err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
-	s.issueCode(w, r, l.ar, id)
+	s.issueCode(w, r, l.ar, l.idp, id)
 }
 
 // chooseIdentityProvider is the page a browser lands on when its authorize request names

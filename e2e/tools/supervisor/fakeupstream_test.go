@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,10 +43,16 @@ type fakeUpstream struct {
 
 	mu            sync.Mutex
 	codes         map[string]fakeCode
+	refreshTokens map[string]string // token → the client it was issued to
+	email         string            // alice's, as the upstream now says it
+	groups        []string
 	lastAuthorize url.Values
 }
 
-type fakeCode struct{ challenge, nonce string }
+type fakeCode struct {
+	challenge, nonce string
+	offline          bool
+}
 
 func newFakeUpstream(t *testing.T) *fakeUpstream {
 	t.Helper()
@@ -52,7 +60,8 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeUpstream{t: t, key: &jose.JSONWebKey{Key: priv, KeyID: "upstream-key", Algorithm: string(jose.ES256), Use: "sig"}, codes: map[string]fakeCode{}}
+	f := &fakeUpstream{t: t, key: &jose.JSONWebKey{Key: priv, KeyID: "upstream-key", Algorithm: string(jose.ES256), Use: "sig"}, codes: map[string]fakeCode{},
+		refreshTokens: map[string]string{}, email: aliceEmail, groups: aliceGroups}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
@@ -82,7 +91,7 @@ func (f *fakeUpstream) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	code := rand.Text()
 	f.mu.Lock()
-	f.codes[code] = fakeCode{challenge: q.Get("code_challenge"), nonce: q.Get("nonce")}
+	f.codes[code] = fakeCode{challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), offline: hasScope(q.Get("scope"), "offline_access")}
 	f.lastAuthorize = q
 	f.mu.Unlock()
 	http.Redirect(w, r, f.redirectURI+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusSeeOther)
@@ -106,7 +115,7 @@ func (f *fakeUpstream) token(w http.ResponseWriter, r *http.Request) {
 		case form.Get("username") != aliceEmail || form.Get("password") != alicePassword:
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "access_denied", "error_description": "Invalid username or password"})
 		default:
-			f.issue(w, passwordClient, "")
+			f.issue(w, passwordClient, "", hasScope(form.Get("scope"), "offline_access"))
 		}
 	case "authorization_code":
 		if id, secret, ok := r.BasicAuth(); !ok || id != upstreamClient || secret != upstreamSecret {
@@ -122,18 +131,38 @@ func (f *fakeUpstream) token(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
 			return
 		}
-		f.issue(w, upstreamClient, c.nonce)
+		f.issue(w, upstreamClient, c.nonce, c.offline)
+	case "refresh_token":
+		// Dex's rules: the client that got the token, which is rotated.
+		f.mu.Lock()
+		owner, ok := f.refreshTokens[form.Get("refresh_token")]
+		delete(f.refreshTokens, form.Get("refresh_token"))
+		f.mu.Unlock()
+		id, secret, basic := r.BasicAuth()
+		switch {
+		case !ok:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "error_description": "Refresh token is invalid or has already been claimed by another client."})
+		case owner == upstreamClient && (!basic || id != upstreamClient || secret != upstreamSecret),
+			owner == passwordClient && (basic || form.Get("client_id") != passwordClient):
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+		default:
+			f.issue(w, owner, "", true)
+		}
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unsupported_grant_type"})
 	}
 }
 
-// issue answers a token request for alice with an ID token for audience.
-func (f *fakeUpstream) issue(w http.ResponseWriter, audience, nonce string) {
+// issue answers a token request for alice with an ID token for audience, and a refresh
+// token if offline.
+func (f *fakeUpstream) issue(w http.ResponseWriter, audience, nonce string, offline bool) {
 	now := time.Now()
+	f.mu.Lock()
+	email, groups := f.email, f.groups
+	f.mu.Unlock()
 	claims := map[string]any{
 		"iss": f.srv.URL, "sub": aliceSubject, "aud": audience, "iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix(),
-		"email": aliceEmail, "email_verified": true, "groups": aliceGroups, "name": "Alice",
+		"email": email, "email_verified": true, "groups": groups, "name": "Alice",
 	}
 	if nonce != "" {
 		claims["nonce"] = nonce
@@ -150,7 +179,34 @@ func (f *fakeUpstream) issue(w http.ResponseWriter, audience, nonce string) {
 		return
 	}
 	idToken, _ := jws.CompactSerialize()
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": "upstream-access-" + rand.Text(), "token_type": "bearer", "expires_in": 600, "id_token": idToken})
+	resp := map[string]any{"access_token": "upstream-access-" + rand.Text(), "token_type": "bearer", "expires_in": 600, "id_token": idToken}
+	if offline {
+		rt := "upstream-refresh-" + rand.Text()
+		f.mu.Lock()
+		f.refreshTokens[rt] = audience
+		f.mu.Unlock()
+		resp["refresh_token"] = rt
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// revokeRefreshTokens forgets every refresh token, as an administrator revoking a user's
+// sessions at the upstream would.
+func (f *fakeUpstream) revokeRefreshTokens() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.refreshTokens)
+}
+
+// setUser changes what the upstream says of alice from now on.
+func (f *fakeUpstream) setUser(email string, groups []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.email, f.groups = email, groups
+}
+
+func hasScope(scopes, want string) bool {
+	return slices.Contains(strings.Fields(scopes), want)
 }
 
 func (f *fakeUpstream) lastAuthorizeRequest() url.Values {

@@ -196,9 +196,7 @@ func grantScopes(ar fosite.AuthorizeRequester) {
 }
 
 // token is the token endpoint: the authorization code, refresh and token exchange grants,
-// all fosite's. A refresh only rotates the tokens: upstream also re-checks the user at the
-// upstream provider (and fails with 401 "Error during upstream refresh."), which this test
-// double skips, so a refresh never reaches Dex.
+// all fosite's. A refresh first checks the user again at the upstream (refreshUpstream).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ar, err := s.oauth.NewAccessRequest(ctx, r, &openid.DefaultSession{})
@@ -206,6 +204,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		noteFositeError(r, err)
 		s.oauth.WriteAccessError(ctx, w, ar, err)
 		return
+	}
+	if ar.GetGrantTypes().ExactOne("refresh_token") {
+		if rerr := s.refreshUpstream(ctx, ar); rerr != nil {
+			note(r, "upstream refresh failed: "+rerr.DebugField)
+			s.oauth.WriteAccessError(ctx, w, ar, rerr)
+			return
+		}
 	}
 	resp, err := s.oauth.NewAccessResponse(ctx, ar)
 	if err != nil {

@@ -47,6 +47,7 @@ type Server struct {
 	idps      []*idp
 	upstream  *upstream
 	pending   *pendingLogins
+	logins    *upstreamLogins
 	discovery []byte
 	idpList   []byte
 	jwks      []byte
@@ -90,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 		idps:     identityProviders(),
 		upstream: &upstream{cfg: cfg.Upstream, redirectURI: cfg.Issuer + "/callback"},
 		pending:  &pendingLogins{m: map[string]*pendingLogin{}},
+		logins:   &upstreamLogins{m: map[string]*upstreamLogin{}},
 		mux:      http.NewServeMux(),
 		log:      log.New(cfg.Log, "supervisor: ", log.LstdFlags),
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net"
@@ -654,8 +655,13 @@ func TestBrowserAuthcode(t *testing.T) {
 			t.Fatalf("want a 303 with code, scope and state, got HTTP %d to %s", r.status, loc.Redacted())
 		}
 		b.secrets = append(b.secrets, q.Get("code"))
-		if status, tr := b.redeem(l, q.Get("code"), true); status != http.StatusOK || tr.IDToken == "" {
+		status, tr := b.redeem(l, q.Get("code"), true)
+		if status != http.StatusOK || tr.IDToken == "" {
 			t.Fatalf("code exchange: HTTP %d %s", status, tr.Error)
+		}
+		// A refresh asks Dex again with the confidential client's refresh token.
+		if status, tr := b.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tr.RefreshToken}}, true); status != http.StatusOK {
+			t.Fatalf("refresh of a browser login: HTTP %d %s %s", status, tr.Error, tr.ErrorDescription)
 		}
 	})
 
@@ -702,6 +708,61 @@ func TestRefresh(t *testing.T) {
 	if tr := b.passwordLogin("Bed LDAP", "openid pinniped:request-audience username groups"); tr.RefreshToken != "" {
 		t.Error("a refresh token without offline_access")
 	}
+}
+
+// TestRefreshChecksTheUpstream: each refresh redeems the login's refresh token at the
+// upstream, as upstream's Supervisor does. Revoked there, or the user's subject or username
+// changed, the answer is 401 "Error during upstream refresh.", on which the CLI logs in
+// again; new groups reach the refreshed ID token.
+func TestRefreshChecksTheUpstream(t *testing.T) {
+	b := newTestBed(t)
+	refresh := func(token string) (int, tokenResponse) {
+		t.Helper()
+		return b.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}}, false)
+	}
+	refused := func(t *testing.T, status int, tr tokenResponse) {
+		t.Helper()
+		if status != http.StatusUnauthorized || tr.Error != "error" || tr.ErrorDescription != "Error during upstream refresh. Upstream refresh failed." || tr.IDToken != "" || tr.RefreshToken != "" {
+			t.Errorf("want 401 error %q, got HTTP %d %s %q", "Error during upstream refresh. Upstream refresh failed.", status, tr.Error, tr.ErrorDescription)
+		}
+	}
+
+	for _, idpName := range []string{"Bed Dex", "Bed LDAP"} {
+		t.Run(idpName+": revoked at the upstream", func(t *testing.T) {
+			first := b.passwordLogin(idpName, defaultScopes)
+			status, second := refresh(first.RefreshToken)
+			if status != http.StatusOK {
+				t.Fatalf("refresh: HTTP %d %s %s", status, second.Error, second.ErrorDescription)
+			}
+			b.up.revokeRefreshTokens()
+			status, tr := refresh(second.RefreshToken)
+			refused(t, status, tr)
+			if !strings.Contains(b.logs.String(), "upstream refresh failed: the upstream answered HTTP 400") {
+				t.Errorf("the log does not say why:\n%s", b.logs.String())
+			}
+		})
+	}
+
+	t.Run("new groups at the upstream reach the refreshed ID token", func(t *testing.T) {
+		t.Cleanup(func() { b.up.setUser(aliceEmail, aliceGroups) })
+		first := b.passwordLogin("Bed LDAP", defaultScopes)
+		b.up.setUser(aliceEmail, []string{"viewers"})
+		status, second := refresh(first.RefreshToken)
+		if status != http.StatusOK {
+			t.Fatalf("refresh: HTTP %d %s %s", status, second.Error, second.ErrorDescription)
+		}
+		if _, claims := b.verify(second.IDToken, "pinniped-cli"); fmt.Sprint(claims["groups"]) != "[ldap:viewers]" || claims["username"] != "ldap:"+aliceEmail {
+			t.Errorf("refreshed claims: %v", claims)
+		}
+	})
+
+	t.Run("another username at the upstream", func(t *testing.T) {
+		t.Cleanup(func() { b.up.setUser(aliceEmail, aliceGroups) })
+		first := b.passwordLogin("Bed Dex", defaultScopes)
+		b.up.setUser("mallory@example.com", aliceGroups)
+		status, tr := refresh(first.RefreshToken)
+		refused(t, status, tr)
+	})
 }
 
 func (b *testBed) exchange(accessToken, audience string, extra ...string) (int, tokenResponse) {

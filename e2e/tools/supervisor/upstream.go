@@ -26,12 +26,13 @@ type UpstreamConfig struct {
 	PasswordClientID string
 }
 
-// Scopes asked of the upstream: the browser login's as an OIDCIdentityProvider's
-// additionalScopes would ask them. The password grant leaves out offline_access: nothing
-// here refreshes at the upstream, so Dex need not keep a refresh token per login.
+// Scopes asked of the upstream, the browser login's as an OIDCIdentityProvider's
+// additionalScopes would ask them. Both ask for offline_access: every downstream refresh
+// re-checks the user at the upstream with its refresh token, as upstream does (for an LDAP
+// provider upstream searches the directory again instead; Dex is this one's directory).
 var (
 	browserScopes  = []string{oidc.ScopeOpenID, "email", "profile", "groups", oidc.ScopeOfflineAccess}
-	passwordScopes = []string{oidc.ScopeOpenID, "email", "profile", "groups"}
+	passwordScopes = []string{oidc.ScopeOpenID, "email", "profile", "groups", oidc.ScopeOfflineAccess}
 )
 
 // idp is one of the FederationDomain's identity providers as the IDP discovery endpoint
@@ -65,10 +66,18 @@ func (p *idp) offers(flow string) bool {
 	return false
 }
 
-// identity is a downstream identity: the ID token's sub, username and groups.
+// identity is a downstream identity: the ID token's sub, username and groups, and the
+// upstream grant a refresh checks it again with.
 type identity struct {
 	subject, username string
 	groups            []string
+	upstream          upstreamGrant
+}
+
+// upstreamGrant is what a login got from the upstream that outlives it: Dex's refresh token
+// and the client it belongs to.
+type upstreamGrant struct {
+	clientID, refreshToken string
 }
 
 // upstreamClaims are what this server reads from Dex's ID token.
@@ -78,6 +87,8 @@ type upstreamClaims struct {
 	Email         string   `json:"email"`
 	EmailVerified *bool    `json:"email_verified"`
 	Groups        []string `json:"groups"`
+
+	grant upstreamGrant // not a claim: the token response's refresh token
 }
 
 // identity maps the upstream's claims as an OIDCIdentityProvider with claims {username:
@@ -97,6 +108,7 @@ func (p *idp) identity(c *upstreamClaims) (identity, error) {
 		subject:  fmt.Sprintf("%s?idpName=%s&sub=%s", c.Issuer, url.QueryEscape(p.Name), url.QueryEscape(c.Subject)),
 		username: p.prefix + c.Email,
 		groups:   groups,
+		upstream: c.grant,
 	}, nil
 }
 
@@ -226,7 +238,34 @@ func (u *upstream) verify(ctx context.Context, p *oidc.Provider, tok *oauth2.Tok
 	if err := idt.Claims(&c); err != nil {
 		return nil, err
 	}
+	c.grant = upstreamGrant{clientID: clientID, refreshToken: tok.RefreshToken}
 	return &c, nil
+}
+
+// refresh redeems a login's upstream refresh token with the client that got it, and checks
+// the new ID token. Dex rotates refresh tokens: the new one is in the claims' grant.
+func (u *upstream) refresh(ctx context.Context, g upstreamGrant) (*upstreamClaims, error) {
+	if g.refreshToken == "" {
+		return nil, errors.New("the login has no upstream refresh token")
+	}
+	p, err := u.discover()
+	if err != nil {
+		return nil, err
+	}
+	oc := oauth2.Config{ClientID: g.clientID, Endpoint: p.Endpoint()}
+	if g.clientID == u.cfg.ClientID {
+		oc.ClientSecret = u.cfg.ClientSecret
+	} else {
+		oc.Endpoint.AuthStyle = oauth2.AuthStyleInParams // the public password client
+	}
+	tok, err := oc.TokenSource(u.clientContext(ctx), &oauth2.Token{RefreshToken: g.refreshToken}).Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok.RefreshToken == "" {
+		tok.RefreshToken = g.refreshToken // a provider that does not rotate keeps the old one valid
+	}
+	return u.verify(ctx, p, tok, g.clientID, "")
 }
 
 // upstreamStatus is the HTTP status of the upstream's token endpoint in err, or 0.
