@@ -39,6 +39,9 @@ type Factory struct {
 	// KubeConfig loads the kubeconfig at path ("": $KUBECONFIG, else
 	// ~/.kube/config) with context ("": its current one).
 	KubeConfig func(path, context string) clientcmd.ClientConfig
+	// KubeFlags are kubectl's cluster flags (--kubeconfig, --context, ...),
+	// loading kubeconfigs as KubeConfig does.
+	KubeFlags func() *kubeflags.Flags
 	// Dynamic builds a cluster client from a command's kubeconfig (its
 	// flags, or one it loaded).
 	Dynamic func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error)
@@ -72,9 +75,10 @@ func New(streams genericiooptions.IOStreams, info buildinfo.Info) *Factory {
 			rules.ExplicitPath = path
 			return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 		},
-		Dynamic: kubeflags.Dynamic,
-		Caches:  credstore.ForProcess(),
-		Version: info,
+		KubeFlags: func() *kubeflags.Flags { return kubeflags.New(clientcmd.NewDefaultClientConfigLoadingRules()) },
+		Dynamic:   kubeflags.Dynamic,
+		Caches:    credstore.ForProcess(),
+		Version:   info,
 	}
 }
 
@@ -91,18 +95,27 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 		Now:       func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) },
 		Browser:   func(string) error { return os.ErrNotExist },
 		KubeConfig: func(path, context string) clientcmd.ClientConfig {
-			rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
-			if path == "" && env["KUBECONFIG"] != "" {
-				rules.Precedence = filepath.SplitList(env["KUBECONFIG"])
-			}
+			rules := testRules(env)
+			rules.ExplicitPath = path
 			return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 		},
+		KubeFlags: func() *kubeflags.Flags { return kubeflags.New(testRules(env)) },
 		Dynamic: func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 			return nil, nil, os.ErrNotExist
 		},
 		Caches:  testCaches(env),
 		Version: buildinfo.Info{Version: "v0.0.0-test", Commit: "test"},
 	}
+}
+
+// testRules load the test's $KUBECONFIG, and never the person's
+// ~/.kube/config.
+func testRules(env map[string]string) *clientcmd.ClientConfigLoadingRules {
+	rules := &clientcmd.ClientConfigLoadingRules{}
+	if env["KUBECONFIG"] != "" {
+		rules.Precedence = filepath.SplitList(env["KUBECONFIG"])
+	}
+	return rules
 }
 
 // RunE is a command's RunE built on the seam: prepare (complete and

@@ -45,7 +45,7 @@ type Options struct {
 
 // NewCmdInstall returns `pinniped install`; runF (nil: Options.Run) does the work.
 func NewCmdInstall(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{Kube: kubeflags.New(), Version: f.Version.Version, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f}
+	o := &Options{Kube: f.KubeFlags(), Version: f.Version.Version, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f}
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install or upgrade the pinniped agent in a cluster",

@@ -26,7 +26,7 @@ type UninstallOptions struct {
 // NewCmdUninstall returns `pinniped uninstall`; runF (nil:
 // UninstallOptions.Run) does the work.
 func NewCmdUninstall(f *cmdutil.Factory, runF func(context.Context, *UninstallOptions) error) *cobra.Command {
-	o := &UninstallOptions{Kube: kubeflags.New(), f: f}
+	o := &UninstallOptions{Kube: f.KubeFlags(), f: f}
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove the pinniped agent and everything it created from a cluster",

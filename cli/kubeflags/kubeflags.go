@@ -19,9 +19,11 @@ type Flags struct {
 	nsFlag    *pflag.Flag
 }
 
-// New returns flags honouring $KUBECONFIG like kubectl.
-func New() *Flags {
-	return &Flags{rules: clientcmd.NewDefaultClientConfigLoadingRules()}
+// New returns flags that load kubeconfigs by rules (the Factory's: kubectl's
+// $KUBECONFIG and ~/.kube/config in the real world, the test's own files in
+// tests); --kubeconfig sets its explicit path.
+func New(rules *clientcmd.ClientConfigLoadingRules) *Flags {
+	return &Flags{rules: rules}
 }
 
 // AddTo registers the flags.

@@ -31,13 +31,15 @@ type Options struct {
 	Kubeconfig, Context string
 	CredentialCache     string
 	All                 bool
+	// LoginWait bounds the wait for a login of the context still running.
+	LoginWait time.Duration
 
 	f *cmdutil.Factory
 }
 
 // NewCmdLogout returns `pinniped logout`; runF (nil: Options.Run) does the work.
 func NewCmdLogout(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{f: f}
+	o := &Options{f: f, LoginWait: 10 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "logout",
 		Short: "Forget cached credentials for a kubeconfig context, or all of them",
@@ -203,7 +205,7 @@ func (o *Options) logoutContext(ctx context.Context) error {
 	key, sk := login.CredentialKey(exec.KeyCluster()), login.SessionKey()
 	removed := false
 	for _, c := range all {
-		had, err := forget(ctx, c, key, sk)
+		had, err := forget(ctx, c, key, sk, o.LoginWait)
 		if err != nil {
 			if isKeyring(c.store) {
 				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
@@ -228,12 +230,12 @@ func (o *Options) logoutContext(ctx context.Context) error {
 
 // forget removes one credential and one session from c; it reports whether
 // either was there.
-func forget(ctx context.Context, c caches, key, sessionKey string) (bool, error) {
+func forget(ctx context.Context, c caches, key, sessionKey string, loginWait time.Duration) (bool, error) {
 	// A login or refresh running now for this context would save its
 	// result after the delete, and the user would stay logged in: wait for
 	// it (the locks it holds), briefly.
 	for _, name := range []string{key, sessionKey} {
-		unlock, err := holdLoginLock(ctx, c.lockDir, name)
+		unlock, err := holdLoginLock(ctx, c.lockDir, name, loginWait)
 		if err != nil {
 			return false, err
 		}
@@ -250,14 +252,11 @@ func forget(ctx context.Context, c caches, key, sessionKey string) (bool, error)
 	return hadCred || hadSession, err
 }
 
-// loginLockWait bounds logout's wait for a login in progress.
-var loginLockWait = 10 * time.Second
-
-func holdLoginLock(ctx context.Context, dir, name string) (func(), error) {
+func holdLoginLock(ctx context.Context, dir, name string, wait time.Duration) (func(), error) {
 	if dir == "" {
 		return func() {}, nil
 	}
-	lctx, cancel := context.WithTimeout(ctx, loginLockWait)
+	lctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	l, err := lock.Acquire(lctx, dir, name)
 	switch {

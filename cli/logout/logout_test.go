@@ -229,10 +229,20 @@ func TestLogoutWaitsForALoginInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = held.Unlock() }()
-	loginLockWait = 100 * time.Millisecond
-	t.Cleanup(func() { loginLockWait = 10 * time.Second })
-	if _, err := runCmd(t, env, "logout", "--kubeconfig="+kubeconfig); err == nil || !strings.Contains(err.Error(), "still running") {
-		t.Fatalf("logout under a running login: %v", err)
+	var out bytes.Buffer
+	f := cmdutil.Test(nil, &out, &out, env)
+	f.Now = time.Now
+	f.Caches = testCaches
+	cmd := NewCmdLogout(f, func(ctx context.Context, o *Options) error {
+		if o.LoginWait != 10*time.Second {
+			t.Errorf("logout waits %s for a login, want 10s", o.LoginWait)
+		}
+		o.LoginWait = 100 * time.Millisecond
+		return o.Run(ctx)
+	})
+	cmd.SetArgs([]string{"--kubeconfig=" + kubeconfig})
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("logout under a running login: %v\n%s", err, out.String())
 	}
 	_ = held.Unlock()
 	if _, err := runCmd(t, env, "logout", "--kubeconfig="+kubeconfig); err != nil {

@@ -48,7 +48,7 @@ type Options struct {
 
 // NewCmdWhoami returns `pinniped whoami`; runF (nil: Options.Run) does the work.
 func NewCmdWhoami(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{Kube: kubeflags.New(), f: f}
+	o := &Options{Kube: f.KubeFlags(), f: f}
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the username and groups the cluster sees for your current kubeconfig",

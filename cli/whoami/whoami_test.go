@@ -63,14 +63,19 @@ func run(t *testing.T, dyn dynamic.Interface, args ...string) (string, error) {
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return runWith(t, dyn, nil, append([]string{"--kubeconfig=" + path}, args...)...)
+}
+
+func runWith(t *testing.T, dyn dynamic.Interface, env map[string]string, args ...string) (string, error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	f := cmdutil.Test(nil, &out, &errOut, nil)
+	f := cmdutil.Test(nil, &out, &errOut, env)
 	f.Dynamic = func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 		cfg, err := cc.ClientConfig()
 		return dyn, cfg, err
 	}
 	cmd := NewCmdWhoami(f, nil)
-	cmd.SetArgs(append([]string{"--kubeconfig=" + path}, args...))
+	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	err := cmd.ExecuteContext(context.Background())
@@ -110,6 +115,23 @@ func TestWhoami(t *testing.T) {
 	out, err = run(t, cluster(true), "-o", "yaml")
 	if err != nil || !strings.Contains(out, "apiVersion: identity.concierge.pinniped.dev/v1alpha1") || !strings.Contains(out, "username: alice@example.com") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestWhoamiReadsTheFactorysKubeconfig: without --kubeconfig, the
+// Factory's $KUBECONFIG, never the process's.
+func TestWhoamiReadsTheFactorysKubeconfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "not-this-one"))
+	out, err := runWith(t, cluster(true), map[string]string{"KUBECONFIG": path})
+	if err != nil || !strings.Contains(out, "URL: https://dev:6443") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := runWith(t, cluster(true), nil); err == nil {
+		t.Fatal("no kubeconfig in the Factory's environment, yet whoami found a cluster")
 	}
 }
 

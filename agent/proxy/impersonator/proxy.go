@@ -121,7 +121,7 @@ func (p *Proxy) Init() {
 			Rewrite: func(r *httputil.ProxyRequest) {
 				r.SetURL(p.Upstream)
 				r.Out.Host = p.Upstream.Host
-				StripIdentityHeaders(r.Out.Header)
+				stripIdentityHeaders(r.Out.Header)
 				if id, ok := assertedIdentity(r.In.Context()); ok {
 					for k, vs := range id {
 						r.Out.Header[k] = slices.Clone(vs)
@@ -410,10 +410,10 @@ func requested(h http.Header) (*Request, error) {
 // to mislead the API server about where a request came from.
 var identityPrefixes = []string{"impersonate-", "x-remote-", "x-forwarded-"}
 
-// StripIdentityHeaders removes every client-sent header that carries an
+// stripIdentityHeaders removes every client-sent header that carries an
 // identity, whatever its case: the proxy is the only one that speaks for the
 // user upstream.
-func StripIdentityHeaders(h http.Header) {
+func stripIdentityHeaders(h http.Header) {
 	for k := range h {
 		if isIdentityHeader(k) {
 			delete(h, k)

@@ -108,7 +108,7 @@ func (c *Concierge) config() (*config.Concierge, error) {
 // Config is the static login these flags ask for: the token from --token
 // or the variable --token-env names (not yet validated).
 func (s *Static) Config(lookupEnv func(string) (string, bool)) (*config.Static, error) {
-	token, err := s.ResolveToken(lookupEnv)
+	token, err := s.resolveToken(lookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +199,9 @@ func (s *Static) Flags() []Flag {
 	))
 }
 
-// ResolveToken returns the token from --token or the variable --token-env names.
+// resolveToken returns the token from --token or the variable --token-env names.
 // As upstream, --token-env wins over --token when both are given.
-func (s *Static) ResolveToken(lookupEnv func(string) (string, bool)) (string, error) {
+func (s *Static) resolveToken(lookupEnv func(string) (string, bool)) (string, error) {
 	if env := s.Login.TokenEnv; env != "" {
 		v, ok := lookupEnv(env)
 		if !ok {
