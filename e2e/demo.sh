@@ -3,8 +3,9 @@
 # image from the working tree, installs pinniped, points it at Dex, makes a kubeconfig, logs
 # in and runs kubectl through it, printing each step.
 #
-# The bed stays up afterwards so you can look around; the last lines say how to get a shell
-# in it and how to tear it down.
+# The bed stays up afterwards, and so do the binaries, alice's kubeconfig and her cached
+# login (in the bed's state directory, removed with the bed): the last lines are commands to
+# paste, to go on as alice, to log in as a person with the device flow, and to tear it down.
 #   PINNIPED_E2E_NAME     bed name (default "demo")
 #   PINNIPED_E2E_PROFILE  kubeadm (default) or managed
 set -euo pipefail
@@ -30,7 +31,6 @@ echo "    $bindir"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/testbed" ./e2e/cmd/testbed
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/" ./cmd/pinniped ./cmd/pinniped-engine
 tb() { "$work/testbed" "$@" --name "$name"; }
 in_bed() { "$work/testbed" exec --name "$name" -- "$@"; }
 
@@ -50,12 +50,17 @@ tb image --binary "$work/pinniped-agent" --tag "$tag"
 state="/var/lib/pinniped-e2e/$name"
 issuer="$(grep PINNIPED_E2E_DEX_ISSUER "$state/env.sh" | cut -d'"' -f2)"
 
+# What the demo leaves to play with lives in the bed's state directory: gone with the bed.
+keep="$state/demo"
+mkdir -p -m 0700 "$keep/bin"
+CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
+
 say "pinniped install, trusting Dex ($issuer) for this cluster"
 # Dex puts the address in "email"; its ID tokens carry the client ID as audience.
-in_bed "$work/pinniped" install --image "$tag" --image-pull-policy Never \
+in_bed "$keep/bin/pinniped" install --image "$tag" --image-pull-policy Never \
 	--oidc-issuer "$issuer" --oidc-audience pinniped-cli --oidc-ca-bundle "$state/pki/testbed-ca.crt" \
 	--oidc-username-claim email --authenticator-name dex
-in_bed kubectl get credentialissuer pinniped-config \
+in_bed kubectl get credentialissuers.config.concierge.pinniped.dev pinniped-config \
 	-o jsonpath='{range .status.strategies[*]}    {.type}: {.status} ({.reason}){"\n"}{end}'
 
 say "RBAC: Dex group \"developers\" may view the cluster"
@@ -63,18 +68,43 @@ in_bed sh -c 'kubectl create clusterrolebinding demo-developers-view --clusterro
 
 say "pinniped get kubeconfig (as the admin; the result holds no secrets)"
 # --oidc-flow password: the demo logs in with PINNIPED_USERNAME/PASSWORD; users get a browser login by default.
-in_bed "$work/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" --oidc-flow password >"$work/user.kubeconfig"
-grep -E 'command:|--issuer|--concierge-endpoint' "$work/user.kubeconfig" | sed 's/^ */    /'
+in_bed "$keep/bin/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" --oidc-flow password >"$keep/alice.kubeconfig"
+grep -E 'command:|--issuer|--concierge-endpoint' "$keep/alice.kubeconfig" | sed 's/^ */    /'
+# The same cluster for a person at a terminal: the device flow shows a link to open in a browser.
+in_bed "$keep/bin/pinniped" get kubeconfig --kubeconfig "$state/kubeconfig/admin.kubeconfig" --oidc-flow device >"$keep/person.kubeconfig"
+
+# Sourced inside the bed: kubectl and pinniped as alice, with her own cache; or as a person.
+# Her name is part of her cache entry's key (so another user in the same shell is never
+# answered from it), hence PINNIPED_USERNAME here too.
+cat >"$keep/alice.sh" <<EOT
+export KUBECONFIG="$keep/alice.kubeconfig" XDG_CONFIG_HOME="$keep/alice" PATH="$keep/bin:\$PATH" PINNIPED_USERNAME=alice@example.com
+EOT
+cat >"$keep/person.sh" <<EOT
+export KUBECONFIG="$keep/person.kubeconfig" XDG_CONFIG_HOME="$keep/person" PATH="$keep/bin:\$PATH"
+EOT
 
 say "kubectl get namespaces as alice@example.com (kubectl runs pinniped login: password grant against Dex, token exchange at the agent)"
-in_bed env KUBECONFIG="$work/user.kubeconfig" XDG_CONFIG_HOME="$work/config" \
-	PINNIPED_USERNAME=alice@example.com PINNIPED_PASSWORD=alice-password kubectl get namespaces
+in_bed sh -c ". '$keep/alice.sh' && PINNIPED_PASSWORD=alice-password kubectl get namespaces"
 
 say "Again: now from the credential cache, no login"
-in_bed env KUBECONFIG="$work/user.kubeconfig" XDG_CONFIG_HOME="$work/config" kubectl auth whoami
+in_bed sh -c ". '$keep/alice.sh' && kubectl auth whoami"
+
+say "pinniped doctor: every link of alice's chain"
+in_bed sh -c ". '$keep/alice.sh' && pinniped doctor"
 
 cat <<EOT
 
-The bed stays up. Shell with the admin kubeconfig:  go run ./e2e/cmd/testbed shell --name $name
-Tear it down:                                      go run ./e2e/cmd/testbed down --name $name
+The bed stays up, with alice's login cached (later kubectl asks for her password: alice-password).
+Go on as alice:
+  go run ./e2e/cmd/testbed exec --name $name -- sh -c '. $keep/alice.sh && kubectl get ns && pinniped whoami && pinniped doctor'
+Log in as a person, with the device flow (alice@example.com / alice-password, or bob@example.com / bob-password):
+  1. The bed's network is its own; this serves its Dex at https://localhost:5556 here (leave it running):
+     go run ./e2e/cmd/testbed dex-proxy --name $name
+     (from another machine, forward the port first: ssh -L 5556:127.0.0.1:5556 THIS-MACHINE)
+  2. In another terminal:
+     go run ./e2e/cmd/testbed exec --name $name -- sh -c '. $keep/person.sh && kubectl get ns'
+  3. Open the link it shows with https://localhost:5556 in place of $issuer, in a browser
+     trusting $state/pki/testbed-ca.crt (or accept its warning), and log in.
+A shell with the admin kubeconfig:  go run ./e2e/cmd/testbed shell --name $name
+Tear it all down:                   go run ./e2e/cmd/testbed down --name $name
 EOT

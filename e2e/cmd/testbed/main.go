@@ -8,6 +8,7 @@
 //	testbed exec    [flags] -- CMD   run CMD inside the bed with the admin kubeconfig
 //	testbed image   [flags] --binary PATH --tag REF   build an image from a static binary and import it
 //	testbed token   [flags] [--user EMAIL] [--claims]  log in to the bed's Dex (password grant), print the ID token
+//	testbed dex-proxy [flags] [--listen 127.0.0.1:5556] serve the bed's Dex at https://localhost:PORT on this machine
 //
 // Flags (or PINNIPED_E2E_* variables): --name, --profile kubeadm|managed, --state-dir, --bin-dir.
 package main
@@ -39,7 +40,9 @@ func usage() {
   --bin-dir DIR        toolchain (default $PINNIPED_E2E_CACHE/bin/current, from e2e/scripts/build-tools.sh)
 exec: testbed exec [flags] -- COMMAND [ARGS...]
 image: testbed image [flags] --binary PATH --tag REF
-token: testbed token [flags] [--user EMAIL] [--claims]   (a verified Dex ID token, or its claims)`)
+token: testbed token [flags] [--user EMAIL] [--claims]   (a verified Dex ID token, or its claims)
+dex-proxy: testbed dex-proxy [flags] [--listen 127.0.0.1:5556]   (the bed's Dex for a browser on this machine,
+           at https://localhost:PORT, trusting the bed's CA; from another machine: ssh -L PORT:127.0.0.1:PORT)`)
 }
 
 func run() int {
@@ -58,6 +61,7 @@ func run() int {
 	tag := fs.String("tag", "", "image: image reference")
 	user := fs.String("user", testbed.DexUsers[0].Email, "token: Dex user")
 	claims := fs.Bool("claims", false, "token: print the verified claims instead of the token")
+	listen := fs.String("listen", "127.0.0.1:5556", "dex-proxy: loopback address to serve on")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		usage()
 		return 2
@@ -117,6 +121,21 @@ func run() int {
 			return fail(err)
 		}
 		fmt.Printf("imported %s into bed %q\n", *tag, cfg.Name)
+		return 0
+	case "dex-proxy":
+		b, err := testbed.Load(cfg.StateDir)
+		if err != nil {
+			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+		}
+		p, err := testbed.NewDexProxy(b.Config(), *listen)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(os.Stderr, "The bed's Dex is at %s on this machine (CA: %s).\nOpen Dex's links with %s in place of %s. Ctrl-C to stop.\n",
+			p.URL, b.Config().TestbedCAFile(), p.URL, b.Config().DexIssuer())
+		if err := p.Serve(ctx); err != nil {
+			return fail(err)
+		}
 		return 0
 	case "token":
 		// Dex listens only inside the bed's network namespace.
@@ -208,8 +227,11 @@ func inBed(cfg testbed.Config, argv []string, interactive bool) int {
 	c := b.Config()
 	cmd := testbed.NetNSCommand(c, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// The bed's toolchain comes first on PATH: kubectl at the cluster's version.
+	// The bed's toolchain comes first on PATH: kubectl at the cluster's version. kubectl's
+	// discovery cache is the bed's own: every bed of a profile has the same API server
+	// address, and ~/.kube/cache would answer with an earlier bed's API groups.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig(), "PINNIPED_E2E_STATE_DIR="+c.StateDir, "PINNIPED_E2E_NAME="+c.Name,
+		"KUBECACHEDIR="+filepath.Join(c.StateDir, "kube-cache"),
 		"PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if interactive {
 		cmd.Env = append(cmd.Env, "PS1=[testbed "+c.Name+"] \\w\\$ ")
