@@ -70,14 +70,15 @@ func skewOf(d, before, after time.Time) time.Duration {
 	return d.Add(500 * time.Millisecond).Sub(mid).Round(time.Second)
 }
 
-func describeSkew(s time.Duration) string {
+// describeSkew says how a clock s ahead of than's stands, in words.
+func describeSkew(s time.Duration, than string) string {
 	switch {
 	case s.Abs() < time.Second:
-		return "in step"
+		return "in step with " + than
 	case s > 0:
-		return s.String() + " ahead"
+		return s.String() + " ahead of " + than
 	}
-	return (-s).String() + " behind"
+	return (-s).String() + " behind " + than
 }
 
 func judgeSkew(s time.Duration) Status {
@@ -95,12 +96,12 @@ func checkClockCluster(_ context.Context, r *run) Result {
 		return skip("the API server gave no time (cluster.api)")
 	}
 	s := *r.clusterSkew
-	detail := fmt.Sprintf("the cluster's clock is %s of this machine's", describeSkew(s))
+	detail := "the cluster's clock is " + describeSkew(s, "this machine's")
 	switch judgeSkew(s) {
 	case Fail:
-		return fail(detail, fmt.Sprintf("the cluster's clock is %s of this machine's, beyond the %s that credentials allow: set this machine's clock (NTP), or ask your administrator to fix the nodes'", describeSkew(s), failSkew))
+		return fail(detail, fmt.Sprintf("%s, beyond the %s that credentials allow: set this machine's clock (NTP), or ask your administrator to fix the nodes'", detail, failSkew))
 	case Warn:
-		return warn(detail, fmt.Sprintf("the cluster's clock is %s of this machine's, more than the %s margin kept before a credential expires: set this machine's clock (NTP)", describeSkew(s), warnSkew))
+		return warn(detail, fmt.Sprintf("%s, more than the %s margin kept before a credential expires: set this machine's clock (NTP)", detail, warnSkew))
 	}
 	return ok("%s", detail)
 }
@@ -114,21 +115,21 @@ func checkClockIssuer(ctx context.Context, r *run) Result {
 		return skip("the issuer gave no time (issuer.tls)")
 	}
 	s := *p.skew
-	detail := fmt.Sprintf("the issuer's clock is %s of this machine's", describeSkew(s))
+	detail := "the issuer's clock is " + describeSkew(s, "this machine's")
 	status, fix := judgeSkew(s), ""
 	switch status {
 	case Fail:
-		fix = fmt.Sprintf("the issuer's clock is %s of this machine's, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", describeSkew(s), failSkew)
+		fix = fmt.Sprintf("%s, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", detail, failSkew)
 	case Warn:
-		fix = fmt.Sprintf("the issuer's clock is %s of this machine's: set this machine's clock (NTP)", describeSkew(s))
+		fix = detail + ": set this machine's clock (NTP)"
 	}
 	if r.clusterSkew != nil {
 		// What the agent sees: tokens stamped by the issuer, checked on the cluster's clock.
 		vs := s - *r.clusterSkew
-		detail += fmt.Sprintf(", and %s of the cluster's", describeSkew(vs))
+		detail += ", and " + describeSkew(vs, "the cluster's")
 		if judgeSkew(vs) == Fail {
 			status = Fail
-			fix = fmt.Sprintf("the issuer's clock is %s of the cluster's, beyond the %s the agent allows, so it refuses the issuer's tokens: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs), failSkew)
+			fix = fmt.Sprintf("the issuer's clock is %s, beyond the %s the agent allows, so it refuses the issuer's tokens: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), failSkew)
 		}
 	}
 	return Result{Status: status, Detail: detail, Fix: fix}

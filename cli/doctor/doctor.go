@@ -149,7 +149,7 @@ func (r *run) check(ctx context.Context, c check) {
 		defer func() {
 			// A bug in one check must not hide the others.
 			if p := recover(); p != nil {
-				res = fail("", fmt.Sprintf("doctor itself failed on this check (%v): this is a bug, please report it", p))
+				res = fail(fmt.Sprint(p), fmt.Sprintf("doctor itself failed on this check (%v): this is a bug, please report it", p))
 			}
 		}()
 		return c.run(ctx, r)

@@ -77,16 +77,16 @@ func checkContext(_ context.Context, r *run) Result {
 	}
 	r.anon = rest.AnonymousClientConfig(anon)
 	r.anon.UserAgent = "pinniped-doctor"
-	if user.Exec != nil && user.Exec.ProvideClusterInfo {
-		// What kubectl hands the plugin, and so what the cache key holds.
-		if c, err := rest.ConfigToExecCluster(r.anon); err == nil {
-			r.execCluster = config.Cluster{Server: c.Server, CA: c.CertificateAuthorityData}
-		}
-	}
 	// Building the full config only reads it; nothing runs until a request.
 	cfg, err := r.load(r.contextName).ClientConfig()
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("kubectl cannot use context %q (%v): fix its user %q in the kubeconfig, or %s", r.contextName, err, kctx.AuthInfo, regenerate))
+	}
+	if user.Exec != nil && user.Exec.ProvideClusterInfo {
+		// What kubectl hands the plugin, and so what the cache key holds.
+		if c, err := rest.ConfigToExecCluster(cfg); err == nil {
+			r.execCluster = config.Cluster{Server: c.Server, CA: c.CertificateAuthorityData}
+		}
 	}
 	if user.Exec == nil && user.AuthProvider == nil && (cfg.BearerToken != "" || cfg.BearerTokenFile != "" || len(cfg.CertData) > 0 || cfg.CertFile != "") {
 		r.full = rest.CopyConfig(cfg)
