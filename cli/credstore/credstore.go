@@ -252,14 +252,14 @@ func (p Places) Probe(ctx context.Context, mode string) (Backend, error) {
 	return f.probe(ctx), nil
 }
 
-func (f *fallbackStore) probe(ctx context.Context) Backend {
-	b := Backend{Keyring: true, Store: f.primary.Describe()}
-	if f.pick() == f.fallback {
-		b.Store, b.Fallback = f.fallback.Describe(), f.why
+func (s *fallbackStore) probe(ctx context.Context) Backend {
+	b := Backend{Keyring: true, Store: s.primary.Describe()}
+	if s.pick() == s.fallback {
+		b.Store, b.Fallback = s.fallback.Describe(), s.why
 		return b
 	}
-	if err := f.primary.Unavailable(ctx); err != nil {
-		b.Store, b.Fallback = f.fallback.Describe(), err
+	if err := s.primary.Unavailable(ctx); err != nil {
+		b.Store, b.Fallback = s.fallback.Describe(), err
 	}
 	return b
 }

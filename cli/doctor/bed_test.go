@@ -97,19 +97,18 @@ type apiServer struct {
 	mu    sync.Mutex
 	skew  time.Duration
 	// tcr answers TokenCredentialRequests (0: the agent's refusal).
-	tcr              int
-	unavailable      bool
-	ciForbidden      bool
-	strategies       []map[string]any
-	authPhase        string
-	authConditions   []map[string]any
-	authIssuer       string
-	authAudience     string
-	noAuthenticator  bool
-	rules            []map[string]any
-	requests         []string
-	unauthenticated  bool
-	authenticatorErr int
+	tcr             int
+	unavailable     bool
+	ciForbidden     bool
+	strategies      []map[string]any
+	authPhase       string
+	authConditions  []map[string]any
+	authIssuer      string
+	authAudience    string
+	noAuthenticator bool
+	rules           []map[string]any
+	requests        []string
+	unauthenticated bool
 }
 
 func newAPIServer(t *testing.T, issuer string) *apiServer {
@@ -138,11 +137,11 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(code, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": msg, "code": code})
 	}
 	p := r.URL.Path
-	switch {
-	case p == "/version":
+	switch p {
+	case "/version":
 		send(200, map[string]string{"gitVersion": "v1.34.4"})
 		return
-	case p == "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests":
+	case "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests":
 		switch a.tcr {
 		case 0:
 			send(201, map[string]any{"kind": "TokenCredentialRequest", "status": map[string]any{"message": "authentication failed"}})

@@ -167,7 +167,9 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		status  Status
 		subs    []string
 	}{
-		"issuer CA not passed": {func(b *bed) { b.args = slices.DeleteFunc(b.args, func(a string) bool { return strings.HasPrefix(a, "--ca-bundle-data") }) },
+		"issuer CA not passed": {func(b *bed) {
+			b.args = slices.DeleteFunc(b.args, func(a string) bool { return strings.HasPrefix(a, "--ca-bundle-data") })
+		},
 			"issuer.tls", Fail, []string{"not trusted", "--oidc-ca-bundle", `JWTAuthenticator "dex"`}},
 		"issuer spelled differently": {func(b *bed) { b.idp.calledItself = b.idp.srv.URL + "/" }, "issuer.discovery", Fail, []string{"calls itself"}},
 		"no signing keys":            {func(b *bed) { b.idp.keys = nil }, "issuer.jwks", Fail, []string{"no signing key"}},
@@ -186,9 +188,9 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		}, "issuer.upstream", Fail, []string{`no identity provider "dex"`, "corp"}},
 		"upstream name without a Supervisor": {func(b *bed) { b.args = append(b.args, "--upstream-identity-provider-name=dex") },
 			"issuer.upstream", Fail, []string{"not a Pinniped Supervisor"}},
-		"agent not installed":   {func(b *bed) { b.api.tcr = http.StatusNotFound }, "agent.api", Fail, []string{"login.concierge.pinniped.dev", "pinniped install"}},
-		"agent unavailable":     {func(b *bed) { b.api.tcr = http.StatusServiceUnavailable }, "agent.api", Fail, []string{"v1alpha1.login.concierge.pinniped.dev", "not available"}},
-		"APIService down":       {func(b *bed) { b.api.unavailable = true }, "agent.apiservice", Fail, []string{"MissingEndpoints", "v1alpha1.login.concierge.pinniped.dev"}},
+		"agent not installed":     {func(b *bed) { b.api.tcr = http.StatusNotFound }, "agent.api", Fail, []string{"login.concierge.pinniped.dev", "pinniped install"}},
+		"agent unavailable":       {func(b *bed) { b.api.tcr = http.StatusServiceUnavailable }, "agent.api", Fail, []string{"v1alpha1.login.concierge.pinniped.dev", "not available"}},
+		"APIService down":         {func(b *bed) { b.api.unavailable = true }, "agent.apiservice", Fail, []string{"MissingEndpoints", "v1alpha1.login.concierge.pinniped.dev"}},
 		"CredentialIssuer hidden": {func(b *bed) { b.api.ciForbidden = true }, "agent.credentialissuer", Warn, []string{"not allowed to read CredentialIssuers", "ask your administrator"}},
 		"no working strategy": {func(b *bed) {
 			b.api.strategies = []map[string]any{{"type": "KubeClusterSigningCertificate", "status": "Error", "reason": "CouldNotFetchKey", "message": "no kube-controller-manager pod", "lastUpdateTime": "2026-11-25T00:00:00Z"}}
@@ -201,22 +203,22 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"authenticator trusts another issuer": {func(b *bed) { b.api.authIssuer = "https://elsewhere.example.com" }, "agent.authenticator", Fail,
 			[]string{"trusts the issuer https://elsewhere.example.com", "--issuer"}},
 		"authenticator wants another audience": {func(b *bed) { b.api.authAudience = "cluster-a" }, "agent.authenticator", Fail, []string{`"cluster-a"`, "--request-audience"}},
-		"cached credential refused": {func(b *bed) { b.api.unauthenticated = true }, "you.identity", Fail, []string{"refused the cached credential", "pinniped logout"}},
-		"cluster clock far ahead":   {func(b *bed) { b.api.skew = 5 * time.Minute }, "clock.cluster", Fail, []string{"5m0s ahead", "NTP"}},
-		"cluster clock a bit ahead": {func(b *bed) { b.api.skew = time.Minute }, "clock.cluster", Warn, []string{"1m0s ahead"}},
+		"cached credential refused":            {func(b *bed) { b.api.unauthenticated = true }, "you.identity", Fail, []string{"refused the cached credential", "pinniped logout"}},
+		"cluster clock far ahead":              {func(b *bed) { b.api.skew = 5 * time.Minute }, "clock.cluster", Fail, []string{"5m0s ahead", "NTP"}},
+		"cluster clock a bit ahead":            {func(b *bed) { b.api.skew = time.Minute }, "clock.cluster", Warn, []string{"1m0s ahead"}},
 		"issuer clock behind the cluster's": {func(b *bed) { b.idp.skew = -4 * time.Minute }, "clock.issuer", Fail,
 			[]string{"4m0s behind the cluster's", "the agent allows"}},
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},
-		"dev builds": {func(b *bed) { b.builds["pinniped"], b.builds["pinniped-engine"] = Build{}, Build{} }, "exec.versions", Warn, []string{"could not tell"}},
+		"dev builds":                  {func(b *bed) { b.builds["pinniped"], b.builds["pinniped-engine"] = Build{}, Build{} }, "exec.versions", Warn, []string{"could not tell"}},
 		"doctor from another install": {func(b *bed) { b.self = Build{Version: "v1.0.0", Revision: "aaaaaaaaaaaa"} }, "exec.versions", Warn, []string{"another build than this doctor"}},
 		"keyring falls back": {func(b *bed) {
 			b.backend = credstore.Backend{Keyring: true, Store: "/home/a/.config/pinniped/credentials", Fallback: errors.New("no D-Bus session")}
 		}, "cache.backend", Warn, []string{"no D-Bus session", "/home/a/.config/pinniped/credentials", "--credential-cache=file"}},
-		"a flag the model refuses":  {func(b *bed) { b.args = append(b.args, "--flow=carrier-pigeon") }, "exec.args", Fail, []string{"--flow", "carrier-pigeon"}},
+		"a flag the model refuses":   {func(b *bed) { b.args = append(b.args, "--flow=carrier-pigeon") }, "exec.args", Fail, []string{"--flow", "carrier-pigeon"}},
 		"a flag that does not parse": {func(b *bed) { b.args = append(b.args, "--listen-port=many") }, "exec.args", Fail, []string{"do not parse", "listen-port"}},
-		"front not on PATH": {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
+		"front not on PATH":          {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)
