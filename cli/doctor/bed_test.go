@@ -205,8 +205,10 @@ type bed struct {
 	kubeconfig string
 	env        map[string]string
 	args       []string
-	// user replaces the context's user entry, when set.
+	// user replaces the context's user entry, when set; others are more
+	// users in the file.
 	user    *clientcmdapi.AuthInfo
+	others  map[string]*clientcmdapi.AuthInfo
 	builds  map[string]Build
 	self    Build
 	backend credstore.Backend
@@ -261,6 +263,9 @@ func (b *bed) write() {
 		Clusters:       map[string]*clientcmdapi.Cluster{"dev-cluster": {Server: b.api.srv.URL, CertificateAuthorityData: b.api.ca}},
 		Contexts:       map[string]*clientcmdapi.Context{"dev": {Cluster: "dev-cluster", AuthInfo: "dev-user"}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"dev-user": user},
+	}
+	for name, u := range b.others {
+		cfg.AuthInfos[name] = u
 	}
 	b.kubeconfig = filepath.Join(b.dir, "kubeconfig")
 	if err := clientcmd.WriteToFile(cfg, b.kubeconfig); err != nil {

@@ -122,33 +122,49 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		userToken   = "kubeconfig-token-do-not-print-a9"
 		password    = "password-do-not-print-31"
 		certKey     = "cached-key-do-not-print-5e"
+		envSecret   = "exec-env-secret-do-not-print-08"
 	)
-	for _, kind := range []string{"oidc", "static"} {
-		b := newBed(t)
-		b.env["PINNIPED_PASSWORD"] = password
-		b.env["PINNIPED_USERNAME"] = "alice"
-		if kind == "static" {
-			b.args = []string{"login", "static", "--token=" + staticToken, "--enable-concierge", "--concierge-endpoint=" + b.api.srv.URL,
-				"--concierge-ca-bundle-data=" + base64.StdEncoding.EncodeToString(b.api.ca), "--concierge-authenticator-type=jwt",
-				"--concierge-authenticator-name=dex", "--client-secret=" + clientSecret}
-		} else {
-			b.args = append(b.args, "--flow=password")
-		}
-		b.cached.ClientKeyData = certKey
-		b.write()
-		// Another user, with secrets of its own, in the same file.
-		raw, _ := b.f.KubeConfig(b.kubeconfig, "").RawConfig()
-		raw.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: userToken, ClientKeyData: []byte(certKey + "-admin")}
-		raw.Contexts["dev"].Namespace = "team"
-		secrets := []string{staticToken, userToken, password, certKey, clientSecret, b.api.token}
-		for _, format := range []string{"text", "json"} {
-			out, _ := b.run("-o", format)
-			for _, s := range secrets {
-				if strings.Contains(out, s) {
-					t.Errorf("%s, %s: the output holds the secret %q:\n%s", kind, format, s, out)
+	staticArgs := func(b *bed) []string {
+		return []string{"login", "static", "--token=" + staticToken, "--enable-concierge", "--concierge-endpoint=" + b.api.srv.URL,
+			"--concierge-ca-bundle-data=" + base64.StdEncoding.EncodeToString(b.api.ca), "--concierge-authenticator-type=jwt",
+			"--concierge-authenticator-name=dex"}
+	}
+	for name, setup := range map[string]func(b *bed){
+		"oidc with a client secret and a password": func(b *bed) { b.args = append(b.args, "--flow=password") },
+		"static token in the arguments":            func(b *bed) { b.args = staticArgs(b) },
+		// Arguments that do not parse are never echoed either.
+		"static token and an unknown flag": func(b *bed) { b.args = append(staticArgs(b), "--client-secret="+clientSecret) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t)
+			b.env["PINNIPED_PASSWORD"] = password
+			b.env["PINNIPED_USERNAME"] = "alice"
+			setup(b)
+			b.cached.ClientKeyData = certKey
+			b.cached.ClientCertificateData = "cached-cert-do-not-print-9d"
+			b.cached.Token = ""
+			b.api.token = "unused"
+			// Another user, with secrets of its own, in the same file.
+			b.others = map[string]*clientcmdapi.AuthInfo{"admin": {Token: userToken, ClientKeyData: []byte(certKey + "-admin")},
+				"robot": {Exec: &clientcmdapi.ExecConfig{Command: "pinniped", Args: []string{"login", "static", "--token", staticToken + "-robot"},
+					Env: []clientcmdapi.ExecEnvVar{{Name: "API_SECRET", Value: envSecret}}, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: "Never"}}}
+			secrets := []string{staticToken, userToken, password, certKey, clientSecret, envSecret, "cached-cert-do-not-print-9d"}
+			for _, format := range []string{"text", "json"} {
+				out, _ := b.run("-o", format)
+				for _, s := range secrets {
+					if strings.Contains(out, s) {
+						t.Errorf("%s: the output holds the secret %q:\n%s", format, s, out)
+					}
+				}
+				if !strings.Contains(out, "exec.args") {
+					t.Fatalf("no report:\n%s", out)
 				}
 			}
-		}
+			// The secrets were really met: the cached credential was read.
+			if r := b.report(); !strings.HasSuffix(name, "unknown flag") {
+				want(t, r, "cache.credential", OK, "a client certificate")
+			}
+		})
 	}
 	// The scrubber itself: a secret an error message quotes is replaced.
 	r := &Report{Checks: []Result{{Name: "x", Detail: "bad value " + staticToken, Fix: "no " + staticToken + "!"}}}

@@ -35,6 +35,11 @@ func checkContext(_ context.Context, r *run) Result {
 		r.secret(u.Token, string(u.ClientKeyData), u.Password)
 		if u.Exec != nil {
 			r.secret(secretArgs(u.Exec.Args)...)
+			for _, e := range u.Exec.Env {
+				if secretName(e.Name) {
+					r.secret(e.Value)
+				}
+			}
 		}
 	}
 	if len(raw.Contexts) == 0 {
@@ -111,6 +116,17 @@ func secretArgs(args []string) []string {
 		}
 	}
 	return out
+}
+
+// secretName: an environment variable whose name says it holds a secret.
+func secretName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkFront(_ context.Context, r *run) Result {
