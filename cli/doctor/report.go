@@ -26,8 +26,8 @@ type Result struct {
 	Name   string `json:"name"`
 	Title  string `json:"title"`
 	Status Status `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Fix    string `json:"fix,omitempty"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
 }
 
 // Report is the whole checklist for one context.
