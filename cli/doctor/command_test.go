@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +95,8 @@ func TestSame(t *testing.T) {
 		{Build{Version: "v1.0.0+dirty", Revision: "aaa", Modified: true}, Build{Version: "v1.0.0+dirty", Revision: "aaa", Modified: true}, true, false},
 		{Build{Version: "v1.0.0"}, Build{Version: "v1.0.0"}, true, true},
 		{Build{}, v1, false, false},
+		{Build{GoVersion: "go1.25.0"}, Build{GoVersion: "go1.25.0"}, false, false},
+		{Build{GoVersion: "go1.25.0"}, Build{GoVersion: "go1.25.1"}, false, true},
 	} {
 		if equal, told := same(tc.a, tc.b); equal != tc.equal || told != tc.told {
 			t.Errorf("same(%v, %v) = %v, %v", tc.a, tc.b, equal, told)
@@ -137,5 +142,20 @@ func TestSummarise(t *testing.T) {
 	s, useful = summarise("team", authorizationv1.SubjectRulesReviewStatus{ResourceRules: self.ResourceRules[:1]})
 	if useful {
 		t.Errorf("only self-review rules are useful: %s", s)
+	}
+}
+
+// TestReadBuild reads a real binary (this test's) without running it.
+func TestReadBuild(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := ReadBuild(exe)
+	if err != nil || b.GoVersion != runtime.Version() {
+		t.Fatalf("%+v %v", b, err)
+	}
+	if _, err := ReadBuild(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("a missing binary was read")
 	}
 }

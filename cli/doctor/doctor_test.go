@@ -227,7 +227,10 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},
-		"dev builds":                  {func(b *bed) { b.builds["pinniped"], b.builds["pinniped-engine"] = Build{}, Build{} }, "exec.versions", Warn, []string{"could not tell"}},
+		"dev builds": {func(b *bed) { b.builds["pinniped"], b.builds["pinniped-engine"] = Build{}, Build{} }, "exec.versions", Skip, []string{"could not tell"}},
+		"toolchains differ": {func(b *bed) {
+			b.builds["pinniped"], b.builds["pinniped-engine"] = Build{GoVersion: "go1.25.0"}, Build{GoVersion: "go1.24.2"}
+		}, "exec.versions", Fail, []string{"go1.24.2", "different builds"}},
 		"doctor from another install": {func(b *bed) { b.self = Build{Version: "v1.0.0", Revision: "aaaaaaaaaaaa"} }, "exec.versions", Warn, []string{"another build than this doctor"}},
 		"keyring falls back": {func(b *bed) {
 			b.backend = credstore.Backend{Keyring: true, Store: "/home/a/.config/pinniped/credentials", Fallback: errors.New("no D-Bus session")}
