@@ -3,10 +3,16 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -97,18 +103,19 @@ type apiServer struct {
 	mu    sync.Mutex
 	skew  time.Duration
 	// tcr answers TokenCredentialRequests (0: the agent's refusal).
-	tcr             int
-	unavailable     bool
-	ciForbidden     bool
-	strategies      []map[string]any
-	authPhase       string
-	authConditions  []map[string]any
-	authIssuer      string
-	authAudience    string
-	noAuthenticator bool
-	rules           []map[string]any
-	requests        []string
-	unauthenticated bool
+	tcr                  int
+	unavailable          bool
+	ciForbidden          bool
+	apiServicesForbidden bool
+	strategies           []map[string]any
+	authPhase            string
+	authConditions       []map[string]any
+	authIssuer           string
+	authAudience         string
+	noAuthenticator      bool
+	rules                []map[string]any
+	requests             []string
+	unauthenticated      bool
 }
 
 func newAPIServer(t *testing.T, issuer string) *apiServer {
@@ -155,6 +162,8 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case strings.HasPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/") && a.apiServicesForbidden:
+		status(403, "Forbidden", `apiservices.apiregistration.k8s.io is forbidden: User "alice" cannot get resource "apiservices"`)
 	case strings.HasPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/"):
 		name := strings.TrimPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/")
 		cond := map[string]any{"type": "Available", "status": "True", "reason": "Passed", "message": "all checks passed", "lastTransitionTime": "2026-11-25T00:00:00Z"}
@@ -207,8 +216,12 @@ type bed struct {
 	args       []string
 	// user replaces the context's user entry, when set; others are more
 	// users in the file.
-	user    *clientcmdapi.AuthInfo
-	others  map[string]*clientcmdapi.AuthInfo
+	user   *clientcmdapi.AuthInfo
+	others map[string]*clientcmdapi.AuthInfo
+	// clusterCA is the kubeconfig's CA for the cluster (default: the API server's).
+	clusterCA []byte
+	// command is the exec entry's command (default "pinniped", on $PATH).
+	command string
 	builds  map[string]Build
 	self    Build
 	backend credstore.Backend
@@ -255,12 +268,20 @@ func (b *bed) write() {
 	t := b.t
 	user := b.user
 	if user == nil {
-		user = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1", Command: "pinniped",
+		command := b.command
+		if command == "" {
+			command = "pinniped"
+		}
+		user = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1", Command: command,
 			Args: b.args, InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode, ProvideClusterInfo: true}}
+	}
+	ca := b.clusterCA
+	if ca == nil {
+		ca = b.api.ca
 	}
 	cfg := clientcmdapi.Config{
 		CurrentContext: "dev",
-		Clusters:       map[string]*clientcmdapi.Cluster{"dev-cluster": {Server: b.api.srv.URL, CertificateAuthorityData: b.api.ca}},
+		Clusters:       map[string]*clientcmdapi.Cluster{"dev-cluster": {Server: b.api.srv.URL, CertificateAuthorityData: ca}},
 		Contexts:       map[string]*clientcmdapi.Context{"dev": {Cluster: "dev-cluster", AuthInfo: "dev-user"}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"dev-user": user},
 	}
@@ -275,7 +296,7 @@ func (b *bed) write() {
 	if b.cached == nil || user.Exec == nil || len(user.Exec.Args) < 2 {
 		return
 	}
-	cluster := config.Cluster{Server: b.api.srv.URL, CA: b.api.ca}
+	cluster := config.Cluster{Server: b.api.srv.URL, CA: ca}
 	var key, mode string
 	switch user.Exec.Args[1] {
 	case "oidc":
@@ -369,3 +390,20 @@ func want(t *testing.T, r *Report, name string, status Status, subs ...string) {
 }
 
 func osRemove(p string) error { return os.Remove(p) }
+
+// otherCA is a CA that signed none of the bed's servers (httptest's
+// servers all share one certificate).
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

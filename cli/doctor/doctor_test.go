@@ -237,7 +237,23 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		}, "cache.backend", Warn, []string{"no D-Bus session", "/home/a/.config/pinniped/credentials", "--credential-cache=file"}},
 		"a flag the model refuses":   {func(b *bed) { b.args = append(b.args, "--flow=carrier-pigeon") }, "exec.args", Fail, []string{"--flow", "carrier-pigeon"}},
 		"a flag that does not parse": {func(b *bed) { b.args = append(b.args, "--listen-port=many") }, "exec.args", Fail, []string{"do not parse", "listen-port"}},
-		"front not on PATH":          {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
+		"agent's CA not passed": {func(b *bed) {
+			b.args = replaceArg(b.args, "--concierge-ca-bundle-data=", base64.StdEncoding.EncodeToString(otherCA(t)))
+		},
+			"agent.api", Fail, []string{"--concierge-ca-bundle-data does not trust"}},
+		"cluster's CA wrong": {func(b *bed) { b.clusterCA = otherCA(t) }, "cluster.api", Fail, []string{"does not trust", "certificate-authority-data"}},
+		"APIServices hidden": {func(b *bed) { b.api.apiServicesForbidden = true }, "agent.apiservice", Warn, []string{"not allowed to read the APIService v1alpha1.login.concierge.pinniped.dev"}},
+		"proxy's CA wrong": {func(b *bed) {
+			b.api.strategies = append(b.api.strategies, map[string]any{"type": "ImpersonationProxy", "status": "Success", "reason": "Listening",
+				"message": "listening", "lastUpdateTime": "2026-11-25T00:00:00Z", "frontend": map[string]any{"type": "ImpersonationProxy",
+					"impersonationProxyInfo": map[string]any{"endpoint": b.api.srv.URL, "certificateAuthorityData": base64.StdEncoding.EncodeToString(otherCA(t))}}})
+		}, "agent.proxy", Fail, []string{"its advertised CA does not sign", "spec.impersonationProxy.tls"}},
+		"device flow without a device endpoint": {func(b *bed) { b.args = append(b.args, "--flow=device") }, "issuer.client", Fail, []string{"no device flow", "--flow=device"}},
+		"several providers, none named": {func(b *bed) {
+			b.idp.supervisor = true
+			b.idp.providers = []map[string]any{{"name": "a", "type": "oidc"}, {"name": "b", "type": "ldap"}}
+		}, "issuer.upstream", Warn, []string{"--upstream-identity-provider-name"}},
+		"front not on PATH": {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)
@@ -251,6 +267,16 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+func replaceArg(args []string, prefix, value string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if strings.HasPrefix(a, prefix) {
+			out[i] = prefix + value
+		}
+	}
+	return out
 }
 
 func removeEngine(b *bed) error {
@@ -342,4 +368,28 @@ func TestStaticLogins(t *testing.T) {
 	b = newBed(t)
 	b.args = []string{"login", "static", "--token-env=UNSET"}
 	want(t, b.report(), "exec.args", Fail, "--token-env UNSET")
+}
+
+// TestCacheModes: what each --credential-cache says, and a front named
+// relative to the kubeconfig.
+func TestCacheModes(t *testing.T) {
+	b := newBed(t)
+	b.args = replaceArg(b.args, "--credential-cache=", "none")
+	r := b.report()
+	want(t, r, "cache.backend", OK, "nothing is cached")
+	want(t, r, "cache.credential", Skip, "caches no cluster credential")
+	want(t, r, "you.identity", Skip, "not logged in")
+
+	b = newBed(t)
+	b.args = replaceArg(b.args, "--credential-cache=", "file")
+	b.backend = credstore.Backend{Store: "/x/credentials"}
+	b.command = "bin/pinniped" // beside the kubeconfig, as client-go resolves it
+	r = b.report()
+	want(t, r, "cache.backend", OK, "/x/credentials")
+	want(t, r, "cache.credential", OK, "a token")
+	want(t, r, "exec.front", OK, b.front)
+
+	b = newBed(t)
+	b.args = append(b.args, "--flow=password")
+	want(t, b.report(), "issuer.client", Skip, "password logins")
 }
