@@ -24,8 +24,8 @@ type Options struct {
 	Timeout             time.Duration
 
 	f *cmdutil.Factory
-	// Doctor is the world the checks reach (Complete fills it; tests may
-	// set it first).
+	// Doctor is the world the checks reach: Complete makes the real one
+	// (a test's runF may replace its adapters before calling Run).
 	Doctor *Doctor
 }
 

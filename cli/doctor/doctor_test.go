@@ -253,7 +253,14 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 			b.idp.supervisor = true
 			b.idp.providers = []map[string]any{{"name": "a", "type": "oidc"}, {"name": "b", "type": "ldap"}}
 		}, "issuer.upstream", Warn, []string{"--upstream-identity-provider-name"}},
-		"front not on PATH": {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
+		"proxy certificate ending": {func(b *bed) {
+			proxy, ca := shortLived(t, http.NotFoundHandler(), 48*time.Hour)
+			b.api.strategies = append(b.api.strategies, map[string]any{"type": "ImpersonationProxy", "status": "Success", "reason": "Listening",
+				"message": "listening", "lastUpdateTime": "2026-11-25T00:00:00Z", "frontend": map[string]any{"type": "ImpersonationProxy",
+					"impersonationProxyInfo": map[string]any{"endpoint": proxy.URL, "certificateAuthorityData": base64.StdEncoding.EncodeToString(ca)}}})
+		}, "agent.proxy", Warn, []string{"expires in 4", "renew"}},
+		"issuer certificate ending": {func(b *bed) { b.moveIDP(shortLived(t, b.idp, 24*time.Hour)) }, "issuer.tls", Warn, []string{"expires in 2", "renew"}},
+		"front not on PATH":         {func(b *bed) { b.front = b.dir + "/nowhere/pinniped" }, "exec.front", Fail, []string{"cannot find pinniped"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)

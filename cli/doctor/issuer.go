@@ -210,7 +210,7 @@ func checkClient(ctx context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), "the issuer's authorization endpoint is not a URL: tell the provider's administrator")
 	}
-	redirect, err := redirectURI(ctx, c.ListenPort)
+	redirect, err := redirectURI(ctx, c.ListenPort, c.SkipListen)
 	if err != nil {
 		return skip("no loopback port to name in the redirect URI: %v", err)
 	}
@@ -255,7 +255,11 @@ func checkClient(ctx context.Context, r *run) Result {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	refused := fmt.Sprintf("the provider refused client id %q or the redirect URI %s (HTTP %d)", c.ClientID, redirect, resp.StatusCode)
-	register := fmt.Sprintf(": register http://127.0.0.1/callback (any port) as a redirect URI of client %q at the provider, or fix --client-id in the exec entry", c.ClientID)
+	uri := "http://127.0.0.1/callback (any port)"
+	if c.ListenPort != 0 {
+		uri = redirect
+	}
+	register := fmt.Sprintf(": register %s as a redirect URI of client %q at the provider, or fix --client-id in the exec entry", uri, c.ClientID)
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		// Some providers refuse by redirecting back with an error.
@@ -276,9 +280,12 @@ func checkClient(ctx context.Context, r *run) Result {
 }
 
 // redirectURI is the callback a browser login would name: on the
-// --listen-port, else on a free port, as the login picks one.
-func redirectURI(ctx context.Context, port int) (string, error) {
-	if port == 0 {
+// --listen-port, else on a free port, as the login picks one (port 0
+// when it does not listen: paste-only logins name that).
+func redirectURI(ctx context.Context, port int, noListener bool) (string, error) {
+	if noListener {
+		port = 0
+	} else if port == 0 {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			return "", err
