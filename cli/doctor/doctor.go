@@ -73,10 +73,8 @@ type run struct {
 	secrets []string
 
 	load                func(context string) clientcmd.ClientConfig
-	raw                 clientcmdapi.Config
 	contextName         string
 	namespace           string
-	kctx                *clientcmdapi.Context
 	user                *clientcmdapi.AuthInfo
 	anon                *rest.Config // the cluster, without credentials
 	full                *rest.Config // the kubeconfig's own credentials, when they start no login

@@ -29,7 +29,6 @@ func checkContext(_ context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the kubeconfig cannot be read (%v): fix the file, or point --kubeconfig at another", err))
 	}
-	r.raw = raw
 	for _, u := range raw.AuthInfos {
 		// Whatever the context, no user's secrets are ever printed.
 		r.secret(u.Token, string(u.ClientKeyData), u.Password)
@@ -67,7 +66,7 @@ func checkContext(_ context.Context, r *run) Result {
 	if user == nil {
 		return fail("", fmt.Sprintf("context %q names the user %q, which the kubeconfig does not define: add it, or %s", r.contextName, kctx.AuthInfo, regenerate))
 	}
-	r.kctx, r.user = kctx, user
+	r.user = user
 	r.namespace = kctx.Namespace
 	if r.namespace == "" {
 		r.namespace = "default"

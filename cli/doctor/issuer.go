@@ -189,7 +189,11 @@ func checkJWKS(ctx context.Context, r *run) Result {
 	if len(kinds) == 0 {
 		return fail("no signing keys", fmt.Sprintf("the issuer publishes no signing key at %s, so no token from it can be verified: tell the provider's administrator", r.doc.JWKSURI))
 	}
-	return ok("%d signing keys (%s)", len(kinds), strings.Join(kinds, ", "))
+	noun := "signing keys"
+	if len(kinds) == 1 {
+		noun = "signing key"
+	}
+	return ok("%d %s (%s)", len(kinds), noun, strings.Join(kinds, ", "))
 }
 
 func checkClient(ctx context.Context, r *run) Result {
