@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
@@ -22,6 +23,9 @@ type Options struct {
 	Kubeconfig, Context string
 	Output              string
 	Timeout             time.Duration
+	// APIGroupSuffix is the agent's, for logins whose arguments do not
+	// name one (those without --enable-concierge).
+	APIGroupSuffix string
 
 	f *cmdutil.Factory
 	// Doctor is the world the checks reach: Complete makes the real one
@@ -76,6 +80,7 @@ Checks (their names are stable; -o json gives them as "name"):
 	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
+	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
 	return cmd
 }
 
@@ -87,12 +92,15 @@ func (o *Options) Complete() error {
 	if o.Timeout <= 0 {
 		return errors.New("--timeout must be positive")
 	}
+	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
+		return fmt.Errorf("--api-group-suffix: %w", err)
+	}
 	if o.Doctor == nil {
 		o.Doctor = New(o.f, credstore.Places{Getenv: o.f.Getenv}, exec.LookPath, runtime.GOOS, func(ca []byte) (*http.Client, error) {
 			return httpclient.New(ca, 0)
 		})
 	}
-	o.Doctor.Timeout = o.Timeout
+	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
 	return nil
 }
 

@@ -19,11 +19,12 @@ import (
 
 func TestFlags(t *testing.T) {
 	for args, wantErr := range map[string]string{
-		"-o=yaml":       `-o "yaml": use text or json`,
-		"--timeout=0s":  "--timeout must be positive",
-		"extra":         `unknown command "extra"`,
-		"--kubeconfig":  "flag needs an argument",
-		"--context=dev": "",
+		"-o=yaml":                  `-o "yaml": use text or json`,
+		"--timeout=0s":             "--timeout must be positive",
+		"extra":                    `unknown command "extra"`,
+		"--kubeconfig":             "flag needs an argument",
+		"--api-group-suffix=nodot": "--api-group-suffix",
+		"--context=dev":            "",
 	} {
 		var got *Options
 		cmd := NewCmdDoctor(cmdutil.Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, nil), func(_ context.Context, o *Options) error { got = o; return nil })

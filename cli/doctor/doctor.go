@@ -44,6 +44,8 @@ type Doctor struct {
 	Dynamic func(cfg *rest.Config) (dynamic.Interface, error)
 	// Timeout bounds each check.
 	Timeout time.Duration
+	// APIGroupSuffix is the agent's when the login does not name one.
+	APIGroupSuffix string
 }
 
 // New is the real world of f's process.

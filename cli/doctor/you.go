@@ -33,7 +33,7 @@ func checkIdentity(ctx context.Context, r *run) Result {
 	if !can {
 		return skip("%s", why)
 	}
-	suffix := groupsuffix.Default
+	suffix := groupsuffix.OrDefault(r.d.APIGroupSuffix)
 	if r.conc != nil {
 		suffix = r.conc.Suffix()
 	}
