@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -57,7 +58,7 @@ type idp struct {
 
 func newIDP(t *testing.T) *idp {
 	p := &idp{keys: []map[string]string{{"kty": "RSA", "alg": "RS256", "use": "sig", "kid": "k1"}}}
-	p.srv = httptest.NewTLSServer(p)
+	p.srv = quietTLSServer(p)
 	t.Cleanup(p.srv.Close)
 	p.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 	return p
@@ -126,7 +127,7 @@ func newAPIServer(t *testing.T, issuer string) *apiServer {
 			{"verbs": []string{"create"}, "apiGroups": []string{"authorization.k8s.io"}, "resources": []string{"selfsubjectrulesreviews"}},
 			{"verbs": []string{"get", "list", "watch"}, "apiGroups": []string{""}, "resources": []string{"pods", "configmaps"}},
 		}}
-	a.srv = httptest.NewTLSServer(a)
+	a.srv = quietTLSServer(a)
 	t.Cleanup(a.srv.Close)
 	a.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw})
 	return a
@@ -431,6 +432,7 @@ func shortLived(t *testing.T, h http.Handler, life time.Duration) (*httptest.Ser
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -442,4 +444,13 @@ func (b *bed) moveIDP(srv *httptest.Server, ca []byte) {
 	b.idp.srv, b.idp.ca = srv, ca
 	b.api.authIssuer = srv.URL
 	b.args = replaceArg(replaceArg(b.args, "--issuer=", srv.URL), "--ca-bundle-data=", base64.StdEncoding.EncodeToString(ca))
+}
+
+// quietTLSServer is httptest's, without the log lines of the handshakes
+// the tests make fail on purpose.
+func quietTLSServer(h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	return srv
 }

@@ -50,9 +50,16 @@ func TestFlags(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range checks {
 		if !strings.Contains(help.String(), "  "+c.name+" ") {
 			t.Errorf("--help does not name %s", c.name)
+		}
+		if !strings.Contains(string(doc), "//\t"+c.name+" ") {
+			t.Errorf("the package doc does not name %s", c.name)
 		}
 	}
 }
