@@ -55,12 +55,14 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 	switch {
 	case a.Refused:
 		return ok("the TokenCredentialRequest API answers at %s (it refused a junk token, as it should)", c.Endpoint)
-	case a.Status == http.StatusCreated:
+	case a.Credential:
 		return fail("a credential for a junk token", fmt.Sprintf("the agent at %s issued a credential for a junk token, so its authenticator accepts anything: tell your administrator now", c.Endpoint))
 	case a.Status == http.StatusNotFound:
 		return fail(a.Message, fmt.Sprintf("the API group %s is not served at %s (HTTP 404): install the agent (`pinniped install`), or fix --concierge-api-group-suffix (%s) or --concierge-endpoint in the exec entry", group, c.Endpoint, c.Suffix()))
 	case a.Status == http.StatusServiceUnavailable:
 		return fail(a.Message, fmt.Sprintf("the APIService %s is registered but not available (HTTP 503): ask your administrator to check the agent's pods", groupsuffix.APIServiceName(groupsuffix.Login, c.Suffix())))
+	case a.Status == http.StatusCreated:
+		return warn("an answer without a refusal or a credential", fmt.Sprintf("the agent at %s answered a junk token with neither a refusal nor a credential: ask your administrator which version of the agent runs there", c.Endpoint))
 	case a.Status == http.StatusUnauthorized || a.Status == http.StatusForbidden:
 		return fail(a.Message, fmt.Sprintf("%s refuses an anonymous TokenCredentialRequest (HTTP %d), and logins send one: ask your administrator to allow anonymous requests to %s (or use the agent's impersonation proxy)", c.Endpoint, a.Status, group))
 	}
@@ -102,11 +104,14 @@ func (r *run) agentClient() (dynamic.Interface, string, bool) {
 }
 
 // refused turns a refusal of a read into a WARN naming what could not be
-// read; other errors are returned as they are.
-func refused(err error, what string) (Result, bool) {
+// read, and a refusal of the credential into a FAIL; other errors are
+// left to the caller.
+func (r *run) refused(err error, what string) (Result, bool) {
 	switch {
 	case apierrors.IsForbidden(err):
 		return warn(err.Error(), fmt.Sprintf("you are not allowed to read %s: ask your administrator (or run doctor as one)", what)), true
+	case apierrors.IsUnauthorized(err) && r.cred == nil:
+		return fail(err.Error(), "the cluster refused the kubeconfig's own token or certificate (401): get a new one, or "+regenerate), true
 	case apierrors.IsUnauthorized(err):
 		return fail(err.Error(), "the cluster refused the cached credential (401): run `pinniped logout`, then `kubectl get ns` to log in again"), true
 	}
@@ -123,7 +128,7 @@ func checkAPIServices(ctx context.Context, r *run) Result {
 	var good []string
 	for _, name := range groupsuffix.APIServiceNames(r.conc.Suffix()) {
 		u, err := dyn.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
-		if res, done := refused(err, "the APIService "+name); done {
+		if res, done := r.refused(err, "the APIService "+name); done {
 			return res
 		}
 		if apierrors.IsNotFound(err) {
@@ -168,7 +173,7 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 	r.credentialIssuerErr = "the CredentialIssuer could not be read (agent.credentialissuer)"
 	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
 	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
-	if res, done := refused(err, "CredentialIssuers ("+gvr.Group+")"); done {
+	if res, done := r.refused(err, "CredentialIssuers ("+gvr.Group+")"); done {
 		return res
 	}
 	if err != nil {
@@ -240,7 +245,7 @@ func checkAuthenticator(ctx context.Context, r *run) Result {
 	resource := strings.ToLower(kind) + "s"
 	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Authentication, c.Suffix()), Version: groupsuffix.Version, Resource: resource}
 	u, err := dyn.Resource(gvr).Get(ctx, c.AuthenticatorName, metav1.GetOptions{})
-	if res, done := refused(err, fmt.Sprintf("the %s %q", kind, c.AuthenticatorName)); done {
+	if res, done := r.refused(err, fmt.Sprintf("the %s %q", kind, c.AuthenticatorName)); done {
 		return res
 	}
 	if apierrors.IsNotFound(err) {

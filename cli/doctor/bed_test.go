@@ -183,6 +183,10 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(200, map[string]any{"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuerList", "metadata": map[string]any{},
 			"items": []any{map[string]any{"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer",
 				"metadata": map[string]any{"name": "pinniped-config"}, "spec": map[string]any{}, "status": map[string]any{"strategies": a.strategies}}}})
+	case strings.HasPrefix(p, "/apis/authentication.concierge.pinniped.dev/v1alpha1/webhookauthenticators/"):
+		send(200, map[string]any{"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "WebhookAuthenticator",
+			"metadata": map[string]any{"name": "hook"}, "spec": map[string]any{"endpoint": "https://hook.example.com"},
+			"status": map[string]any{"phase": a.authPhase, "conditions": a.authConditions}})
 	case strings.HasPrefix(p, "/apis/authentication.concierge.pinniped.dev/v1alpha1/jwtauthenticators/"):
 		if a.noAuthenticator {
 			status(404, "NotFound", `jwtauthenticators.authentication.concierge.pinniped.dev "dex" not found`)

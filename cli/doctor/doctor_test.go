@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -399,4 +401,38 @@ func TestCacheModes(t *testing.T) {
 	b = newBed(t)
 	b.args = append(b.args, "--flow=password")
 	want(t, b.report(), "issuer.client", Skip, "password logins")
+}
+
+// TestNeverRunsThePlugin: whatever the checks do, the kubeconfig's exec
+// plugin (which would log in) never runs; here it would leave a file.
+func TestNeverRunsThePlugin(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		b := newBed(t)
+		marker := filepath.Join(b.dir, "plugin-ran")
+		if err := os.WriteFile(b.front, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o700); err != nil { //nolint:gosec // a test plugin
+			t.Fatal(err)
+		}
+		b.command = b.front
+		if !cached {
+			b.cached = nil
+		}
+		b.report()
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("cached %v: the exec plugin ran", cached)
+		}
+	}
+}
+
+// TestWebhookLogins: a static token exchanged at a WebhookAuthenticator.
+func TestWebhookLogins(t *testing.T) {
+	b := newBed(t)
+	b.env["TEAM_TOKEN"] = "team-token-0000"
+	b.args = []string{"login", "static", "--token-env=TEAM_TOKEN", "--enable-concierge", "--concierge-endpoint=" + b.api.srv.URL,
+		"--concierge-ca-bundle-data=" + base64.StdEncoding.EncodeToString(b.api.ca), "--concierge-authenticator-type=webhook",
+		"--concierge-authenticator-name=hook"}
+	r := b.report()
+	want(t, r, "agent.authenticator", OK, `WebhookAuthenticator "hook" is Ready`)
+	want(t, r, "cache.credential", OK, "a token")
+	b.api.authPhase = "Pending"
+	want(t, b.report(), "agent.authenticator", Fail, `WebhookAuthenticator "hook" is Pending`)
 }

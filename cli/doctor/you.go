@@ -39,7 +39,7 @@ func checkIdentity(ctx context.Context, r *run) Result {
 	}
 	res, err := whoami.Ask(ctx, dyn, suffix)
 	if err != nil {
-		if res, done := refused(err, "who you are"); done {
+		if res, done := r.refused(err, "who you are"); done {
 			return res
 		}
 		return fail(err.Error(), fmt.Sprintf("the cluster did not say who you are (%v): try `pinniped whoami`, or ask your administrator", err))
@@ -68,7 +68,7 @@ func checkPermissions(ctx context.Context, r *run) Result {
 	obj := map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": map[string]any{"namespace": r.namespace}}
 	u, err := dyn.Resource(rulesReviewGVR).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if err != nil {
-		if res, done := refused(err, "your own permissions (SelfSubjectRulesReview)"); done {
+		if res, done := r.refused(err, "your own permissions (SelfSubjectRulesReview)"); done {
 			return res
 		}
 		return fail(err.Error(), fmt.Sprintf("the cluster did not list your permissions (%v): try `kubectl auth can-i --list`", err))

@@ -164,6 +164,9 @@ type ProbeAnswer struct {
 	Refused bool
 	// Message is the agent's refusal, or the API server's error message.
 	Message string
+	// Credential is set when the agent issued a credential (it never
+	// should, for ProbeToken); the credential itself is dropped.
+	Credential bool
 	// Date is the answer's Date header.
 	Date string
 }
@@ -188,11 +191,13 @@ func Probe(ctx context.Context, client *http.Client, c *config.Concierge) (*Prob
 	var out struct {
 		Message string `json:"message"` // a metav1.Status
 		Status  struct {
-			Message *string `json:"message"`
+			Message    *string         `json:"message"`
+			Credential json.RawMessage `json:"credential"`
 		} `json:"status"`
 	}
 	_ = json.Unmarshal(raw, &out)
 	a.Message = out.Message
+	a.Credential = len(out.Status.Credential) > 0 && string(out.Status.Credential) != "null"
 	if status == http.StatusCreated && out.Status.Message != nil {
 		a.Refused, a.Message = true, *out.Status.Message
 	}
