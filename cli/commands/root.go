@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/doctor"
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
@@ -60,6 +61,7 @@ which is cached in your OS keyring until it expires.`,
 		logout.NewCmdLogout(f, nil),
 		logout.NewCmdStatus(f, nil),
 		whoami.NewCmdWhoami(f, nil),
+		doctor.NewCmdDoctor(f, nil),
 	)
 	return root
 }

@@ -75,3 +75,18 @@ func TestHelpAndCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorExitsOneAfterTheWholeReport: doctor's failure is one Error
+// line on stderr, after the JSON report in full on stdout.
+func TestDoctorExitsOneAfterTheWholeReport(t *testing.T) {
+	code, out, errOut := run(t, "doctor", "--kubeconfig="+t.TempDir()+"/missing", "-o", "json")
+	var r struct {
+		Checks []struct{ Name, Status string } `json:"checks"`
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &r) != nil || len(r.Checks) < 20 || r.Checks[0].Name != "kubeconfig.context" || r.Checks[0].Status != "FAIL" {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+	if strings.Count(errOut, "Error:") != 1 || !strings.Contains(errOut, "checks failed") || strings.Contains(errOut, "goroutine") {
+		t.Errorf("stderr %q", errOut)
+	}
+}

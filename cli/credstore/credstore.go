@@ -223,3 +223,43 @@ func (p Places) Everywhere(mode string) ([]cache.Store, error) {
 	}
 	return []cache.Store{f.primary, f.fallback}, nil
 }
+
+// Backend is where a login with some --credential-cache mode would cache,
+// as Probe found it.
+type Backend struct {
+	// Store is where values would go ("" for nowhere), as people read it.
+	Store string
+	// Keyring is set when the mode asks for the OS keyring.
+	Keyring bool
+	// Fallback says why a login with the keyring mode would use files
+	// instead (nil when the keyring answers).
+	Fallback error
+}
+
+// Probe says which store a login with mode would use here, without
+// writing anything: for the keyring mode it asks the keyring for a name
+// that does not exist (an answer of "not found" means it works), after
+// the same checks a login makes first (a session bus; a recent hang).
+func (p Places) Probe(ctx context.Context, mode string) (Backend, error) {
+	st, err := p.Open(mode, io.Discard)
+	if err != nil || st == nil {
+		return Backend{}, err
+	}
+	f, ok := st.(*fallbackStore)
+	if !ok {
+		return Backend{Store: st.Describe()}, nil
+	}
+	return f.probe(ctx), nil
+}
+
+func (s *fallbackStore) probe(ctx context.Context) Backend {
+	b := Backend{Keyring: true, Store: s.primary.Describe()}
+	if s.pick() == s.fallback {
+		b.Store, b.Fallback = s.fallback.Describe(), s.why
+		return b
+	}
+	if err := s.primary.Unavailable(ctx); err != nil {
+		b.Store, b.Fallback = s.fallback.Describe(), err
+	}
+	return b
+}

@@ -107,3 +107,47 @@ func TestDeleteReachesTheFileCopy(t *testing.T) {
 		t.Fatalf("after Delete the value came back: %q %v", got, err)
 	}
 }
+
+type answers struct{ err error }
+
+func (a answers) Get(string, string) (string, error) { return "", a.err }
+func (a answers) Set(string, string, string) error   { return a.err }
+func (a answers) Delete(string, string) error        { return a.err }
+
+func TestProbe(t *testing.T) {
+	dir := t.TempDir()
+	p := Places{Getenv: func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return dir
+		}
+		return ""
+	}}
+	ctx := context.Background()
+	for mode, want := range map[string]string{
+		"file": filepath.Join(dir, "pinniped", "credentials"), "none": "", "": "",
+		filepath.Join(dir, "x", "cache.yaml"): filepath.Join(dir, "x", "pinniped-credentials"),
+	} {
+		b, err := p.Probe(ctx, mode)
+		if err != nil || b.Keyring || b.Fallback != nil || !bytes.Contains([]byte(b.Store), []byte(want)) || (want == "") != (b.Store == "") {
+			t.Errorf("%q: %+v %v", mode, b, err)
+		}
+	}
+	if _, err := p.Probe(ctx, "vault"); err == nil {
+		t.Error("an unknown mode probed")
+	}
+	store := func(backend keyringstore.Backend) *fallbackStore {
+		return &fallbackStore{primary: &keyringstore.Store{Service: "t", Timeout: 100 * time.Millisecond, Backend: backend},
+			fallback: &filestore.Store{Dir: filepath.Join(dir, "files")}, warn: &bytes.Buffer{}, marker: filepath.Join(dir, "marker")}
+	}
+	// "Not found" is a keyring that works; the probe writes nothing.
+	if b := store(answers{keyring.ErrNotFound}).probe(ctx); !b.Keyring || b.Fallback != nil || b.Store != "OS keyring" {
+		t.Errorf("working keyring: %+v", b)
+	}
+	locked := errors.New("the collection is locked")
+	if b := store(answers{locked}).probe(ctx); !errors.Is(b.Fallback, locked) || b.Store == "OS keyring" {
+		t.Errorf("failing keyring: %+v", b)
+	}
+	if b := store(hungBackend{}).probe(ctx); !errors.Is(b.Fallback, keyringstore.ErrTimeout) {
+		t.Errorf("hung keyring: %+v", b)
+	}
+}

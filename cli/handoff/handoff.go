@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // EngineName is the engine binary's file name (plus .exe on Windows).
@@ -28,14 +29,7 @@ func EnginePath() (front, engine string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("find the pinniped binary: %w", err)
 	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
-	}
-	name := EngineName
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
-	engine = filepath.Join(filepath.Dir(exe), name)
+	exe, engine = EngineBeside(exe, runtime.GOOS)
 	if _, err := os.Stat(engine); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", "", fmt.Errorf("%s is missing: pinniped runs its commands there, and it must sit next to %s. "+
@@ -44,6 +38,31 @@ func EnginePath() (front, engine string, err error) {
 		return "", "", fmt.Errorf("engine %s: %w", engine, err)
 	}
 	return exe, engine, nil
+}
+
+// EngineBeside is where the front at path looks for the engine on goos:
+// path with symlinks resolved (when they resolve), and the engine in its
+// directory. It is the rule EnginePath follows, for `pinniped doctor` to
+// check a front it is not running.
+func EngineBeside(path, goos string) (front, engine string) {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	name := EngineName
+	if goos == "windows" {
+		name += ".exe"
+	}
+	return path, filepath.Join(filepath.Dir(path), name)
+}
+
+// IsFront reports whether an exec entry's command runs the pinniped
+// front, written as a Unix or a Windows path.
+func IsFront(command string) bool {
+	base := command
+	if i := strings.LastIndexAny(command, `/\`); i >= 0 {
+		base = command[i+1:]
+	}
+	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe")
 }
 
 // Run replaces the process with the engine (on Unix; elsewhere it waits for

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -159,7 +158,7 @@ func (o *Options) logoutContext(ctx context.Context) error {
 		return fmt.Errorf("kubeconfig has no context %q", contextName)
 	}
 	user := raw.AuthInfos[kctx.AuthInfo]
-	if user == nil || user.Exec == nil || !isPinniped(user.Exec.Command) || len(user.Exec.Args) < 2 || user.Exec.Args[0] != "login" {
+	if user == nil || user.Exec == nil || !handoff.IsFront(user.Exec.Command) || len(user.Exec.Args) < 2 || user.Exec.Args[0] != "login" {
 		return fmt.Errorf("context %q does not log in with pinniped; nothing to forget", contextName)
 	}
 	if user.Exec.Args[1] != "oidc" {
@@ -268,13 +267,6 @@ func holdLoginLock(ctx context.Context, dir, name string, wait time.Duration) (f
 		return nil, err
 	}
 	return func() { _ = l.Unlock() }, nil
-}
-
-// isPinniped reports whether an exec entry's command is pinniped, written
-// as a Unix or a Windows path.
-func isPinniped(command string) bool {
-	base := path.Base(strings.ReplaceAll(command, `\`, "/"))
-	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe")
 }
 
 // NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.

@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -203,7 +204,7 @@ func TestIsPinniped(t *testing.T) {
 		"pinniped": true, "/usr/local/bin/pinniped": true, `C:\Program Files\pinniped\pinniped.exe`: true, `C:\tools\PINNIPED.EXE`: true,
 		"kubectl": false, "/usr/bin/pinniped-engine": false, `C:\x\pinniped-agent.exe`: false,
 	} {
-		if isPinniped(cmd) != want {
+		if handoff.IsFront(cmd) != want {
 			t.Errorf("%s: %v", cmd, !want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
@@ -106,6 +107,13 @@ func (o *Options) Run(ctx context.Context) error {
 // creator creates one object and returns the server's answer.
 type creator interface {
 	create(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) (map[string]any, error)
+}
+
+// Ask asks the cluster who the client's user is, as whoami does: the
+// agent's WhoAmIRequest under suffix, else Kubernetes' SelfSubjectReview.
+// Cluster and Server of the result are left for the caller.
+func Ask(ctx context.Context, dyn dynamic.Interface, suffix string) (*Result, error) {
+	return ask(ctx, dynamicCreator{dyn: dyn}, suffix)
 }
 
 func ask(ctx context.Context, c creator, suffix string) (*Result, error) {

@@ -82,19 +82,10 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	group := groupsuffix.Group(groupsuffix.Authentication, c.Suffix())
-	body, err := json.Marshal(&loginv1alpha1.TokenCredentialRequest{
-		TypeMeta: metav1.TypeMeta{APIVersion: groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()), Kind: "TokenCredentialRequest"},
-		Spec: loginv1alpha1.TokenCredentialRequestSpec{
-			Token:         token,
-			Authenticator: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: c.AuthenticatorName},
-		},
-	})
+	endpoint, body, err := request(c, kind, token)
 	if err != nil {
 		return nil, err
 	}
-
-	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
 	first := time.Now()
 	// When the last attempt was sent: the answer's Date is no earlier, so
 	// the remaining life measured from here errs short, the safe way.
@@ -144,6 +135,73 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 	}
 	cred.ExpirationTimestamp = metav1.NewTime(localExpiry(cred.ExpirationTimestamp.Time, date, sent, lifetime(cred)))
 	return cred, nil
+}
+
+// request is where a TokenCredentialRequest for token goes, and its body.
+func request(c *config.Concierge, kind, token string) (string, []byte, error) {
+	group := groupsuffix.Group(groupsuffix.Authentication, c.Suffix())
+	body, err := json.Marshal(&loginv1alpha1.TokenCredentialRequest{
+		TypeMeta: metav1.TypeMeta{APIVersion: groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()), Kind: "TokenCredentialRequest"},
+		Spec: loginv1alpha1.TokenCredentialRequestSpec{
+			Token:         token,
+			Authenticator: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: c.AuthenticatorName},
+		},
+	})
+	endpoint := strings.TrimRight(c.Endpoint, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, c.Suffix()) + "/tokencredentialrequests"
+	return endpoint, body, err
+}
+
+// ProbeToken is what Probe presents: no authenticator accepts it.
+const ProbeToken = "pinniped-doctor-probe-not-a-token" //nolint:gosec // a placeholder, refused by design
+
+// ProbeAnswer is how the agent's API answered a TokenCredentialRequest
+// that must be refused.
+type ProbeAnswer struct {
+	// Status is the HTTP status (201 when the agent answered at all).
+	Status int
+	// Refused is set when the agent looked at the token and said no, as
+	// it should: the API is served, end to end.
+	Refused bool
+	// Message is the agent's refusal, or the API server's error message.
+	Message string
+	// Credential is set when the agent issued a credential (it never
+	// should, for ProbeToken); the credential itself is dropped.
+	Credential bool
+	// Date is the answer's Date header.
+	Date string
+}
+
+// Probe sends one TokenCredentialRequest with ProbeToken, without
+// retries, to see whether the agent's API answers at c's endpoint (for
+// `pinniped doctor`). An error means no HTTP answer (TLS, network).
+func Probe(ctx context.Context, client *http.Client, c *config.Concierge) (*ProbeAnswer, error) {
+	kind, err := c.Kind()
+	if err != nil {
+		return nil, err
+	}
+	endpoint, body, err := request(c, kind, ProbeToken)
+	if err != nil {
+		return nil, err
+	}
+	status, raw, date, err := post(ctx, client, endpoint, body)
+	if err != nil {
+		return nil, err
+	}
+	a := &ProbeAnswer{Status: status, Date: date}
+	var out struct {
+		Message string `json:"message"` // a metav1.Status
+		Status  struct {
+			Message    *string         `json:"message"`
+			Credential json.RawMessage `json:"credential"`
+		} `json:"status"`
+	}
+	_ = json.Unmarshal(raw, &out)
+	a.Message = out.Message
+	a.Credential = len(out.Status.Credential) > 0 && string(out.Status.Credential) != "null"
+	if status == http.StatusCreated && out.Status.Message != nil {
+		a.Refused, a.Message = true, *out.Status.Message
+	}
+	return a, nil
 }
 
 // maxDateError is the largest difference between the answer's Date and this

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -72,5 +73,29 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	_, err = conciergeclient.Exchange(context.Background(), cfg, token)
 	if err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("wrong suffix: %v", err)
+	}
+}
+
+// TestProbe: the agent's real handler refuses the probe's token, which
+// shows its API is served; a server without the API answers 404.
+func TestProbe(t *testing.T) {
+	reg := tokenauth.NewRegistry()
+	ca, _ := certauthority.New("c", time.Hour, nil)
+	agent := httptest.NewTLSServer(&exchange.Handler{Authenticators: reg, Issuer: &issuer.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
+	defer agent.Close()
+	cfg := &config.Concierge{Endpoint: agent.URL, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	a, err := conciergeclient.Probe(context.Background(), agent.Client(), cfg)
+	if err != nil || !a.Refused || a.Status != 201 || a.Message == "" || a.Date == "" {
+		t.Fatalf("%+v %v", a, err)
+	}
+	none := httptest.NewTLSServer(http.NotFoundHandler())
+	defer none.Close()
+	cfg.Endpoint = none.URL
+	if a, err := conciergeclient.Probe(context.Background(), none.Client(), cfg); err != nil || a.Refused || a.Status != 404 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	cfg.AuthenticatorType = "ldap"
+	if _, err := conciergeclient.Probe(context.Background(), none.Client(), cfg); err == nil {
+		t.Fatal("an unknown authenticator type was probed")
 	}
 }

@@ -56,3 +56,20 @@ func ParseOIDC(args []string, getenv func(string) string) (*config.OIDC, error) 
 	}
 	return o.Config(getenv)
 }
+
+// ParseStatic reads the arguments of `pinniped login static` (those after
+// "static") with pflag, exactly as the engine's command reads them, into
+// the login they ask for in lookupEnv's environment.
+func ParseStatic(args []string, lookupEnv func(string) (string, bool)) (*config.Static, error) {
+	var s loginflags.Static
+	fs := pflag.NewFlagSet("static", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	Add(fs, s.Flags())
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return s.Config(lookupEnv)
+}

@@ -119,3 +119,17 @@ func FuzzParseMatchesPflag(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStatic(t *testing.T) {
+	env := func(k string) (string, bool) { return map[string]string{"TOKEN": "s3cret"}[k], k == "TOKEN" }
+	s, err := ParseStatic([]string{"--token-env=TOKEN", "--enable-concierge", "--concierge-endpoint=https://10.0.0.1:6443",
+		"--concierge-authenticator-type=webhook", "--concierge-authenticator-name=hook"}, env)
+	if err != nil || s.Token != "s3cret" || s.Concierge == nil || s.Concierge.AuthenticatorName != "hook" || s.Validate() != nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for _, args := range [][]string{{"--token-env=UNSET"}, {"--nope"}, {"--token=x", "positional"}} {
+		if _, err := ParseStatic(args, env); err == nil {
+			t.Errorf("%q parsed", args)
+		}
+	}
+}

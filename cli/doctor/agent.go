@@ -1,0 +1,362 @@
+package doctor
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
+)
+
+const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`) to log in first"
+
+func (r *run) noAgent() string {
+	if r.kind == "" {
+		return "needs login arguments that parse (exec.args)"
+	}
+	return "the login does not use the agent (no --enable-concierge): the cluster checks the token itself"
+}
+
+func checkAgentAPI(ctx context.Context, r *run) Result {
+	c := r.conc
+	if c == nil {
+		return skip("%s", r.noAgent())
+	}
+	client, err := r.d.HTTP(c.CABundle)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("--concierge-ca-bundle-data is unusable (%v): %s", err, regenerate))
+	}
+	a, err := conciergeclient.Probe(ctx, client, c)
+	if err != nil {
+		if isTLSTrust(err) {
+			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s presents a certificate that --concierge-ca-bundle-data does not trust (%v): %s", c.Endpoint, err, regenerate))
+		}
+		return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s does not answer (%v): check --concierge-endpoint, the network and any proxy", c.Endpoint, err))
+	}
+	group := groupsuffix.Group(groupsuffix.Login, c.Suffix())
+	switch {
+	case a.Refused:
+		return ok("the TokenCredentialRequest API answers at %s (it refused a junk token, as it should)", c.Endpoint)
+	case a.Credential:
+		return fail("a credential for a junk token", fmt.Sprintf("the agent at %s issued a credential for a junk token, so its authenticator accepts anything: tell your administrator now", c.Endpoint))
+	case a.Status == http.StatusNotFound:
+		return fail(a.Message, fmt.Sprintf("the API group %s is not served at %s (HTTP 404): install the agent (`pinniped install`), or fix --concierge-api-group-suffix (%s) or --concierge-endpoint in the exec entry", group, c.Endpoint, c.Suffix()))
+	case a.Status == http.StatusServiceUnavailable:
+		return fail(a.Message, fmt.Sprintf("the APIService %s is registered but not available (HTTP 503): ask your administrator to check the agent's pods", groupsuffix.APIServiceName(groupsuffix.Login, c.Suffix())))
+	case a.Status == http.StatusCreated:
+		return warn("an answer without a refusal or a credential", fmt.Sprintf("the agent at %s answered a junk token with neither a refusal nor a credential: ask your administrator which version of the agent runs there", c.Endpoint))
+	case a.Status == http.StatusUnauthorized || a.Status == http.StatusForbidden:
+		return fail(a.Message, fmt.Sprintf("%s refuses an anonymous TokenCredentialRequest (HTTP %d), and logins send one: ask your administrator to allow anonymous requests to %s (or use the agent's impersonation proxy)", c.Endpoint, a.Status, group))
+	}
+	return warn(fmt.Sprintf("HTTP %d: %s", a.Status, a.Message), fmt.Sprintf("the agent's endpoint %s answered HTTP %d (%s): ask your administrator to check the agent", c.Endpoint, a.Status, a.Message))
+}
+
+// kube is a cluster client with the login's credential: the cached one, or
+// the kubeconfig's own when it starts no login. nil when there is none.
+func (r *run) kube() (dynamic.Interface, error) {
+	var cfg *rest.Config
+	switch {
+	case r.cred != nil && r.anon != nil:
+		cfg = rest.CopyConfig(r.anon)
+		if r.cred.ClientCertificateData != "" {
+			cfg.CertData, cfg.KeyData = []byte(r.cred.ClientCertificateData), []byte(r.cred.ClientKeyData)
+		} else {
+			cfg.BearerToken = r.cred.Token
+		}
+	case r.full != nil:
+		cfg = r.full
+	default:
+		return nil, nil
+	}
+	return r.d.Dynamic(cfg)
+}
+
+func (r *run) agentClient() (dynamic.Interface, string, bool) {
+	if r.conc == nil {
+		return nil, r.noAgent(), false
+	}
+	dyn, err := r.kube()
+	if err != nil {
+		return nil, fmt.Sprintf("no cluster client: %v", err), false
+	}
+	if dyn == nil {
+		return nil, needsLogin, false
+	}
+	return dyn, "", true
+}
+
+// refused turns a refusal of a read into a WARN naming what could not be
+// read, and a refusal of the credential into a FAIL; other errors are
+// left to the caller.
+func (r *run) refused(err error, what string) (Result, bool) {
+	switch {
+	case apierrors.IsForbidden(err):
+		return warn(err.Error(), fmt.Sprintf("you are not allowed to read %s: ask your administrator (or run doctor as one)", what)), true
+	case apierrors.IsUnauthorized(err) && r.cred == nil:
+		return fail(err.Error(), "the cluster refused the kubeconfig's own token or certificate (401): get a new one, or "+regenerate), true
+	case apierrors.IsUnauthorized(err):
+		return fail(err.Error(), "the cluster refused the cached credential (401): run `pinniped logout`, then `kubectl get ns` to log in again"), true
+	}
+	return Result{}, false
+}
+
+var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+func checkAPIServices(ctx context.Context, r *run) Result {
+	dyn, why, can := r.agentClient()
+	if !can {
+		return skip("%s", why)
+	}
+	var good []string
+	for _, name := range groupsuffix.APIServiceNames(r.conc.Suffix()) {
+		u, err := dyn.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
+		if res, done := r.refused(err, "the APIService "+name); done {
+			return res
+		}
+		if apierrors.IsNotFound(err) {
+			return fail(err.Error(), fmt.Sprintf("the APIService %s does not exist: install the agent (`pinniped install`), or fix --concierge-api-group-suffix (%s) in the exec entry", name, r.conc.Suffix()))
+		}
+		if err != nil {
+			return fail(err.Error(), fmt.Sprintf("the APIService %s cannot be read (%v): try again, or ask your administrator", name, err))
+		}
+		var svc struct {
+			Status struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
+			return fail(err.Error(), fmt.Sprintf("the APIService %s is unreadable (%v): ask your administrator", name, err))
+		}
+		i := slices.IndexFunc(svc.Status.Conditions, func(c metav1.Condition) bool { return c.Type == "Available" })
+		if i < 0 || svc.Status.Conditions[i].Status != metav1.ConditionTrue {
+			msg := "no Available condition"
+			if i >= 0 {
+				msg = svc.Status.Conditions[i].Reason + ": " + svc.Status.Conditions[i].Message
+			}
+			return fail(msg, fmt.Sprintf("the APIService %s is not available (%s): ask your administrator to check the agent's pods and Service", name, msg))
+		}
+		good = append(good, name)
+	}
+	return ok("%s Available", strings.Join(good, " and "))
+}
+
+// proxyInfo is an impersonation proxy the CredentialIssuer advertises.
+type proxyInfo struct {
+	endpoint string
+	ca       []byte
+}
+
+func checkCredentialIssuer(ctx context.Context, r *run) Result {
+	dyn, why, can := r.agentClient()
+	if !can {
+		r.credentialIssuerErr = "needs the CredentialIssuer (agent.credentialissuer)"
+		return skip("%s", why)
+	}
+	r.credentialIssuerErr = "the CredentialIssuer could not be read (agent.credentialissuer)"
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
+	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if res, done := r.refused(err, "CredentialIssuers ("+gvr.Group+")"); done {
+		return res
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return fail(err.Error(), fmt.Sprintf("the cluster has no CredentialIssuer API (%s): install the agent, or fix --concierge-api-group-suffix in the exec entry", gvr.Group))
+		}
+		return fail(err.Error(), fmt.Sprintf("the CredentialIssuers cannot be listed (%v): try again, or ask your administrator", err))
+	}
+	if len(list.Items) == 0 {
+		return fail("none", "the cluster has no CredentialIssuer, so the agent has not started: ask your administrator to check the agent's pods")
+	}
+	r.credentialIssuerErr = ""
+	var lines []string
+	success := false
+	var firstError string
+	for _, item := range list.Items {
+		var ci configv1alpha1.CredentialIssuer
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &ci); err != nil {
+			return fail(err.Error(), fmt.Sprintf("the CredentialIssuer %s is unreadable (%v): ask your administrator", item.GetName(), err))
+		}
+		var parts []string
+		for _, s := range ci.Status.Strategies {
+			p := fmt.Sprintf("%s %s/%s", s.Type, s.Status, s.Reason)
+			if f := s.Frontend; f != nil {
+				switch {
+				case f.ImpersonationProxyInfo != nil:
+					p += " via the impersonation proxy at " + f.ImpersonationProxyInfo.Endpoint
+					if s.Status == configv1alpha1.SuccessStrategyStatus {
+						ca, _ := base64.StdEncoding.DecodeString(f.ImpersonationProxyInfo.CertificateAuthorityData)
+						r.proxies = append(r.proxies, proxyInfo{endpoint: f.ImpersonationProxyInfo.Endpoint, ca: ca})
+					}
+				case f.TokenCredentialRequestAPIInfo != nil:
+					p += " via the TokenCredentialRequest API at " + f.TokenCredentialRequestAPIInfo.Server
+				}
+			}
+			if s.Status == configv1alpha1.SuccessStrategyStatus {
+				success = true
+			} else if firstError == "" && s.Reason != configv1alpha1.DisabledStrategyReason {
+				firstError = fmt.Sprintf("%s %s: %s", s.Type, s.Reason, s.Message)
+			}
+			parts = append(parts, p)
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no strategies yet")
+		}
+		lines = append(lines, ci.Name+": "+strings.Join(parts, "; "))
+	}
+	detail := strings.Join(lines, " | ")
+	if !success {
+		fix := "the agent has no working strategy, so it cannot issue credentials"
+		if firstError != "" {
+			fix += " (" + firstError + ")"
+		}
+		return fail(detail, fix+": ask your administrator to check the agent (docs/impersonation-proxy.md for managed clusters)")
+	}
+	return ok("%s", detail)
+}
+
+func checkAuthenticator(ctx context.Context, r *run) Result {
+	dyn, why, can := r.agentClient()
+	if !can {
+		return skip("%s", why)
+	}
+	c := r.conc
+	kind, err := c.Kind()
+	if err != nil {
+		return skip("needs a valid --concierge-authenticator-type (exec.args)")
+	}
+	resource := strings.ToLower(kind) + "s"
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Authentication, c.Suffix()), Version: groupsuffix.Version, Resource: resource}
+	u, err := dyn.Resource(gvr).Get(ctx, c.AuthenticatorName, metav1.GetOptions{})
+	if res, done := r.refused(err, fmt.Sprintf("the %s %q", kind, c.AuthenticatorName)); done {
+		return res
+	}
+	if apierrors.IsNotFound(err) {
+		return fail(err.Error(), fmt.Sprintf("the cluster has no %s %q: fix --concierge-authenticator-name/-type in the exec entry, or ask your administrator to create it", kind, c.AuthenticatorName))
+	}
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the %s %q cannot be read (%v): try again, or ask your administrator", kind, c.AuthenticatorName, err))
+	}
+	var status authv1alpha1.JWTAuthenticatorStatus // the webhook's has the same fields
+	var spec authv1alpha1.JWTAuthenticatorSpec
+	var obj struct {
+		Spec   map[string]any `json:"spec"`
+		Status map[string]any `json:"status"`
+	}
+	obj.Spec, _ = u.Object["spec"].(map[string]any)
+	obj.Status, _ = u.Object["status"].(map[string]any)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(orEmpty(obj.Status), &status); err != nil {
+		return fail(err.Error(), fmt.Sprintf("the %s %q is unreadable (%v): ask your administrator", kind, c.AuthenticatorName, err))
+	}
+	if kind == "JWTAuthenticator" {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(orEmpty(obj.Spec), &spec)
+	}
+	name := fmt.Sprintf("%s %q", kind, c.AuthenticatorName)
+	if status.Phase != authv1alpha1.PhaseReady {
+		var bad []string
+		for _, cond := range status.Conditions {
+			if cond.Status != metav1.ConditionTrue {
+				bad = append(bad, fmt.Sprintf("%s=%s: %s", cond.Type, cond.Status, cond.Message))
+			}
+		}
+		phase := string(status.Phase)
+		if phase == "" {
+			phase = "no phase yet"
+		}
+		return fail(phase+"; "+strings.Join(bad, "; "), fmt.Sprintf("the %s is %s (%s): ask your administrator to fix it", name, phase, strings.Join(bad, "; ")))
+	}
+	if o := r.oidc; o != nil && kind == "JWTAuthenticator" {
+		if spec.Issuer != "" && spec.Issuer != o.Issuer {
+			return fail("spec.issuer "+spec.Issuer, fmt.Sprintf("the %s trusts the issuer %s, but this login gets its tokens from %s: fix --issuer in the exec entry, or the authenticator's spec.issuer", name, spec.Issuer, o.Issuer))
+		}
+		want := o.ClientID
+		if o.RequestAudience != "" {
+			want = o.RequestAudience
+		}
+		if !o.PresentsAccessToken() && spec.Audience != "" && spec.Audience != want && !slices.Contains(spec.Audiences, want) {
+			return fail("spec.audience "+spec.Audience, fmt.Sprintf("the %s accepts the audience %q, but this login's tokens are for %q: fix --request-audience (or --client-id) in the exec entry, or the authenticator's spec.audience", name, spec.Audience, want))
+		}
+	}
+	return ok("%s is Ready", name)
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func checkProxy(ctx context.Context, r *run) Result {
+	if r.conc == nil {
+		return skip("%s", r.noAgent())
+	}
+	if r.credentialIssuerErr != "" {
+		return skip("%s", r.credentialIssuerErr)
+	}
+	if len(r.proxies) == 0 {
+		return skip("the agent advertises no working impersonation proxy")
+	}
+	var done []string
+	for _, p := range r.proxies {
+		notAfter, err := handshake(ctx, p)
+		if err != nil {
+			if isTLSTrust(err) {
+				return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s presents a certificate its advertised CA does not sign (%v): ask your administrator to check spec.impersonationProxy.tls of the CredentialIssuer", p.endpoint, err))
+			}
+			return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s does not answer (%v): check the network, or ask your administrator to check its Service", p.endpoint, err))
+		}
+		left := notAfter.Sub(r.d.Now())
+		if left < certWarning {
+			return warn(fmt.Sprintf("%s: certificate until %s", p.endpoint, notAfter.UTC().Format(time.RFC3339)),
+				fmt.Sprintf("the impersonation proxy's certificate at %s expires in %s: ask your administrator to renew it", p.endpoint, left.Round(time.Minute)))
+		}
+		done = append(done, fmt.Sprintf("%s: certificate trusted, valid until %s", p.endpoint, notAfter.UTC().Format(time.RFC3339)))
+	}
+	return ok("%s", strings.Join(done, "; "))
+}
+
+// handshake connects to the proxy trusting only its advertised CA and
+// returns when its serving certificate ends.
+func handshake(ctx context.Context, p proxyInfo) (time.Time, error) {
+	host := p.endpoint
+	if u, err := url.Parse(p.endpoint); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, "443"
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(p.ca) {
+		return time.Time{}, fmt.Errorf("the advertised CA holds no PEM certificate: %w", x509.UnknownAuthorityError{})
+	}
+	d := &tls.Dialer{Config: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: name}}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(name, port))
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer func() { _ = conn.Close() }()
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return time.Time{}, fmt.Errorf("no certificate")
+	}
+	return certs[0].NotAfter, nil
+}

@@ -1,0 +1,136 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+)
+
+// Skew thresholds. Beyond credcache.DefaultSkew the margin a login keeps
+// before a credential's expiry no longer covers the clocks' difference;
+// beyond tokentimes.Leeway the agent refuses tokens outright.
+var (
+	warnSkew = credcache.DefaultSkew
+	failSkew = tokentimes.Leeway
+)
+
+func checkClusterAPI(ctx context.Context, r *run) Result {
+	if r.anon == nil {
+		return skip("needs the context (kubeconfig.context)")
+	}
+	client, err := rest.HTTPClientFor(r.anon)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the kubeconfig's cluster settings are unusable (%v): fix the cluster's server and certificate-authority", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.anon.Host+"/version", nil)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL: fix it in the kubeconfig", r.anon.Host))
+	}
+	before := r.d.Now()
+	resp, err := client.Do(req)
+	after := r.d.Now()
+	if err != nil {
+		if isTLSTrust(err) {
+			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
+		}
+		return fail(err.Error(), fmt.Sprintf("the API server at %s does not answer (%v): check the server address, the network and any proxy", r.anon.Host, err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		s := skewOf(d, before, after)
+		r.clusterSkew = &s
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+	switch {
+	case resp.StatusCode == http.StatusOK && v.GitVersion != "":
+		return ok("Kubernetes %s at %s", v.GitVersion, r.anon.Host)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// Some clusters answer nothing anonymously; it still answered.
+		return ok("%s answers (HTTP %d to an anonymous request)", r.anon.Host, resp.StatusCode)
+	}
+	return warn(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("%s answered GET /version with HTTP %d, which a Kubernetes API server does not: check the kubeconfig's server address", r.anon.Host, resp.StatusCode))
+}
+
+// skewOf is how far a server whose Date header said d is ahead of this
+// machine (negative: behind), the request sent at before and answered at
+// after. Date is truncated to the second, so half a second is added back.
+func skewOf(d, before, after time.Time) time.Duration {
+	mid := before.Add(after.Sub(before) / 2)
+	return d.Add(500 * time.Millisecond).Sub(mid).Round(time.Second)
+}
+
+// describeSkew says how a clock s ahead of than's stands, in words.
+func describeSkew(s time.Duration, than string) string {
+	switch {
+	case s.Abs() < time.Second:
+		return "in step with " + than
+	case s > 0:
+		return s.String() + " ahead of " + than
+	}
+	return (-s).String() + " behind " + than
+}
+
+func judgeSkew(s time.Duration) Status {
+	switch {
+	case s.Abs() > failSkew:
+		return Fail
+	case s.Abs() > warnSkew:
+		return Warn
+	}
+	return OK
+}
+
+func checkClockCluster(_ context.Context, r *run) Result {
+	if r.clusterSkew == nil {
+		return skip("the API server gave no time (cluster.api)")
+	}
+	s := *r.clusterSkew
+	detail := "the cluster's clock is " + describeSkew(s, "this machine's")
+	switch judgeSkew(s) {
+	case Fail:
+		return fail(detail, fmt.Sprintf("%s, beyond the %s that credentials allow: set this machine's clock (NTP), or ask your administrator to fix the nodes'", detail, failSkew))
+	case Warn:
+		return warn(detail, fmt.Sprintf("%s, more than the %s margin kept before a credential expires: set this machine's clock (NTP)", detail, warnSkew))
+	}
+	return ok("%s", detail)
+}
+
+func checkClockIssuer(ctx context.Context, r *run) Result {
+	if r.oidc == nil {
+		return skip("%s", noIssuer(r))
+	}
+	p := r.probeIssuer(ctx)
+	if p.err != nil || p.skew == nil {
+		return skip("the issuer gave no time (issuer.tls)")
+	}
+	s := *p.skew
+	detail := "the issuer's clock is " + describeSkew(s, "this machine's")
+	status, fix := judgeSkew(s), ""
+	switch status {
+	case Fail:
+		fix = fmt.Sprintf("%s, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", detail, failSkew)
+	case Warn:
+		fix = detail + ": set this machine's clock (NTP)"
+	}
+	if r.clusterSkew != nil {
+		// What the agent sees: tokens stamped by the issuer, checked on the cluster's clock.
+		vs := s - *r.clusterSkew
+		detail += ", and " + describeSkew(vs, "the cluster's")
+		if judgeSkew(vs) == Fail {
+			status = Fail
+			fix = fmt.Sprintf("the issuer's clock is %s, beyond the %s the agent allows, so it refuses the issuer's tokens: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), failSkew)
+		}
+	}
+	return Result{Status: status, Detail: detail, Fix: fix}
+}

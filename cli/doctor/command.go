@@ -1,0 +1,122 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
+)
+
+// Options are the inputs of `pinniped doctor`.
+type Options struct {
+	Kubeconfig, Context string
+	Output              string
+	Timeout             time.Duration
+	// APIGroupSuffix is the agent's, for logins whose arguments do not
+	// name one (those without --enable-concierge).
+	APIGroupSuffix string
+
+	f *cmdutil.Factory
+	// Doctor is the world the checks reach: Complete makes the real one
+	// (a test's runF may replace its adapters before calling Run).
+	Doctor *Doctor
+}
+
+// NewCmdDoctor returns `pinniped doctor`; runF (nil: Options.Run) does the work.
+func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{f: f}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check every link of a kubeconfig context's login, and say how to fix what is broken",
+		Long: `doctor walks the chain kubectl goes through for the current kubeconfig context
+(or --kubeconfig-context) and prints a checklist: one line a check, OK, WARN,
+FAIL or SKIP, with what it found or, when something is wrong, the fix in one
+sentence. It never logs you in (no browser, no prompt, no refresh): it uses
+the cluster credential a login cached, if there is one, and otherwise says
+which checks need a login. It never prints a secret. It exits 1 when a
+check FAILs.
+
+Checks (their names are stable; -o json gives them as "name"):
+  kubeconfig.context      the kubeconfig loads; the context, its cluster and user exist
+  exec.front              the user's exec entry runs pinniped, and that binary is found
+  exec.engine             pinniped-engine sits beside it
+  exec.versions           pinniped, pinniped-engine and this binary are the same build
+  exec.args               the login arguments parse and validate
+  cache.backend           which store logins cache in: the OS keyring, or files and why
+  cache.credential        a valid cluster credential is cached (read, never refreshed)
+  cluster.api             the API server answers with the kubeconfig's CA
+  clock.cluster           this machine's clock against the API server's
+  clock.issuer            this machine's and the cluster's clocks against the issuer's
+  issuer.tls              the issuer's certificate is trusted with the login's CA bundle
+  issuer.discovery        the issuer's discovery document is valid and names the issuer
+  issuer.jwks             the issuer publishes signing keys
+  issuer.client           the provider accepts the client id and loopback redirect URI
+  issuer.upstream         a Pinniped Supervisor lists the configured identity provider
+  agent.api               the agent's TokenCredentialRequest API answers
+  agent.apiservice        the agent's APIServices are Available (needs a login)
+  agent.credentialissuer  the agent's strategies and frontends (needs a login)
+  agent.authenticator     the authenticator exists, is Ready and matches the login (needs a login)
+  agent.proxy             the impersonation proxy's endpoint and certificate
+  you.identity            who the cluster says you are (needs a login)
+  you.permissions         what you can do in the context's namespace (needs a login)`,
+		Example: `  pinniped doctor
+  pinniped doctor --kubeconfig-context=prod -o json`,
+		Args: cobra.NoArgs,
+		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
+	}
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&o.Context, "kubeconfig-context", "", "kubeconfig context to check (default: the current one)")
+	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
+	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
+	return cmd
+}
+
+// Complete checks the flags and sets up the real world.
+func (o *Options) Complete() error {
+	if o.Output != "text" && o.Output != "json" {
+		return fmt.Errorf("-o %q: use text or json", o.Output)
+	}
+	if o.Timeout <= 0 {
+		return errors.New("--timeout must be positive")
+	}
+	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
+		return fmt.Errorf("--api-group-suffix: %w", err)
+	}
+	if o.Doctor == nil {
+		o.Doctor = New(o.f, credstore.Places{Getenv: o.f.Getenv}, exec.LookPath, runtime.GOOS, func(ca []byte) (*http.Client, error) {
+			return httpclient.New(ca, 0)
+		})
+	}
+	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
+	return nil
+}
+
+// ErrFailed is returned when a check failed; the report is already out.
+var ErrFailed = errors.New("doctor found problems")
+
+// Run prints the checklist; it returns an error (after the report, in full)
+// when a check failed.
+func (o *Options) Run(ctx context.Context) error {
+	load := func(context string) clientcmd.ClientConfig { return o.f.KubeConfig(o.Kubeconfig, context) }
+	rep := o.Doctor.Run(ctx, load, o.Context)
+	if err := rep.Write(o.f.IO.Out, o.Output); err != nil {
+		return err
+	}
+	if n := rep.Failed(); n > 0 {
+		return fmt.Errorf("%w: %d of %d checks failed", ErrFailed, n, len(rep.Checks))
+	}
+	return nil
+}

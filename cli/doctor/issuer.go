@@ -1,0 +1,341 @@
+package doctor
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+)
+
+// certWarning: a serving certificate closer than this to its end is worth a WARN.
+const certWarning = 7 * 24 * time.Hour
+
+// issuerProbe is one GET of the issuer's discovery URL, shared by the
+// clock and TLS checks.
+type issuerProbe struct {
+	client *http.Client
+	status int
+	leaf   *x509.Certificate
+	skew   *time.Duration
+	err    error
+}
+
+func noIssuer(r *run) string {
+	if r.static != nil {
+		return "static-token logins have no OIDC issuer"
+	}
+	return "needs an OIDC login that parses (exec.args)"
+}
+
+func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
+	if r.issuer != nil {
+		return r.issuer
+	}
+	p := &issuerProbe{}
+	r.issuer = p
+	p.client, p.err = r.d.HTTP(r.oidc.CABundle)
+	if p.err != nil {
+		return p
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.oidc.Issuer, "/")+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	before := r.d.Now()
+	resp, err := p.client.Do(req)
+	after := r.d.Now()
+	if err != nil {
+		p.err = err
+		return p
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	p.status = resp.StatusCode
+	if resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
+		p.leaf = resp.TLS.PeerCertificates[0]
+	}
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		s := skewOf(d, before, after)
+		p.skew = &s
+	}
+	return p
+}
+
+// isTLSTrust reports whether err is a certificate this side does not
+// accept (unknown authority, wrong name, expired) or a server that does
+// not speak TLS.
+func isTLSTrust(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) || errors.As(err, &record)
+}
+
+func (r *run) trustFix() string {
+	fix := "pass the issuer's CA with --oidc-ca-bundle to `pinniped get kubeconfig` (it becomes --ca-bundle-data in the exec entry)"
+	if c := r.conc; c != nil && strings.EqualFold(c.AuthenticatorType, "jwt") {
+		fix += fmt.Sprintf(", and trust it in spec.tls of the JWTAuthenticator %q", c.AuthenticatorName)
+	}
+	return fix
+}
+
+func checkIssuerTLS(ctx context.Context, r *run) Result {
+	if r.oidc == nil {
+		return skip("%s", noIssuer(r))
+	}
+	p := r.probeIssuer(ctx)
+	if p.client == nil {
+		return fail(p.err.Error(), fmt.Sprintf("the issuer's CA bundle is unusable (%v): %s", p.err, r.trustFix()))
+	}
+	if p.err != nil {
+		if isTLSTrust(p.err) {
+			return fail(p.err.Error(), fmt.Sprintf("the issuer's TLS certificate is not trusted (%v): %s", p.err, r.trustFix()))
+		}
+		return fail(p.err.Error(), fmt.Sprintf("the issuer %s is unreachable from here (%v): check the issuer URL, DNS, the network and any HTTPS_PROXY", r.oidc.Issuer, p.err))
+	}
+	from := "this machine's trusted CAs"
+	if len(r.oidc.CABundle) > 0 {
+		from = "the kubeconfig's CA bundle"
+	}
+	if p.leaf == nil {
+		return ok("trusted through %s", from)
+	}
+	left := p.leaf.NotAfter.Sub(r.d.Now())
+	detail := fmt.Sprintf("trusted through %s; its certificate is valid until %s", from, p.leaf.NotAfter.UTC().Format(time.RFC3339))
+	if left < certWarning {
+		return warn(detail, fmt.Sprintf("the issuer's certificate expires in %s: tell the provider's administrator to renew it", left.Round(time.Minute)))
+	}
+	return ok("%s", detail)
+}
+
+func (r *run) needsDiscovery(ctx context.Context) (string, bool) {
+	if r.oidc == nil {
+		return noIssuer(r), false
+	}
+	if p := r.probeIssuer(ctx); p.client == nil || p.err != nil {
+		return "the issuer is unreachable or untrusted (issuer.tls)", false
+	}
+	return "", true
+}
+
+func checkDiscovery(ctx context.Context, r *run) Result {
+	if why, can := r.needsDiscovery(ctx); !can {
+		return skip("%s", why)
+	}
+	doc, err := discovery.Fetch(ctx, r.issuer.client, r.oidc.Issuer)
+	if err != nil {
+		// Fetch's errors say what to do already.
+		return fail(err.Error(), err.Error())
+	}
+	r.doc = doc
+	detail := fmt.Sprintf("%s publishes its endpoints", doc.Issuer)
+	if doc.IsSupervisor() {
+		detail += " (a Pinniped Supervisor)"
+	}
+	return ok("%s", detail)
+}
+
+func checkJWKS(ctx context.Context, r *run) Result {
+	if r.doc == nil {
+		return skip("needs the discovery document (issuer.discovery)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.doc.JWKSURI, nil)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the issuer's jwks_uri %q is not a URL: tell the provider's administrator", r.doc.JWKSURI))
+	}
+	resp, err := r.issuer.client.Do(req)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s cannot be fetched (%v): check the network, or tell the provider's administrator", r.doc.JWKSURI, err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fail(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("the issuer's keys at %s answer HTTP %d: tell the provider's administrator", r.doc.JWKSURI, resp.StatusCode))
+	}
+	var set struct {
+		Keys []struct {
+			Kty string `json:"kty"`
+			Alg string `json:"alg"`
+			Use string `json:"use"`
+		} `json:"keys"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s are not a JSON Web Key Set (%v): tell the provider's administrator", r.doc.JWKSURI, err))
+	}
+	var kinds []string
+	for _, k := range set.Keys {
+		if k.Use == "enc" {
+			continue
+		}
+		kinds = append(kinds, strings.TrimSpace(k.Kty+" "+k.Alg))
+	}
+	if len(kinds) == 0 {
+		return fail("no signing keys", fmt.Sprintf("the issuer publishes no signing key at %s, so no token from it can be verified: tell the provider's administrator", r.doc.JWKSURI))
+	}
+	noun := "signing keys"
+	if len(kinds) == 1 {
+		noun = "signing key"
+	}
+	return ok("%d %s (%s)", len(kinds), noun, strings.Join(kinds, ", "))
+}
+
+func checkClient(ctx context.Context, r *run) Result {
+	if r.doc == nil {
+		return skip("needs the discovery document (issuer.discovery)")
+	}
+	c := r.oidc
+	switch {
+	case c.Flow == config.FlowDevice:
+		if r.doc.DeviceAuthorizationEndpoint == "" {
+			return fail("no device_authorization_endpoint", "the issuer offers no device flow (its discovery lists no https device_authorization_endpoint): drop --flow=device from the exec entry")
+		}
+		return ok("the issuer offers the device flow (not tried: that would start a login)")
+	case c.PasswordLogin():
+		return skip("password logins do not use the authorize endpoint, and trying the password would be a login")
+	}
+	u, err := url.Parse(r.doc.AuthorizationEndpoint)
+	if err != nil {
+		return fail(err.Error(), "the issuer's authorization endpoint is not a URL: tell the provider's administrator")
+	}
+	redirect, err := redirectURI(ctx, c.ListenPort, c.SkipListen)
+	if err != nil {
+		return skip("no loopback port to name in the redirect URI: %v", err)
+	}
+	state, verifier := random(), random()
+	challenge := sha256.Sum256([]byte(verifier))
+	scopes := c.Scopes
+	if !r.doc.IsSupervisor() {
+		scopes, _ = r.doc.SupportedScopes(scopes)
+	}
+	q := u.Query()
+	for i := range c.AuthorizeParams {
+		name, value := c.AuthorizeParam(i)
+		q.Set(name, value)
+	}
+	q.Set("client_id", c.ClientID)
+	q.Set("response_type", "code")
+	q.Set("redirect_uri", redirect)
+	q.Set("scope", strings.Join(scopes, " "))
+	q.Set("state", state)
+	q.Set("nonce", random())
+	q.Set("code_challenge", base64.RawURLEncoding.EncodeToString(challenge[:]))
+	q.Set("code_challenge_method", "S256")
+	q.Set("access_type", "offline")
+	if c.Upstream.Name != "" {
+		q.Set("pinniped_idp_name", c.Upstream.Name)
+		if c.Upstream.Type != "" {
+			q.Set("pinniped_idp_type", c.Upstream.Type)
+		}
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fail(err.Error(), "the authorize request cannot be made: tell the provider's administrator")
+	}
+	// Not followed: the provider's first answer says whether it takes the
+	// request; following it would lead to a login page.
+	client := *r.issuer.client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the authorization endpoint %s does not answer (%v): check the network, or tell the provider's administrator", r.doc.AuthorizationEndpoint, err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	refused := fmt.Sprintf("the provider refused client id %q or the redirect URI %s (HTTP %d)", c.ClientID, redirect, resp.StatusCode)
+	uri := "http://127.0.0.1/callback (any port)"
+	if c.ListenPort != 0 {
+		uri = redirect
+	}
+	register := fmt.Sprintf(": register %s as a redirect URI of client %q at the provider, or fix --client-id in the exec entry", uri, c.ClientID)
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// Some providers refuse by redirecting back with an error.
+		if loc, err := resp.Location(); err == nil && strings.HasPrefix(loc.String(), redirect) && loc.Query().Get("error") != "" {
+			e := loc.Query().Get("error")
+			if d := loc.Query().Get("error_description"); d != "" {
+				e += ": " + d
+			}
+			return fail(e, fmt.Sprintf("the provider refused the authorize request for client %q (%s)%s", c.ClientID, e, register))
+		}
+		return ok("the provider accepted the authorize request (HTTP %d to its login)", resp.StatusCode)
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return ok("the provider accepted the authorize request (HTTP %d)", resp.StatusCode)
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return warn(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("could not tell whether the provider accepts client id %q: its authorization endpoint answered HTTP %d; try again later", c.ClientID, resp.StatusCode))
+	}
+	return fail(fmt.Sprintf("HTTP %d", resp.StatusCode), refused+register)
+}
+
+// redirectURI is the callback a browser login would name: on the
+// --listen-port, else on a free port, as the login picks one (port 0
+// when it does not listen: paste-only logins name that).
+func redirectURI(ctx context.Context, port int, noListener bool) (string, error) {
+	if noListener {
+		port = 0
+	} else if port == 0 {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(port) + "/callback", nil
+}
+
+func random() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func checkUpstream(ctx context.Context, r *run) Result {
+	if r.doc == nil {
+		return skip("needs the discovery document (issuer.discovery)")
+	}
+	up := r.oidc.Upstream
+	if !r.doc.IsSupervisor() {
+		if up.Name != "" {
+			return fail("not a Supervisor", fmt.Sprintf("--upstream-identity-provider-name %q is set, but the issuer is not a Pinniped Supervisor: drop the flag from the exec entry, or fix --issuer", up.Name))
+		}
+		return skip("the issuer is not a Pinniped Supervisor")
+	}
+	list, err := r.doc.IdentityProviders(ctx, r.issuer.client)
+	if err != nil {
+		return fail(err.Error(), fmt.Sprintf("the Supervisor's identity providers cannot be listed (%v): tell the Supervisor's administrator", err))
+	}
+	if up.Name == "" {
+		if len(list.Providers) > 1 {
+			return warn(list.String(), "the Supervisor lists several identity providers and the login names none: add --upstream-identity-provider-name to the exec entry (`pinniped get kubeconfig` asks which)")
+		}
+		return ok("the Supervisor lists %s", list)
+	}
+	typ := up.Type
+	if typ == "" {
+		typ = "oidc"
+	}
+	if !list.SupportsType(typ) {
+		return fail(list.String(), fmt.Sprintf("--upstream-identity-provider-type %q is not a type the Supervisor supports (%s): fix the exec entry", typ, strings.Join(list.Types, ", ")))
+	}
+	if len(list.Find(up.Name, typ)) == 0 {
+		return fail(list.String(), fmt.Sprintf("the Supervisor has no identity provider %q of type %s (it lists %s): fix --upstream-identity-provider-name/-type in the exec entry", up.Name, typ, list))
+	}
+	return ok("the Supervisor lists %q (%s)", up.Name, typ)
+}
