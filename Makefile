@@ -15,7 +15,7 @@ all: build
 
 ## build: the binaries into ./bin (pinniped needs pinniped-engine beside it)
 build:
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-engine ./cmd/pinniped-agent
+	CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-engine ./cmd/pinniped-agent
 
 ## test: everything CI checks, in order of cost
 test: check unit e2e release-snapshot

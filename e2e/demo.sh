@@ -53,7 +53,7 @@ issuer="$(grep PINNIPED_E2E_DEX_ISSUER "$state/env.sh" | cut -d'"' -f2)"
 # What the demo leaves to play with lives in the bed's state directory: gone with the bed.
 keep="$state/demo"
 mkdir -p -m 0700 "$keep/bin"
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
+CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -buildvcs=auto -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
 
 say "pinniped install, trusting Dex ($issuer) for this cluster"
 # Dex puts the address in "email"; its ID tokens carry the client ID as audience.

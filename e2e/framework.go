@@ -150,7 +150,9 @@ func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
 	// heavy-build lock so it never runs beside another heavy build.
 	// Flags as a release builds them (goreleaser.yaml), so the tests and
 	// benchmarks run what ships.
-	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-ldflags=-s -w "+ldflags, "-o", out, pkg)
+	// -buildvcs=auto as a release (goreleaser.yaml): pinniped doctor compares the front's
+	// and the engine's commits.
+	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -w "+ldflags, "-o", out, pkg)
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -89,9 +89,19 @@ func (r *run) kube() (dynamic.Interface, error) {
 	return r.d.Dynamic(cfg)
 }
 
+// agentClient reads the agent's objects: with --admin-kubeconfig's
+// credential when given (users may not read APIServices, CredentialIssuers
+// or authenticators), else with the login's.
 func (r *run) agentClient() (dynamic.Interface, string, bool) {
 	if r.conc == nil {
 		return nil, r.noAgent(), false
+	}
+	if r.d.Admin != nil {
+		dyn, err := r.d.Dynamic(r.d.Admin)
+		if err != nil {
+			return nil, fmt.Sprintf("no cluster client for --admin-kubeconfig: %v", err), false
+		}
+		return dyn, "", true
 	}
 	dyn, err := r.kube()
 	if err != nil {
@@ -103,13 +113,16 @@ func (r *run) agentClient() (dynamic.Interface, string, bool) {
 	return dyn, "", true
 }
 
-// refused turns a refusal of a read into a WARN naming what could not be
-// read, and a refusal of the credential into a FAIL; other errors are
-// left to the caller.
+// refused turns a refusal of a read into a SKIP naming what could not be
+// read (most users may not read the agent's objects: that is no fault),
+// and a refusal of the credential into a FAIL; other errors are left to
+// the caller.
 func (r *run) refused(err error, what string) (Result, bool) {
 	switch {
+	case apierrors.IsForbidden(err) && r.d.Admin != nil:
+		return fail(err.Error(), fmt.Sprintf("--admin-kubeconfig's credential may not read %s: use an administrator's kubeconfig", what)), true
 	case apierrors.IsForbidden(err):
-		return warn(err.Error(), fmt.Sprintf("you are not allowed to read %s: ask your administrator (or run doctor as one)", what)), true
+		return skip("your login may not read %s, as most users may not: an administrator can check it with `pinniped doctor --admin-kubeconfig=THEIRS` on this kubeconfig", what), true
 	case apierrors.IsUnauthorized(err) && r.cred == nil:
 		return fail(err.Error(), "the cluster refused the kubeconfig's own token or certificate (401): get a new one, or "+regenerate), true
 	case apierrors.IsUnauthorized(err):

@@ -160,12 +160,13 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if a.unauthenticated || r.Header.Get("Authorization") != "Bearer "+a.token {
+	admin := r.Header.Get("Authorization") == "Bearer "+adminToken
+	if !admin && (a.unauthenticated || r.Header.Get("Authorization") != "Bearer "+a.token) {
 		status(401, "Unauthorized", "Unauthorized")
 		return
 	}
 	switch {
-	case strings.HasPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/") && a.apiServicesForbidden:
+	case strings.HasPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/") && a.apiServicesForbidden && !admin:
 		status(403, "Forbidden", `apiservices.apiregistration.k8s.io is forbidden: User "alice" cannot get resource "apiservices"`)
 	case strings.HasPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/"):
 		name := strings.TrimPrefix(p, "/apis/apiregistration.k8s.io/v1/apiservices/")
@@ -176,7 +177,7 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(200, map[string]any{"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": map[string]any{"name": name},
 			"status": map[string]any{"conditions": []any{cond}}})
 	case p == "/apis/config.concierge.pinniped.dev/v1alpha1/credentialissuers":
-		if a.ciForbidden {
+		if a.ciForbidden && !admin {
 			status(403, "Forbidden", `credentialissuers.config.concierge.pinniped.dev is forbidden: User "alice" cannot list resource "credentialissuers"`)
 			return
 		}
@@ -238,6 +239,25 @@ type bed struct {
 }
 
 const clientSecret = "client-secret-do-not-print-4f2a"
+
+// adminToken is an administrator's: the API server lets it read everything.
+const adminToken = "admin-token-do-not-print-9c1e"
+
+// adminKubeconfig is an administrator's kubeconfig for the bed's cluster.
+func (b *bed) adminKubeconfig() string {
+	b.t.Helper()
+	cfg := clientcmdapi.Config{
+		CurrentContext: "admin",
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: b.api.srv.URL, CertificateAuthorityData: b.api.ca}},
+		Contexts:       map[string]*clientcmdapi.Context{"admin": {Cluster: "c", AuthInfo: "admin"}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {Token: adminToken}},
+	}
+	path := filepath.Join(b.dir, "admin.kubeconfig")
+	if err := clientcmd.WriteToFile(cfg, path); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
+}
 
 func newBed(t *testing.T) *bed {
 	b := &bed{t: t, idp: newIDP(t), dir: t.TempDir()}
@@ -363,9 +383,9 @@ func (b *bed) run(args ...string) (string, error) {
 }
 
 // report runs doctor with -o json and reads the report back.
-func (b *bed) report() *Report {
+func (b *bed) report(args ...string) *Report {
 	b.t.Helper()
-	out, _ := b.run("-o", "json")
+	out, _ := b.run(append([]string{"-o", "json"}, args...)...)
 	var r Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		b.t.Fatalf("%v\n%s", err, out)

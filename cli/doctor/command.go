@@ -26,6 +26,9 @@ type Options struct {
 	// APIGroupSuffix is the agent's, for logins whose arguments do not
 	// name one (those without --enable-concierge).
 	APIGroupSuffix string
+	// AdminKubeconfig reads the agent's objects with its current context's
+	// credential instead of the login's.
+	AdminKubeconfig string
 
 	f *cmdutil.Factory
 	// Doctor is the world the checks reach: Complete makes the real one
@@ -46,6 +49,11 @@ sentence. It never logs you in (no browser, no prompt, no refresh): it uses
 the cluster credential a login cached, if there is one, and otherwise says
 which checks need a login. It never prints a secret. It exits 1 when a
 check FAILs.
+
+Most users may not read the agent's objects (APIServices, CredentialIssuer,
+authenticators); those checks then SKIP. An administrator sees them on a
+user's kubeconfig with --admin-kubeconfig, whose current context (with its
+own credential, as kubectl would use it) reads them instead.
 
 Checks (their names are stable; -o json gives them as "name"):
   kubeconfig.context      the kubeconfig loads; the context, its cluster and user exist
@@ -71,7 +79,8 @@ Checks (their names are stable; -o json gives them as "name"):
   you.identity            who the cluster says you are (needs a login)
   you.permissions         what you can do in the context's namespace (needs a login)`,
 		Example: `  pinniped doctor
-  pinniped doctor --kubeconfig-context=prod -o json`,
+  pinniped doctor --kubeconfig-context=prod -o json
+  pinniped doctor --kubeconfig=alice.kubeconfig --admin-kubeconfig=$HOME/.kube/config`,
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
@@ -80,6 +89,7 @@ Checks (their names are stable; -o json gives them as "name"):
 	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
+	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's) instead of the login's credential")
 	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
 	return cmd
 }
@@ -101,6 +111,13 @@ func (o *Options) Complete() error {
 		})
 	}
 	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
+	if o.AdminKubeconfig != "" {
+		cfg, err := o.f.KubeConfig(o.AdminKubeconfig, "").ClientConfig()
+		if err != nil {
+			return fmt.Errorf("--admin-kubeconfig %s: %w", o.AdminKubeconfig, err)
+		}
+		o.Doctor.Admin = cfg
+	}
 	return nil
 }
 

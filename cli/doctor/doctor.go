@@ -46,6 +46,10 @@ type Doctor struct {
 	Timeout time.Duration
 	// APIGroupSuffix is the agent's when the login does not name one.
 	APIGroupSuffix string
+	// Admin, when set, reads the agent's objects (APIServices,
+	// CredentialIssuer, authenticators) in place of the login's
+	// credential: an administrator checking a user's kubeconfig.
+	Admin *rest.Config
 }
 
 // New is the real world of f's process.

@@ -209,7 +209,7 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"agent not installed":     {func(b *bed) { b.api.tcr = http.StatusNotFound }, "agent.api", Fail, []string{"login.concierge.pinniped.dev", "pinniped install"}},
 		"agent unavailable":       {func(b *bed) { b.api.tcr = http.StatusServiceUnavailable }, "agent.api", Fail, []string{"v1alpha1.login.concierge.pinniped.dev", "not available"}},
 		"APIService down":         {func(b *bed) { b.api.unavailable = true }, "agent.apiservice", Fail, []string{"MissingEndpoints", "v1alpha1.login.concierge.pinniped.dev"}},
-		"CredentialIssuer hidden": {func(b *bed) { b.api.ciForbidden = true }, "agent.credentialissuer", Warn, []string{"not allowed to read CredentialIssuers", "ask your administrator"}},
+		"CredentialIssuer hidden": {func(b *bed) { b.api.ciForbidden = true }, "agent.credentialissuer", Skip, []string{"may not read CredentialIssuers", "--admin-kubeconfig"}},
 		"no working strategy": {func(b *bed) {
 			b.api.strategies = []map[string]any{{"type": "KubeClusterSigningCertificate", "status": "Error", "reason": "CouldNotFetchKey", "message": "no kube-controller-manager pod", "lastUpdateTime": "2026-11-25T00:00:00Z"}}
 		}, "agent.credentialissuer", Fail, []string{"no working strategy", "no kube-controller-manager pod"}},
@@ -244,7 +244,7 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		},
 			"agent.api", Fail, []string{"--concierge-ca-bundle-data does not trust"}},
 		"cluster's CA wrong": {func(b *bed) { b.clusterCA = otherCA(t) }, "cluster.api", Fail, []string{"does not trust", "certificate-authority-data"}},
-		"APIServices hidden": {func(b *bed) { b.api.apiServicesForbidden = true }, "agent.apiservice", Warn, []string{"not allowed to read the APIService v1alpha1.login.concierge.pinniped.dev"}},
+		"APIServices hidden": {func(b *bed) { b.api.apiServicesForbidden = true }, "agent.apiservice", Skip, []string{"may not read the APIService v1alpha1.login.concierge.pinniped.dev", "--admin-kubeconfig"}},
 		"proxy's CA wrong": {func(b *bed) {
 			b.api.strategies = append(b.api.strategies, map[string]any{"type": "ImpersonationProxy", "status": "Success", "reason": "Listening",
 				"message": "listening", "lastUpdateTime": "2026-11-25T00:00:00Z", "frontend": map[string]any{"type": "ImpersonationProxy",
@@ -275,6 +275,40 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdminKubeconfigReadsTheAgent: what a user may not read, an
+// administrator reads on that user's kubeconfig with --admin-kubeconfig;
+// who you are stays the login's.
+func TestAdminKubeconfigReadsTheAgent(t *testing.T) {
+	b := newBed(t)
+	b.api.ciForbidden, b.api.apiServicesForbidden = true, true
+	out, err := b.run("-o", "json", "--admin-kubeconfig="+b.adminKubeconfig())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"agent.apiservice", "agent.credentialissuer", "agent.authenticator"} {
+		want(t, &r, name, OK)
+	}
+	want(t, &r, "you.identity", OK, "alice@example.com")
+	if strings.Contains(out, adminToken) {
+		t.Error("the admin's token is in the report")
+	}
+
+	// Without the login's credential, the admin's still reads the agent.
+	b = newBed(t)
+	b.cached = nil
+	r2 := b.report("--admin-kubeconfig=" + b.adminKubeconfig())
+	want(t, r2, "agent.credentialissuer", OK)
+	want(t, r2, "you.identity", Skip)
+
+	if _, err := b.run("--admin-kubeconfig=" + filepath.Join(b.dir, "missing")); err == nil || !strings.Contains(err.Error(), "--admin-kubeconfig") {
+		t.Errorf("a missing --admin-kubeconfig: %v", err)
 	}
 }
 
