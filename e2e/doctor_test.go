@@ -119,6 +119,9 @@ func TestDoctor(t *testing.T) {
 	if cfg.Profile == testbed.ProfileManaged {
 		waitProxyStrategy(t, "the impersonation proxy is advertised", proxySucceeds)
 	}
+	// A login works as soon as the agent has built the authenticator; its status is
+	// written after that, by the leader.
+	waitPhase(t, "jwtauthenticator", "dex", "Ready")
 
 	t.Run("before a login: the login is the one thing missing", func(t *testing.T) {
 		r := runDoctor(t, pinniped, env)
