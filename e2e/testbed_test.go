@@ -497,7 +497,7 @@ func TestDexDeviceFlow(t *testing.T) {
 // redirects to its own address rewritten to the proxy's.
 func TestDexProxy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := testbed.NewDexProxy(Bed.Config(), "127.0.0.1:0")
+	p, err := testbed.NewDexProxy(ctx, Bed.Config(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +509,7 @@ func TestDexProxy(t *testing.T) {
 			t.Errorf("dex-proxy: %v", err)
 		}
 	}()
-	if _, err := testbed.NewDexProxy(Bed.Config(), "0.0.0.0:0"); err == nil {
+	if _, err := testbed.NewDexProxy(ctx, Bed.Config(), "0.0.0.0:0"); err == nil {
 		t.Error("dex-proxy listened on every address, want loopback only")
 	}
 	user := testbed.DexUsers[1]

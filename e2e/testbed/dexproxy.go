@@ -33,7 +33,7 @@ type DexProxy struct {
 }
 
 // NewDexProxy listens on listen (a loopback address) for the bed described by cfg.
-func NewDexProxy(cfg Config, listen string) (*DexProxy, error) {
+func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, error) {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %q: %w", listen, err)
@@ -62,7 +62,8 @@ func NewDexProxy(cfg Config, listen string) (*DexProxy, error) {
 		_ = ns.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
 		_ = ns.Close()
 		return nil, err
@@ -104,7 +105,7 @@ func NewDexProxy(cfg Config, listen string) (*DexProxy, error) {
 func (p *DexProxy) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = p.Server.Shutdown(sctx)
 	}()

@@ -127,7 +127,7 @@ func run() int {
 		if err != nil {
 			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
 		}
-		p, err := testbed.NewDexProxy(b.Config(), *listen)
+		p, err := testbed.NewDexProxy(ctx, b.Config(), *listen)
 		if err != nil {
 			return fail(err)
 		}
