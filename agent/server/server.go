@@ -241,7 +241,10 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		Probers:     strategies(signingKey.Status, proxyController.Sync, csrProbe(csr)),
 	}
 	go leaderelection.Run(ctx, kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
-		&leading, log, func(ctx context.Context) { ci.Run(ctx) })
+		&leading, log, func(ctx context.Context) {
+			authnController.Resync() // write the statuses worked out before leading
+			ci.Run(ctx)
+		})
 
 	select {
 	case <-ctx.Done():

@@ -102,16 +102,19 @@ func (c *Controller) firstPassDone(key tokenauth.Key) {
 
 // Run starts informers and workers and blocks until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[tokenauth.Key](2*time.Second, 2*time.Minute),
 		workqueue.TypedRateLimitingQueueConfig[tokenauth.Key]{Name: "authenticators"})
-	defer c.queue.ShutDown()
+	defer queue.ShutDown()
 	c.built = map[tokenauth.Key]string{}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, resync)
-	c.informers = map[string]cache.SharedIndexInformer{
+	informers := map[string]cache.SharedIndexInformer{
 		kindJWT:     factory.ForResource(Resource(kindJWT, c.GroupSuffix)).Informer(),
 		kindWebhook: factory.ForResource(Resource(kindWebhook, c.GroupSuffix)).Informer(),
 	}
+	c.mu.Lock() // Resync may read them from the leader election's goroutine
+	c.queue, c.informers = queue, informers
+	c.mu.Unlock()
 	for kind, inf := range c.informers {
 		enqueue := func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -160,6 +163,26 @@ func (c *Controller) Run(ctx context.Context) error {
 	for c.processNext(ctx) {
 	}
 	return nil
+}
+
+// Resync looks at every authenticator again. A replica becoming the leader
+// calls it: the statuses it worked out while it was not leading were not
+// written, and nothing else would look again before the next informer
+// resync (minutes), so a new authenticator could show no phase that long.
+func (c *Controller) Resync() {
+	c.mu.Lock()
+	queue, informers := c.queue, c.informers
+	c.mu.Unlock()
+	if queue == nil {
+		return // not running yet: its first pass looks at every one
+	}
+	for kind, inf := range informers {
+		for _, obj := range inf.GetStore().List() {
+			if m, err := meta.Accessor(obj); err == nil {
+				queue.Add(tokenauth.Key{Kind: kind, Name: m.GetName()})
+			}
+		}
+	}
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {

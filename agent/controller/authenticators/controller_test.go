@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,46 @@ func TestReconcileLifecycle(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestStatusWrittenOnceLeading: a replica that worked an authenticator out
+// before it led writes its status as soon as it leads (Resync), not at the
+// next informer resync minutes later.
+func TestStatusWrittenOnceLeading(t *testing.T) {
+	iss := jwttest.New(t)
+	listKinds := map[schema.GroupVersionResource]string{
+		authenticators.JWTAuthenticators:     "JWTAuthenticatorList",
+		authenticators.WebhookAuthenticators: "WebhookAuthenticatorList",
+	}
+	dex := jwtAuthenticator(t, "dex", authv1alpha1.JWTAuthenticatorSpec{
+		Issuer: iss.URL, Audience: "a", TLS: &authv1alpha1.TLSSpec{CertificateAuthorityData: base64.StdEncoding.EncodeToString(iss.CABundle)},
+	})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, dex)
+	var leading atomic.Bool
+	c := &authenticators.Controller{
+		Dynamic: dyn, Kube: kubefake.NewClientset(), Namespace: "pinniped", Registry: tokenauth.NewRegistry(),
+		IsLeader: leading.Load, Log: slog.New(slog.DiscardHandler),
+	}
+	c.Resync() // before Run: nothing to do, and no panic
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	phase := func() authv1alpha1.Phase {
+		u, err := dyn.Resource(authenticators.JWTAuthenticators).Get(ctx, "dex", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a authv1alpha1.JWTAuthenticator
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &a)
+		return a.Status.Phase
+	}
+	eventually(t, "the first pass", c.Synced)
+	if p := phase(); p != "" {
+		t.Fatalf("a replica that does not lead wrote phase %q", p)
+	}
+	leading.Store(true)
+	c.Resync()
+	eventually(t, "the new leader to write Ready", func() bool { return phase() == authv1alpha1.PhaseReady })
 }
 
 // TestSyncedWithNoAuthenticators: with none to build, the controller is
