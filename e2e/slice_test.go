@@ -287,12 +287,18 @@ type userInfo struct {
 // whoamiWithCert asks the real API server who a client certificate is.
 func whoamiWithCert(t *testing.T, c exchangedCredential) userInfo {
 	t.Helper()
+	return whoamiWithCertAt(t, c, Bed.Config().APIServerURL(), Bed.Config().ClusterCAFile())
+}
+
+// whoamiWithCertAt is whoamiWithCert against server (say, the impersonation proxy), trusting caFile.
+func whoamiWithCertAt(t *testing.T, c exchangedCredential, server, caFile string) userInfo {
+	t.Helper()
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	_ = os.WriteFile(cert, []byte(c.Cert), 0o600)
 	_ = os.WriteFile(key, []byte(c.Key), 0o600)
-	out := Run(t, []string{"KUBECONFIG=/dev/null"}, "kubectl", "--server="+Bed.Config().APIServerURL(),
-		"--certificate-authority="+Bed.Config().ClusterCAFile(), "--client-certificate="+cert, "--client-key="+key,
+	out := Run(t, []string{"KUBECONFIG=/dev/null"}, "kubectl", "--server="+server,
+		"--certificate-authority="+caFile, "--client-certificate="+cert, "--client-key="+key,
 		"auth", "whoami", "-o", "json")
 	var review struct {
 		Status struct {
