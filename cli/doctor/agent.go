@@ -30,7 +30,7 @@ const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`
 
 func (r *run) noAgent() string {
 	if r.kind == "" {
-		return "needs login arguments that parse (exec.args)"
+		return needsArgs
 	}
 	return "the login does not use the agent (no --enable-concierge): the cluster checks the token itself"
 }
@@ -46,6 +46,9 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 	}
 	a, err := conciergeclient.Probe(ctx, client, c)
 	if err != nil {
+		if notTLS(err) {
+			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s does not speak TLS at that address (%v): fix --concierge-endpoint (its https port) in the exec entry, or %s", c.Endpoint, err, regenerate))
+		}
 		if isTLSTrust(err) {
 			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s presents a certificate that --concierge-ca-bundle-data does not trust (%v): %s", c.Endpoint, err, regenerate))
 		}
@@ -331,6 +334,9 @@ func checkProxy(ctx context.Context, r *run) Result {
 	for _, p := range r.proxies {
 		notAfter, err := handshake(ctx, p)
 		if err != nil {
+			if notTLS(err) {
+				return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s does not speak TLS at that address (%v): ask your administrator to check the CredentialIssuer's impersonation proxy endpoint", p.endpoint, err))
+			}
 			if isTLSTrust(err) {
 				return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s presents a certificate its advertised CA does not sign (%v): ask your administrator to check spec.impersonationProxy.tls of the CredentialIssuer", p.endpoint, err))
 			}

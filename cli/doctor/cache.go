@@ -11,7 +11,7 @@ import (
 
 func checkBackend(ctx context.Context, r *run) Result {
 	if r.kind == "" {
-		return skip("needs login arguments that parse (exec.args)")
+		return skip("%s", needsArgs)
 	}
 	switch r.mode {
 	case "none":
@@ -38,7 +38,7 @@ func checkBackend(ctx context.Context, r *run) Result {
 
 func checkCredential(ctx context.Context, r *run) Result {
 	if r.kind == "" {
-		return skip("needs login arguments that parse (exec.args)")
+		return skip("%s", needsArgs)
 	}
 	if r.static != nil && r.conc == nil {
 		// kubectl is handed the token itself; nothing is exchanged or cached.

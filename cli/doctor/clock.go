@@ -38,6 +38,9 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	resp, err := client.Do(req)
 	after := r.d.Now()
 	if err != nil {
+		if notTLS(err) {
+			return fail(err.Error(), fmt.Sprintf("the API server at %s does not speak TLS at that address (%v): fix the cluster's server (its https port) in the kubeconfig, or %s", r.anon.Host, err, regenerate))
+		}
 		if isTLSTrust(err) {
 			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
 		}

@@ -22,6 +22,10 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
+// needsArgs is why a check that needs the login skips: exec.args found
+// none it would use.
+const needsArgs = "needs login arguments that validate (exec.args)"
+
 const regenerate = "ask your administrator for a kubeconfig made by `pinniped get kubeconfig`"
 
 func checkContext(_ context.Context, r *run) Result {
@@ -37,6 +41,14 @@ func checkContext(_ context.Context, r *run) Result {
 			for _, e := range u.Exec.Env {
 				if secretName(e.Name) {
 					r.secret(e.Value)
+				}
+			}
+		}
+		if u.AuthProvider != nil {
+			// id-token, refresh-token, client-secret...
+			for k, v := range u.AuthProvider.Config {
+				if secretName(k) {
+					r.secret(v)
 				}
 			}
 		}
@@ -100,21 +112,17 @@ func checkContext(_ context.Context, r *run) Result {
 	return ok("cluster %q at %s, user %q", kctx.Cluster, r.anon.Host, kctx.AuthInfo)
 }
 
-// secretArgs are the values of the exec arguments that are secrets, read
-// before any parsing: an argument that does not parse must not leak either.
+// secretArgs are the values of the exec arguments that may be secrets,
+// read before any parsing: an argument that does not parse must not leak
+// either. A pinniped login's "login oidc|static" are its command words, not
+// arguments.
 func secretArgs(args []string) []string {
-	var out []string
-	for i, a := range args {
-		for _, name := range []string{"--token", "--client-secret"} {
-			switch {
-			case strings.HasPrefix(a, name+"="):
-				out = append(out, strings.TrimPrefix(a, name+"="))
-			case a == name && i+1 < len(args):
-				out = append(out, args[i+1])
-			}
+	for _, word := range []string{"login", "oidc|static"} {
+		if len(args) > 0 && slices.Contains(strings.Split(word, "|"), args[0]) {
+			args = args[1:]
 		}
 	}
-	return out
+	return flagset.SecretArgs(args)
 }
 
 // secretName: an environment variable whose name says it holds a secret.
@@ -330,28 +338,33 @@ func checkArgs(_ context.Context, r *run) Result {
 		return r.d.LookupEnv(k)
 	}
 	getenv := func(k string) string { v, _ := lookup(k); return v }
+	// The login is recorded for the later checks only once it validates:
+	// a login refuses to run with a config Validate refuses, so probing
+	// with it would check something kubectl never does.
 	var validate error
+	var record func()
 	if args[1] == "oidc" {
 		c, err := flagset.ParseOIDC(args[2:], getenv)
 		if err != nil {
 			return fail(err.Error(), fmt.Sprintf("the `pinniped login oidc` arguments do not parse (%v): %s", err, regenerate))
 		}
 		r.secret(c.ClientSecret, c.Password)
-		r.oidc, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "oidc"
 		validate = c.Validate()
+		record = func() { r.oidc, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "oidc" }
 	} else {
 		c, err := flagset.ParseStatic(args[2:], lookup)
 		if err != nil {
 			return fail(err.Error(), fmt.Sprintf("the `pinniped login static` arguments are unusable (%v): fix them, or %s", err, regenerate))
 		}
 		r.secret(c.Token)
-		r.static, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "static"
 		validate = c.Validate()
+		record = func() { r.static, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "static" }
 	}
 	if validate != nil {
 		msg := strings.ReplaceAll(validate.Error(), "\n", "; ")
 		return fail(msg, fmt.Sprintf("the login arguments are refused (%s): fix those flags in the exec entry, or %s", msg, regenerate))
 	}
+	record()
 	return ok("%s", r.describeLogin())
 }
 
