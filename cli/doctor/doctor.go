@@ -78,22 +78,27 @@ type run struct {
 	// secrets are scrubbed from the report before it leaves Run.
 	secrets []string
 
-	load                func(context string) clientcmd.ClientConfig
-	contextName         string
-	namespace           string
-	user                *clientcmdapi.AuthInfo
-	anon                *rest.Config // the cluster, without credentials
-	full                *rest.Config // the kubeconfig's own credentials, when they start no login
-	execCluster         config.Cluster
-	front, engine       string
-	frontOK             bool
-	kind                string // "oidc" or "static", once the arguments parse
-	oidc                *config.OIDC
-	static              *config.Static
-	conc                *config.Concierge
-	mode                string
-	cred                *credcache.Credential
-	clusterSkew         *time.Duration
+	load          func(context string) clientcmd.ClientConfig
+	contextName   string
+	namespace     string
+	user          *clientcmdapi.AuthInfo
+	anon          *rest.Config // the cluster, without credentials
+	full          *rest.Config // the kubeconfig's own credentials, when they start no login
+	execCluster   config.Cluster
+	front, engine string
+	frontOK       bool
+	kind          string // "oidc" or "static", once the arguments parse
+	oidc          *config.OIDC
+	static        *config.Static
+	conc          *config.Concierge
+	mode          string
+	cred          *credcache.Credential
+	clusterSkew   *time.Duration
+	// clusterUnsafe says why no credential is sent to the cluster (its
+	// connection is not verified: http, insecure-skip-tls-verify);
+	// clusterDown that it did not answer. Both from cluster.api.
+	clusterUnsafe       string
+	clusterDown         bool
 	issuer              *issuerProbe
 	doc                 *discovery.Document
 	credentialIssuerErr string
