@@ -53,7 +53,11 @@ check FAILs.
 Most users may not read the agent's objects (APIServices, CredentialIssuer,
 authenticators); those checks then SKIP. An administrator sees them on a
 user's kubeconfig with --admin-kubeconfig, whose current context (with its
-own credential, as kubectl would use it) reads them instead.
+own credential, as kubectl would use it) reads them instead. That context
+must be the same cluster (a FAIL otherwise). Its credential is used as
+kubectl would: if it logs in with an exec plugin (pinniped too), that
+plugin runs, and may start the administrator's login. Its secrets are never
+printed either.
 
 Checks (their names are stable; -o json gives them as "name"):
   kubeconfig.context      the kubeconfig loads; the context, its cluster and user exist
@@ -89,7 +93,7 @@ Checks (their names are stable; -o json gives them as "name"):
 	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
-	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's) instead of the login's credential")
+	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's, for the same cluster) instead of the login's credential; its exec plugin, if any, runs as under kubectl and may log the administrator in")
 	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
 	return cmd
 }
@@ -112,10 +116,20 @@ func (o *Options) Complete() error {
 	}
 	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
 	if o.AdminKubeconfig != "" {
-		cfg, err := o.f.KubeConfig(o.AdminKubeconfig, "").ClientConfig()
+		admin := o.f.KubeConfig(o.AdminKubeconfig, "")
+		raw, err := admin.RawConfig()
 		if err != nil {
 			return fmt.Errorf("--admin-kubeconfig %s: %w", o.AdminKubeconfig, err)
 		}
+		// Its errors may quote its credentials as well as the user's.
+		for _, u := range raw.AuthInfos {
+			o.Doctor.Secrets = append(o.Doctor.Secrets, UserSecrets(u)...)
+		}
+		cfg, err := admin.ClientConfig()
+		if err != nil {
+			return fmt.Errorf("--admin-kubeconfig %s: %w", o.AdminKubeconfig, err)
+		}
+		o.Doctor.Secrets = append(o.Doctor.Secrets, cfg.BearerToken, string(cfg.KeyData))
 		o.Doctor.Admin = cfg
 	}
 	return nil

@@ -50,6 +50,9 @@ type Doctor struct {
 	// CredentialIssuer, authenticators) in place of the login's
 	// credential: an administrator checking a user's kubeconfig.
 	Admin *rest.Config
+	// Secrets are more values never to print (the --admin-kubeconfig's
+	// credentials).
+	Secrets []string
 }
 
 // New is the real world of f's process.
@@ -110,6 +113,7 @@ type run struct {
 // scrubbed of every secret met on the way.
 func (d *Doctor) Run(ctx context.Context, kubeconfig func(context string) clientcmd.ClientConfig, contextName string) *Report {
 	r := &run{d: d, contextName: contextName, load: kubeconfig}
+	r.secret(d.Secrets...)
 	r.report.Context = contextName
 	for _, c := range checks {
 		r.check(ctx, c)

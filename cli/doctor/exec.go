@@ -35,23 +35,7 @@ func checkContext(_ context.Context, r *run) Result {
 	}
 	for _, u := range raw.AuthInfos {
 		// Whatever the context, no user's secrets are ever printed.
-		r.secret(u.Token, string(u.ClientKeyData), u.Password)
-		if u.Exec != nil {
-			r.secret(secretArgs(u.Exec.Args)...)
-			for _, e := range u.Exec.Env {
-				if secretName(e.Name) {
-					r.secret(e.Value)
-				}
-			}
-		}
-		if u.AuthProvider != nil {
-			// id-token, refresh-token, client-secret...
-			for k, v := range u.AuthProvider.Config {
-				if secretName(k) {
-					r.secret(v)
-				}
-			}
-		}
+		r.secret(UserSecrets(u)...)
 	}
 	if len(raw.Contexts) == 0 {
 		return fail("", "no kubeconfig with a context was found: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config")
@@ -110,6 +94,30 @@ func checkContext(_ context.Context, r *run) Result {
 		r.secret(cfg.BearerToken, string(cfg.KeyData))
 	}
 	return ok("cluster %q at %s, user %q", kctx.Cluster, r.anon.Host, kctx.AuthInfo)
+}
+
+// UserSecrets are the secrets a kubeconfig user entry may hold: its token,
+// key and password, the secret-looking values of its exec arguments and
+// environment, and of its auth-provider configuration (id-token,
+// refresh-token, client-secret...).
+func UserSecrets(u *clientcmdapi.AuthInfo) []string {
+	out := []string{u.Token, string(u.ClientKeyData), u.Password}
+	if u.Exec != nil {
+		out = append(out, secretArgs(u.Exec.Args)...)
+		for _, e := range u.Exec.Env {
+			if secretName(e.Name) {
+				out = append(out, e.Value)
+			}
+		}
+	}
+	if u.AuthProvider != nil {
+		for k, v := range u.AuthProvider.Config {
+			if secretName(k) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // secretArgs are the values of the exec arguments that may be secrets,

@@ -104,7 +104,9 @@ func isTLSTrust(err error) bool {
 // at all, so a CA would not help.
 func notTLS(err error) bool {
 	var record tls.RecordHeaderError
-	return errors.As(err, &record)
+	// net/http turns a RecordHeaderError from an http server into a plain
+	// error; its text is the only sign left.
+	return errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func (r *run) trustFix() string {
