@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // TestIssuerWithoutTLS: an issuer that is not https, or whose answer
@@ -29,8 +31,17 @@ func TestIssuerWithoutTLS(t *testing.T) {
 	t.Cleanup(plain.Close)
 	b.args = replaceArg(b.args, "--issuer=", plain.URL)
 	r := b.report()
-	if c := r.Check("issuer.tls"); c.Status == OK {
-		t.Errorf("a plain-http issuer: %+v", c)
+	// The login model refuses it, so it is never probed.
+	want(t, r, "exec.args", Fail, "must be an https URL")
+	want(t, r, "issuer.tls", Skip, "validate (exec.args)")
+	// Were it let through, the probe itself refuses it before any request.
+	run := &run{d: &Doctor{Now: time.Now, HTTP: func([]byte) (*http.Client, error) { return http.DefaultClient, nil }},
+		oidc: &config.OIDC{Issuer: plain.URL}}
+	if res := checkIssuerTLS(t.Context(), run); res.Status != Fail || !strings.Contains(res.Fix, "not served over https") {
+		t.Errorf("a plain-http issuer: %+v", res)
+	}
+	if run.issuer.status != 0 {
+		t.Errorf("the plain-http issuer was asked (HTTP %d)", run.issuer.status)
 	}
 
 	b = newBed(t)
