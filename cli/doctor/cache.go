@@ -56,12 +56,7 @@ func checkCredential(ctx context.Context, r *run) Result {
 	if err != nil || len(stores) == 0 {
 		return fail(fmt.Sprint(err), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry", err))
 	}
-	var key string
-	if r.oidc != nil {
-		key = r.oidc.CredentialKey(r.execCluster)
-	} else {
-		key = r.static.CredentialKey(r.execCluster)
-	}
+	key := r.login.CredentialKey(r.execCluster)
 	var cred *credcache.Credential
 	var where string
 	var unread []error

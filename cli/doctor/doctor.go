@@ -17,6 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Doctor is the outside world as the checks reach it. New fills it for a
@@ -90,7 +91,8 @@ type run struct {
 	execCluster   config.Cluster
 	front, engine string
 	frontOK       bool
-	kind          string // "oidc" or "static", once the arguments parse
+	kind          string // "oidc" or "static", once the arguments validate
+	login         *kubeexec.Login
 	oidc          *config.OIDC
 	static        *config.Static
 	conc          *config.Concierge

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
@@ -82,10 +83,11 @@ func checkContext(_ context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("kubectl cannot use context %q (%v): fix its user %q in the kubeconfig, or %s", r.contextName, err, kctx.AuthInfo, regenerate))
 	}
-	if user.Exec != nil && user.Exec.ProvideClusterInfo {
+	if user.Exec != nil {
 		// What kubectl hands the plugin, and so what the cache key holds.
-		if c, err := rest.ConfigToExecCluster(cfg); err == nil {
-			r.execCluster = config.Cluster{Server: c.Server, CA: c.CertificateAuthorityData}
+		r.execCluster, err = kubeexec.ExecCluster(user.Exec, func() (*rest.Config, error) { return cfg, nil })
+		if err != nil {
+			return fail(err.Error(), fmt.Sprintf("kubectl cannot run the exec plugin of context %q (%v): fix the cluster's certificate-authority in the kubeconfig, or %s", r.contextName, err, regenerate))
 		}
 	}
 	if user.Exec == nil && user.AuthProvider == nil && (cfg.BearerToken != "" || cfg.BearerTokenFile != "" || len(cfg.CertData) > 0 || cfg.CertFile != "") {
@@ -328,51 +330,31 @@ func checkArgs(_ context.Context, r *run) Result {
 	if r.user == nil || r.user.Exec == nil || !handoff.IsFront(r.user.Exec.Command) {
 		return skip("needs an exec entry running pinniped (exec.front)")
 	}
-	e := r.user.Exec
-	args := e.Args
-	if len(args) < 2 || args[0] != "login" || (args[1] != "oidc" && args[1] != "static") {
+	login, err := kubeexec.Parse(r.user.Exec, r.d.LookupEnv)
+	switch {
+	case errors.Is(err, kubeexec.ErrNotALogin):
 		return fail("", "the exec entry's arguments do not start with `login oidc` or `login static`: "+regenerate)
+	case err != nil:
+		return fail(err.Error(), fmt.Sprintf("%v: fix them in the exec entry, or %s", err, regenerate))
 	}
-	// The kubeconfig's environment for the plugin comes first, as kubectl
-	// sets it.
-	env := map[string]string{}
-	for _, v := range e.Env {
-		env[v.Name] = v.Value
+	if login.OIDC != nil {
+		r.secret(login.OIDC.ClientSecret, login.OIDC.Password)
+	} else {
+		r.secret(login.Static.Token)
 	}
-	lookup := func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		return r.d.LookupEnv(k)
-	}
-	getenv := func(k string) string { v, _ := lookup(k); return v }
 	// The login is recorded for the later checks only once it validates:
 	// a login refuses to run with a config Validate refuses, so probing
 	// with it would check something kubectl never does.
-	var validate error
-	var record func()
-	if args[1] == "oidc" {
-		c, err := flagset.ParseOIDC(args[2:], getenv)
-		if err != nil {
-			return fail(err.Error(), fmt.Sprintf("the `pinniped login oidc` arguments do not parse (%v): %s", err, regenerate))
-		}
-		r.secret(c.ClientSecret, c.Password)
-		validate = c.Validate()
-		record = func() { r.oidc, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "oidc" }
-	} else {
-		c, err := flagset.ParseStatic(args[2:], lookup)
-		if err != nil {
-			return fail(err.Error(), fmt.Sprintf("the `pinniped login static` arguments are unusable (%v): fix them, or %s", err, regenerate))
-		}
-		r.secret(c.Token)
-		validate = c.Validate()
-		record = func() { r.static, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "static" }
-	}
-	if validate != nil {
-		msg := strings.ReplaceAll(validate.Error(), "\n", "; ")
+	if err := login.Validate(); err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 		return fail(msg, fmt.Sprintf("the login arguments are refused (%s): fix those flags in the exec entry, or %s", msg, regenerate))
 	}
-	record()
+	r.login, r.oidc, r.static, r.mode, r.kind = login, login.OIDC, login.Static, login.CacheMode(), login.Kind()
+	if login.OIDC != nil {
+		r.conc = login.OIDC.Concierge
+	} else {
+		r.conc = login.Static.Concierge
+	}
 	return ok("%s", r.describeLogin())
 }
 
