@@ -132,16 +132,15 @@ func (r *run) agentClient() (dynamic.Interface, Result, bool) {
 		if r.anon == nil {
 			return nil, skip("needs the context (kubeconfig.context)"), false
 		}
-		if !sameServer(r.d.Admin.Host, r.anon.Host) {
-			// Its answers would be about another cluster's agent.
-			return nil, fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, not this context's at %s: switch it to that cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, r.anon.Host)), false
-		}
-		if r.clusterDown {
+		if r.clusterDown && sameServer(r.d.Admin.Host, r.anon.Host) {
 			return nil, skip("%s", r.clusterUnusable()), false
 		}
 		dyn, err := r.d.Dynamic(r.d.Admin)
 		if err != nil {
 			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
+		}
+		if res, same := r.adminSameCluster(dyn); !same {
+			return nil, res, false
 		}
 		return dyn, Result{}, true
 	}
@@ -152,10 +151,62 @@ func (r *run) agentClient() (dynamic.Interface, Result, bool) {
 	return dyn, Result{}, true
 }
 
+// adminSameCluster checks, once, that --admin-kubeconfig reaches this
+// context's cluster, so that its answers are about the agent this login
+// uses: the same server, or one its agent advertises (a kubeconfig made
+// for the impersonation proxy names the proxy, not the API server).
+func (r *run) adminSameCluster(dyn dynamic.Interface) (Result, bool) {
+	if r.adminChecked {
+		return r.adminResult, r.adminResult.Status == ""
+	}
+	r.adminChecked = true
+	if sameServer(r.d.Admin.Host, r.anon.Host) {
+		return Result{}, true
+	}
+	for _, e := range r.advertised(dyn) {
+		if sameServer(e, r.anon.Host) {
+			return Result{}, true
+		}
+	}
+	// Its answers would be about another cluster's agent.
+	r.adminResult = fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and its agent does not advertise this context's server %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, r.anon.Host))
+	return r.adminResult, false
+}
+
+// advertised are the endpoints the CredentialIssuers read with dyn
+// advertise (impersonation proxies, TokenCredentialRequest servers).
+func (r *run) advertised(dyn dynamic.Interface) []string {
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
+	ctx, cancel := context.WithTimeout(context.Background(), r.d.Timeout)
+	defer cancel()
+	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, item := range list.Items {
+		var ci configv1alpha1.CredentialIssuer
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &ci) != nil {
+			continue
+		}
+		for _, st := range ci.Status.Strategies {
+			if f := st.Frontend; f != nil && f.ImpersonationProxyInfo != nil {
+				out = append(out, f.ImpersonationProxyInfo.Endpoint)
+			} else if f != nil && f.TokenCredentialRequestAPIInfo != nil {
+				out = append(out, f.TokenCredentialRequestAPIInfo.Server)
+			}
+		}
+	}
+	return out
+}
+
 // sameServer: two server URLs name one endpoint (scheme, host and port,
 // the default port spelt or not).
 func sameServer(a, b string) bool {
 	norm := func(raw string) string {
+		if !strings.Contains(raw, "://") {
+			raw = "https://" + raw // an advertised endpoint may be a bare host[:port]
+		}
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
 			return raw

@@ -102,8 +102,12 @@ type run struct {
 	// clusterUnsafe says why no credential is sent to the cluster (its
 	// connection is not verified: http, insecure-skip-tls-verify);
 	// clusterDown that it did not answer. Both from cluster.api.
-	clusterUnsafe       string
-	clusterDown         bool
+	clusterUnsafe string
+	clusterDown   bool
+	// adminChecked: whether --admin-kubeconfig reaches this cluster was
+	// asked; adminResult is the FAIL when it does not.
+	adminChecked        bool
+	adminResult         Result
 	issuer              *issuerProbe
 	doc                 *discovery.Document
 	credentialIssuerErr string

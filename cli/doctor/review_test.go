@@ -191,8 +191,20 @@ func TestAdminKubeconfigOfAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.report("--admin-kubeconfig=" + path)
-	want(t, r, "agent.apiservice", Fail, "not this context's", b.idp.srv.URL)
-	want(t, r, "agent.credentialissuer", Fail, "not this context's")
+	want(t, r, "agent.apiservice", Fail, "does not advertise this context's server", b.idp.srv.URL)
+	want(t, r, "agent.credentialissuer", Fail, "does not advertise this context's server")
+
+	// A kubeconfig made for the impersonation proxy names the proxy: the
+	// admin's (the API server's) agent advertising it is the same cluster.
+	b = newBed(t)
+	proxy, proxyCA := shortLived(t, b.api, 30*24*time.Hour)
+	b.server, b.clusterCA = proxy.URL, proxyCA
+	b.api.strategies = append(b.api.strategies, map[string]any{"type": "ImpersonationProxy", "status": "Success", "reason": "Listening",
+		"message": "listening", "lastUpdateTime": "2026-11-25T00:00:00Z", "frontend": map[string]any{"type": "ImpersonationProxy",
+			"impersonationProxyInfo": map[string]any{"endpoint": proxy.URL, "certificateAuthorityData": base64.StdEncoding.EncodeToString(proxyCA)}}})
+	r = b.report("--admin-kubeconfig=" + b.adminKubeconfig())
+	want(t, r, "agent.apiservice", OK)
+	want(t, r, "agent.credentialissuer", OK)
 
 	// Its token, forced into an error message, is redacted.
 	b = newBed(t)
