@@ -76,9 +76,15 @@ func ParseStatic(args []string, lookupEnv func(string) (string, bool)) (*config.
 // not reach a terminal or a report through an error message.
 func parse(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return valueless(err)
+		return Valueless(err)
 	}
-	switch n := fs.NArg(); n {
+	return UnexpectedArgs(fs.NArg())
+}
+
+// UnexpectedArgs is the error for n positional arguments (nil for none),
+// counted, never quoted.
+func UnexpectedArgs(n int) error {
+	switch n {
 	case 0:
 		return nil
 	case 1:
@@ -88,9 +94,10 @@ func parse(fs *pflag.FlagSet, args []string) error {
 	}
 }
 
-// valueless rewrites pflag's errors, which quote the argument, to name only
-// the flag.
-func valueless(err error) error {
+// Valueless rewrites pflag's errors, which quote the argument, to name only
+// the flag: for the login commands' own parsing too (kubectl shows their
+// errors, and CI logs keep them).
+func Valueless(err error) error {
 	var (
 		notExist *pflag.NotExistError
 		required *pflag.ValueRequiredError
