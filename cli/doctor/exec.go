@@ -124,15 +124,31 @@ func UserSecrets(u *clientcmdapi.AuthInfo) []string {
 
 // secretArgs are the values of the exec arguments that may be secrets,
 // read before any parsing: an argument that does not parse must not leak
-// either. A pinniped login's "login oidc|static" are its command words, not
-// arguments.
+// either. For a pinniped login ("login oidc|static", its command words) the
+// flag table says what is a value and what is positional, and every
+// positional counts. Another plugin's grammar is unknown, and its
+// positionals are ordinary words (a cluster or region name) that would
+// blank out the report: only the values of its secret-named flags count.
 func secretArgs(args []string) []string {
-	for _, word := range []string{"login", "oidc|static"} {
-		if len(args) > 0 && slices.Contains(strings.Split(word, "|"), args[0]) {
+	if len(args) > 0 && args[0] == "login" {
+		args = args[1:]
+		if len(args) > 0 && (args[0] == "oidc" || args[0] == "static") {
 			args = args[1:]
 		}
+		return flagset.SecretArgs(args)
 	}
-	return flagset.SecretArgs(args)
+	var out []string
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-") || !flagset.SecretFlag(name):
+		case hasValue:
+			out = append(out, value)
+		case i+1 < len(args):
+			out = append(out, args[i+1])
+		}
+	}
+	return out
 }
 
 // secretName: an environment variable whose name says it holds a secret.

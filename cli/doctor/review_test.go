@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -225,7 +228,7 @@ func TestCorruptCacheEntryIsLeftAlone(t *testing.T) {
 	b := newBed(t)
 	dir := filepath.Join(b.env["XDG_CONFIG_HOME"], "pinniped")
 	var before map[string]string
-	b.tweak = func(*Doctor) {
+	b.tweak = func(d *Doctor) {
 		// The login's entry is made unreadable, the index left.
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
@@ -236,6 +239,7 @@ func TestCorruptCacheEntryIsLeftAlone(t *testing.T) {
 			return nil
 		})
 		before = snapshot(t, dir)
+		d.Caches = readOnlyCaches{d.Caches, t}
 	}
 	r := b.report()
 	want(t, r, "cache.credential", Warn, "unreadable", "pinniped logout")
@@ -352,6 +356,24 @@ func TestUserSecrets(t *testing.T) {
 			t.Errorf("%s is listed: %s", s, got)
 		}
 	}
+	// Another plugin: only its secret-named flags' values (its positionals
+	// are words like a cluster's name, which would blank out the report).
+	aws := &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "aws", Args: []string{"eks", "get-token", "--cluster-name", "prod", "--role-token=rt-2", "--api-key", "ak-2"}}}
+	if got := UserSecrets(aws); strings.Join(got, " ") != "   rt-2 ak-2" {
+		t.Errorf("another plugin: %q", got)
+	}
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// readOnlyCaches fails the test when doctor opens the login's combined
+// store: on a keyring timeout it writes a marker file.
+type readOnlyCaches struct {
+	cmdutil.Caches
+	t *testing.T
+}
+
+func (c readOnlyCaches) Open(mode string, warn io.Writer) (cache.Store, error) {
+	c.t.Errorf("doctor opened the login's store for %q", mode)
+	return c.Caches.Open(mode, warn)
+}
