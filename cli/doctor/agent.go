@@ -124,7 +124,7 @@ func (r *run) clusterUnusable() string {
 // or authenticators), else with the login's. When it cannot, the Result
 // says why (a SKIP, or a FAIL for an --admin-kubeconfig of another
 // cluster).
-func (r *run) agentClient() (dynamic.Interface, Result, bool) {
+func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool) {
 	if r.conc == nil {
 		return nil, skip("%s", r.noAgent()), false
 	}
@@ -139,7 +139,7 @@ func (r *run) agentClient() (dynamic.Interface, Result, bool) {
 		if err != nil {
 			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
 		}
-		if res, same := r.adminSameCluster(dyn); !same {
+		if res, same := r.adminSameCluster(ctx, dyn); !same {
 			return nil, res, false
 		}
 		return dyn, Result{}, true
@@ -155,7 +155,7 @@ func (r *run) agentClient() (dynamic.Interface, Result, bool) {
 // context's cluster, so that its answers are about the agent this login
 // uses: the same server, or one its agent advertises (a kubeconfig made
 // for the impersonation proxy names the proxy, not the API server).
-func (r *run) adminSameCluster(dyn dynamic.Interface) (Result, bool) {
+func (r *run) adminSameCluster(ctx context.Context, dyn dynamic.Interface) (Result, bool) {
 	if r.adminChecked {
 		return r.adminResult, r.adminResult.Status == ""
 	}
@@ -163,25 +163,28 @@ func (r *run) adminSameCluster(dyn dynamic.Interface) (Result, bool) {
 	if sameServer(r.d.Admin.Host, r.anon.Host) {
 		return Result{}, true
 	}
-	for _, e := range r.advertised(dyn) {
+	endpoints, err := r.advertised(ctx, dyn)
+	for _, e := range endpoints {
 		if sameServer(e, r.anon.Host) {
 			return Result{}, true
 		}
 	}
 	// Its answers would be about another cluster's agent.
-	r.adminResult = fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and its agent does not advertise this context's server %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, r.anon.Host))
+	why := fmt.Sprintf("its agent does not advertise this context's server %s", r.anon.Host)
+	if err != nil {
+		why = fmt.Sprintf("its agent's CredentialIssuers cannot be read (%v) to tell whether it serves this context's server %s", err, r.anon.Host)
+	}
+	r.adminResult = fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, why))
 	return r.adminResult, false
 }
 
 // advertised are the endpoints the CredentialIssuers read with dyn
 // advertise (impersonation proxies, TokenCredentialRequest servers).
-func (r *run) advertised(dyn dynamic.Interface) []string {
+func (r *run) advertised(ctx context.Context, dyn dynamic.Interface) ([]string, error) {
 	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
-	ctx, cancel := context.WithTimeout(context.Background(), r.d.Timeout)
-	defer cancel()
 	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []string
 	for _, item := range list.Items {
@@ -197,7 +200,7 @@ func (r *run) advertised(dyn dynamic.Interface) []string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // sameServer: two server URLs name one endpoint (scheme, host and port,
@@ -241,7 +244,7 @@ func (r *run) refused(err error, what string) (Result, bool) {
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 func checkAPIServices(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
 		return res
 	}
@@ -285,7 +288,7 @@ type proxyInfo struct {
 }
 
 func checkCredentialIssuer(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
 		r.credentialIssuerErr = "needs the CredentialIssuer (agent.credentialissuer)"
 		return res
@@ -353,7 +356,7 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 }
 
 func checkAuthenticator(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
 		return res
 	}

@@ -194,8 +194,8 @@ func TestAdminKubeconfigOfAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.report("--admin-kubeconfig=" + path)
-	want(t, r, "agent.apiservice", Fail, "does not advertise this context's server", b.idp.srv.URL)
-	want(t, r, "agent.credentialissuer", Fail, "does not advertise this context's server")
+	want(t, r, "agent.apiservice", Fail, "--admin-kubeconfig's current context is the cluster at "+b.idp.srv.URL, "this context's server")
+	want(t, r, "agent.credentialissuer", Fail, "this context's server")
 
 	// A kubeconfig made for the impersonation proxy names the proxy: the
 	// admin's (the API server's) agent advertising it is the same cluster.
