@@ -197,6 +197,14 @@ func TestAdminKubeconfigOfAnotherCluster(t *testing.T) {
 	want(t, r, "agent.apiservice", Fail, "--admin-kubeconfig's current context is the cluster at "+b.idp.srv.URL, "this context's server")
 	want(t, r, "agent.credentialissuer", Fail, "this context's server")
 
+	// Another cluster whose agent answers, and advertises only itself.
+	other := newAPIServer(t, b.idp.srv.URL)
+	cfg.Clusters["c"].Server = other.srv.URL
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	want(t, b.report("--admin-kubeconfig="+path), "agent.authenticator", Fail, "its agent does not advertise this context's server "+b.api.srv.URL)
+
 	// A kubeconfig made for the impersonation proxy names the proxy: the
 	// admin's (the API server's) agent advertising it is the same cluster.
 	b = newBed(t)
