@@ -124,6 +124,32 @@ func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) 
 	return &e.Credential, true, nil
 }
 
+// ErrUnreadable is Peek's answer for an entry that is there but is not a
+// credential this version can use (corrupt, another format).
+var ErrUnreadable = errors.New("the cached entry is unreadable")
+
+// Peek is Get without side effects, for diagnosis (pinniped doctor): it
+// never deletes or writes, and reports a corrupt entry as ErrUnreadable
+// instead of removing it. Like Get, an entry expiring within the skew is
+// not found.
+func (c *Cache) Peek(ctx context.Context, key string) (*Credential, bool, error) {
+	raw, err := c.Store.Get(ctx, key)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e, err := decodeEntry(raw)
+	if err != nil || e.Version != 1 || !usable(&e.Credential) {
+		return nil, false, ErrUnreadable
+	}
+	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
+		return nil, false, nil
+	}
+	return &e.Credential, true, nil
+}
+
 func usable(cr *Credential) bool {
 	return !cr.ExpirationTimestamp.IsZero() &&
 		(cr.Token != "" || (cr.ClientCertificateData != "" && cr.ClientKeyData != ""))

@@ -200,3 +200,47 @@ func TestNoPlaceForLocks(t *testing.T) {
 		t.Fatalf("index: %v %v", list, err)
 	}
 }
+
+// recordingStore fails the test on any write: Peek only reads.
+type recordingStore struct {
+	cache.Store
+	t *testing.T
+}
+
+func (s recordingStore) Set(context.Context, string, []byte) error {
+	s.t.Error("Peek wrote")
+	return nil
+}
+
+func (s recordingStore) Delete(context.Context, string) error {
+	s.t.Error("Peek deleted")
+	return nil
+}
+
+// TestPeekHasNoSideEffects: a corrupt entry is reported and left in place;
+// a good one is returned; an expiring one is not found; nothing is written.
+func TestPeekHasNoSideEffects(t *testing.T) {
+	c, clk, store := newCache(t)
+	ctx := context.Background()
+	if err := c.Put(ctx, "good", "cluster a", cred(clk.t.Add(time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	_ = store.Set(ctx, "bad", []byte("{{{"))
+	peek := &credcache.Cache{Store: recordingStore{store, t}, Now: clk.now}
+	if _, ok, err := peek.Peek(ctx, "bad"); ok || err != credcache.ErrUnreadable { //nolint:errorlint // the sentinel itself
+		t.Errorf("corrupt: %v %v", ok, err)
+	}
+	if _, err := store.Get(ctx, "bad"); err != nil {
+		t.Errorf("the corrupt entry is gone: %v", err)
+	}
+	if got, ok, err := peek.Peek(ctx, "good"); !ok || err != nil || got.ClientKeyData != "key" {
+		t.Errorf("good: %v %v %v", got, ok, err)
+	}
+	if _, ok, err := peek.Peek(ctx, "missing"); ok || err != nil {
+		t.Errorf("missing: %v %v", ok, err)
+	}
+	clk.t = clk.t.Add(31 * time.Second)
+	if _, ok, err := peek.Peek(ctx, "good"); ok || err != nil {
+		t.Errorf("expiring: %v %v", ok, err)
+	}
+}

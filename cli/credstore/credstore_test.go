@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -149,5 +150,12 @@ func TestProbe(t *testing.T) {
 	}
 	if b := store(hungBackend{}).probe(ctx); !errors.Is(b.Fallback, keyringstore.ErrTimeout) {
 		t.Errorf("hung keyring: %+v", b)
+	}
+	// pinniped doctor probes: even a hung keyring leaves no marker (that
+	// is a login's to write) and no file behind.
+	for _, p := range []string{filepath.Join(dir, "marker"), filepath.Join(dir, "files")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("the probe wrote %s", p)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,7 +31,7 @@ const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`
 
 func (r *run) noAgent() string {
 	if r.kind == "" {
-		return "needs login arguments that parse (exec.args)"
+		return needsArgs
 	}
 	return "the login does not use the agent (no --enable-concierge): the cluster checks the token itself"
 }
@@ -40,12 +41,18 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 	if c == nil {
 		return skip("%s", r.noAgent())
 	}
+	if r.clusterDown && r.anon != nil && sameServer(c.Endpoint, r.anon.Host) {
+		return skip("%s", r.clusterUnusable())
+	}
 	client, err := r.d.HTTP(c.CABundle)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("--concierge-ca-bundle-data is unusable (%v): %s", err, regenerate))
 	}
 	a, err := conciergeclient.Probe(ctx, client, c)
 	if err != nil {
+		if notTLS(err) {
+			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s does not speak TLS at that address (%v): fix --concierge-endpoint (its https port) in the exec entry, or %s", c.Endpoint, err, regenerate))
+		}
 		if isTLSTrust(err) {
 			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s presents a certificate that --concierge-ca-bundle-data does not trust (%v): %s", c.Endpoint, err, regenerate))
 		}
@@ -70,8 +77,13 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 }
 
 // kube is a cluster client with the login's credential: the cached one, or
-// the kubeconfig's own when it starts no login. nil when there is none.
-func (r *run) kube() (dynamic.Interface, error) {
+// the kubeconfig's own when it starts no login. nil, and why, when there
+// is none or it must not be sent (cluster.api found the connection
+// unverified, or the server unreachable).
+func (r *run) kube() (dynamic.Interface, string) {
+	if why := r.clusterUnusable(); why != "" {
+		return nil, why
+	}
 	var cfg *rest.Config
 	switch {
 	case r.cred != nil && r.anon != nil:
@@ -84,33 +96,131 @@ func (r *run) kube() (dynamic.Interface, error) {
 	case r.full != nil:
 		cfg = r.full
 	default:
-		return nil, nil
+		return nil, needsLogin
 	}
-	return r.d.Dynamic(cfg)
+	dyn, err := r.d.Dynamic(cfg)
+	if err != nil {
+		return nil, fmt.Sprintf("no cluster client: %v", err)
+	}
+	return dyn, ""
+}
+
+// clusterUnusable says why nothing more is asked of the cluster ("" when
+// it may be): a credential is never sent over a connection whose server
+// is not verified, and a server that did not answer would only cost each
+// check its timeout again.
+func (r *run) clusterUnusable() string {
+	switch {
+	case r.clusterUnsafe != "":
+		return r.clusterUnsafe
+	case r.clusterDown:
+		return "the API server could not be reached (cluster.api)"
+	}
+	return ""
 }
 
 // agentClient reads the agent's objects: with --admin-kubeconfig's
 // credential when given (users may not read APIServices, CredentialIssuers
-// or authenticators), else with the login's.
-func (r *run) agentClient() (dynamic.Interface, string, bool) {
+// or authenticators), else with the login's. When it cannot, the Result
+// says why (a SKIP, or a FAIL for an --admin-kubeconfig of another
+// cluster).
+func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool) {
 	if r.conc == nil {
-		return nil, r.noAgent(), false
+		return nil, skip("%s", r.noAgent()), false
 	}
 	if r.d.Admin != nil {
+		if r.anon == nil {
+			return nil, skip("needs the context (kubeconfig.context)"), false
+		}
+		if r.clusterDown && sameServer(r.d.Admin.Host, r.anon.Host) {
+			return nil, skip("%s", r.clusterUnusable()), false
+		}
 		dyn, err := r.d.Dynamic(r.d.Admin)
 		if err != nil {
-			return nil, fmt.Sprintf("no cluster client for --admin-kubeconfig: %v", err), false
+			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
 		}
-		return dyn, "", true
+		if res, same := r.adminSameCluster(ctx, dyn); !same {
+			return nil, res, false
+		}
+		return dyn, Result{}, true
 	}
-	dyn, err := r.kube()
-	if err != nil {
-		return nil, fmt.Sprintf("no cluster client: %v", err), false
-	}
+	dyn, why := r.kube()
 	if dyn == nil {
-		return nil, needsLogin, false
+		return nil, skip("%s", why), false
 	}
-	return dyn, "", true
+	return dyn, Result{}, true
+}
+
+// adminSameCluster checks, once, that --admin-kubeconfig reaches this
+// context's cluster, so that its answers are about the agent this login
+// uses: the same server, or one its agent advertises (a kubeconfig made
+// for the impersonation proxy names the proxy, not the API server).
+func (r *run) adminSameCluster(ctx context.Context, dyn dynamic.Interface) (Result, bool) {
+	if r.adminChecked {
+		return r.adminResult, r.adminResult.Status == ""
+	}
+	r.adminChecked = true
+	if sameServer(r.d.Admin.Host, r.anon.Host) {
+		return Result{}, true
+	}
+	endpoints, err := r.advertised(ctx, dyn)
+	for _, e := range endpoints {
+		if sameServer(e, r.anon.Host) {
+			return Result{}, true
+		}
+	}
+	// Its answers would be about another cluster's agent.
+	why := fmt.Sprintf("its agent does not advertise this context's server %s", r.anon.Host)
+	if err != nil {
+		why = fmt.Sprintf("its agent's CredentialIssuers cannot be read (%v) to tell whether it serves this context's server %s", err, r.anon.Host)
+	}
+	r.adminResult = fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, why))
+	return r.adminResult, false
+}
+
+// advertised are the endpoints the CredentialIssuers read with dyn
+// advertise (impersonation proxies, TokenCredentialRequest servers).
+func (r *run) advertised(ctx context.Context, dyn dynamic.Interface) ([]string, error) {
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
+	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, item := range list.Items {
+		var ci configv1alpha1.CredentialIssuer
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &ci) != nil {
+			continue
+		}
+		for _, st := range ci.Status.Strategies {
+			if f := st.Frontend; f != nil && f.ImpersonationProxyInfo != nil {
+				out = append(out, f.ImpersonationProxyInfo.Endpoint)
+			} else if f != nil && f.TokenCredentialRequestAPIInfo != nil {
+				out = append(out, f.TokenCredentialRequestAPIInfo.Server)
+			}
+		}
+	}
+	return out, nil
+}
+
+// sameServer: two server URLs name one endpoint (scheme, host and port,
+// the default port spelt or not).
+func sameServer(a, b string) bool {
+	norm := func(raw string) string {
+		if !strings.Contains(raw, "://") {
+			raw = "https://" + raw // an advertised endpoint may be a bare host[:port]
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return raw
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"https": "443", "http": "80"}[strings.ToLower(u.Scheme)]
+		}
+		return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	}
+	return norm(a) == norm(b)
 }
 
 // refused turns a refusal of a read into a SKIP naming what could not be
@@ -134,9 +244,9 @@ func (r *run) refused(err error, what string) (Result, bool) {
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 func checkAPIServices(ctx context.Context, r *run) Result {
-	dyn, why, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
-		return skip("%s", why)
+		return res
 	}
 	var good []string
 	for _, name := range groupsuffix.APIServiceNames(r.conc.Suffix()) {
@@ -178,10 +288,10 @@ type proxyInfo struct {
 }
 
 func checkCredentialIssuer(ctx context.Context, r *run) Result {
-	dyn, why, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
 		r.credentialIssuerErr = "needs the CredentialIssuer (agent.credentialissuer)"
-		return skip("%s", why)
+		return res
 	}
 	r.credentialIssuerErr = "the CredentialIssuer could not be read (agent.credentialissuer)"
 	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
@@ -246,9 +356,9 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 }
 
 func checkAuthenticator(ctx context.Context, r *run) Result {
-	dyn, why, can := r.agentClient()
+	dyn, res, can := r.agentClient(ctx)
 	if !can {
-		return skip("%s", why)
+		return res
 	}
 	c := r.conc
 	kind, err := c.Kind()
@@ -289,11 +399,19 @@ func checkAuthenticator(ctx context.Context, r *run) Result {
 				bad = append(bad, fmt.Sprintf("%s=%s: %s", cond.Type, cond.Status, cond.Message))
 			}
 		}
+		if status.Phase == "" && len(status.Conditions) == 0 {
+			// Just created: the agent has not looked at it yet.
+			return warn("no status yet", fmt.Sprintf("the agent has not reported the %s's status yet: wait a moment; if it stays so, read the agent's logs", name))
+		}
 		phase := string(status.Phase)
 		if phase == "" {
-			phase = "no phase yet"
+			phase = "without a phase"
 		}
-		return fail(phase+"; "+strings.Join(bad, "; "), fmt.Sprintf("the %s is %s (%s): ask your administrator to fix it", name, phase, strings.Join(bad, "; ")))
+		why := ""
+		if len(bad) > 0 {
+			why = " (" + strings.Join(bad, "; ") + ")"
+		}
+		return fail(phase+"; "+strings.Join(bad, "; "), fmt.Sprintf("the %s is %s%s: ask your administrator to fix it", name, phase, why))
 	}
 	if o := r.oidc; o != nil && kind == "JWTAuthenticator" {
 		if spec.Issuer != "" && spec.Issuer != o.Issuer {
@@ -331,6 +449,12 @@ func checkProxy(ctx context.Context, r *run) Result {
 	for _, p := range r.proxies {
 		notAfter, err := handshake(ctx, p)
 		if err != nil {
+			if errors.Is(err, errUnreadableCA) {
+				return fail(err.Error(), fmt.Sprintf("the CA the CredentialIssuer advertises for the impersonation proxy at %s is unreadable (no PEM certificate): ask your administrator to check the agent's impersonation proxy CA", p.endpoint))
+			}
+			if notTLS(err) {
+				return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s does not speak TLS at that address (%v): ask your administrator to check the CredentialIssuer's impersonation proxy endpoint", p.endpoint, err))
+			}
 			if isTLSTrust(err) {
 				return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s presents a certificate its advertised CA does not sign (%v): ask your administrator to check spec.impersonationProxy.tls of the CredentialIssuer", p.endpoint, err))
 			}
@@ -346,23 +470,23 @@ func checkProxy(ctx context.Context, r *run) Result {
 	return ok("%s", strings.Join(done, "; "))
 }
 
+// errUnreadableCA: the CredentialIssuer advertises a CA that holds no PEM
+// certificate, so nothing could be checked against it.
+var errUnreadableCA = errors.New("the advertised CA holds no PEM certificate")
+
 // handshake connects to the proxy trusting only its advertised CA and
 // returns when its serving certificate ends.
 func handshake(ctx context.Context, p proxyInfo) (time.Time, error) {
-	host := p.endpoint
-	if u, err := url.Parse(p.endpoint); err == nil && u.Host != "" {
-		host = u.Host
-	}
-	name, port, err := net.SplitHostPort(host)
+	name, addr, err := dialAddress(p.endpoint)
 	if err != nil {
-		name, port = host, "443"
+		return time.Time{}, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(p.ca) {
-		return time.Time{}, fmt.Errorf("the advertised CA holds no PEM certificate: %w", x509.UnknownAuthorityError{})
+		return time.Time{}, errUnreadableCA
 	}
 	d := &tls.Dialer{Config: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: name}}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(name, port))
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -372,4 +496,23 @@ func handshake(ctx context.Context, p proxyInfo) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("no certificate")
 	}
 	return certs[0].NotAfter, nil
+}
+
+// dialAddress is the TLS server name and the host:port of an endpoint, a
+// URL or a bare host[:port] (an IPv6 address in brackets): Hostname strips
+// those brackets, JoinHostPort puts them back.
+func dialAddress(endpoint string) (name, addr string, err error) {
+	raw := endpoint
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", "", fmt.Errorf("the endpoint %q is not a host or URL", endpoint)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return u.Hostname(), net.JoinHostPort(u.Hostname(), port), nil
 }

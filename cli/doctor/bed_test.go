@@ -119,6 +119,8 @@ type apiServer struct {
 	rules                []map[string]any
 	requests             []string
 	unauthenticated      bool
+	// incomplete: the rules review says its list is incomplete (a webhook authorizer).
+	incomplete bool
 }
 
 func newAPIServer(t *testing.T, issuer string) *apiServer {
@@ -203,7 +205,7 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var review map[string]any
 		_ = json.Unmarshal(body, &review)
-		review["status"] = map[string]any{"resourceRules": a.rules, "nonResourceRules": []any{}, "incomplete": false}
+		review["status"] = map[string]any{"resourceRules": a.rules, "nonResourceRules": []any{}, "incomplete": a.incomplete}
 		send(201, review)
 	default:
 		status(404, "NotFound", "the server could not find the requested resource")
@@ -236,6 +238,12 @@ type bed struct {
 	cached  *credcache.Credential
 	f       *cmdutil.Factory
 	now     func() time.Time
+	// server replaces the cluster's server in the kubeconfig; insecure
+	// sets insecure-skip-tls-verify (and no CA).
+	server   string
+	insecure bool
+	// tweak changes doctor's adapters after the bed's, just before it runs.
+	tweak func(d *Doctor)
 }
 
 const clientSecret = "client-secret-do-not-print-4f2a"
@@ -306,9 +314,17 @@ func (b *bed) write() {
 	if ca == nil {
 		ca = b.api.ca
 	}
+	server := b.server
+	if server == "" {
+		server = b.api.srv.URL
+	}
+	cluster := &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	if b.insecure {
+		cluster.CertificateAuthorityData, cluster.InsecureSkipTLSVerify = nil, true
+	}
 	cfg := clientcmdapi.Config{
 		CurrentContext: "dev",
-		Clusters:       map[string]*clientcmdapi.Cluster{"dev-cluster": {Server: b.api.srv.URL, CertificateAuthorityData: ca}},
+		Clusters:       map[string]*clientcmdapi.Cluster{"dev-cluster": cluster},
 		Contexts:       map[string]*clientcmdapi.Context{"dev": {Cluster: "dev-cluster", AuthInfo: "dev-user"}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"dev-user": user},
 	}
@@ -323,7 +339,7 @@ func (b *bed) write() {
 	if b.cached == nil || user.Exec == nil || len(user.Exec.Args) < 2 {
 		return
 	}
-	cluster := config.Cluster{Server: b.api.srv.URL, CA: ca}
+	kc := config.Cluster{Server: server, CA: cluster.CertificateAuthorityData}
 	var key, mode string
 	switch user.Exec.Args[1] {
 	case "oidc":
@@ -331,13 +347,13 @@ func (b *bed) write() {
 		if err != nil {
 			return
 		}
-		key, mode = c.CredentialKey(cluster), c.CredentialCache
+		key, mode = c.CredentialKey(kc), c.CredentialCache
 	case "static":
 		c, err := flagset.ParseStatic(user.Exec.Args[2:], b.f.LookupEnv)
 		if err != nil {
 			return
 		}
-		key, mode = c.CredentialKey(cluster), c.CredentialCache
+		key, mode = c.CredentialKey(kc), c.CredentialCache
 	}
 	store, err := b.f.Caches.Open(mode, io.Discard)
 	if err != nil || store == nil {
@@ -373,6 +389,9 @@ func (b *bed) run(args ...string) (string, error) {
 	b.f.IO.Out = &out
 	cmd := NewCmdDoctor(b.f, func(ctx context.Context, o *Options) error {
 		b.adapters(o.Doctor)
+		if b.tweak != nil {
+			b.tweak(o.Doctor)
+		}
 		return o.Run(ctx)
 	})
 	cmd.SetArgs(append([]string{"--kubeconfig=" + b.kubeconfig, "--timeout=5s"}, args...))

@@ -2,8 +2,8 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
@@ -11,7 +11,7 @@ import (
 
 func checkBackend(ctx context.Context, r *run) Result {
 	if r.kind == "" {
-		return skip("needs login arguments that parse (exec.args)")
+		return skip("%s", needsArgs)
 	}
 	switch r.mode {
 	case "none":
@@ -38,7 +38,7 @@ func checkBackend(ctx context.Context, r *run) Result {
 
 func checkCredential(ctx context.Context, r *run) Result {
 	if r.kind == "" {
-		return skip("needs login arguments that parse (exec.args)")
+		return skip("%s", needsArgs)
 	}
 	if r.static != nil && r.conc == nil {
 		// kubectl is handed the token itself; nothing is exchanged or cached.
@@ -48,21 +48,38 @@ func checkCredential(ctx context.Context, r *run) Result {
 	if r.mode == "none" || r.mode == "" {
 		return skip("this login caches no cluster credential (--credential-cache=%q)", r.mode)
 	}
-	store, err := r.d.Caches.Open(r.mode, io.Discard)
-	if err != nil || store == nil {
+	// Every store a login may have written to, each on its own and only
+	// read: the login's combined store would, on a keyring timeout, write
+	// a marker, and Get deletes a corrupt entry. Read in the login's
+	// order: the keyring, then the files it falls back to.
+	stores, err := r.d.Caches.Everywhere(r.mode)
+	if err != nil || len(stores) == 0 {
 		return fail(fmt.Sprint(err), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry", err))
 	}
-	var key string
-	if r.oidc != nil {
-		key = r.oidc.CredentialKey(r.execCluster)
-	} else {
-		key = r.static.CredentialKey(r.execCluster)
+	key := r.login.CredentialKey(r.execCluster)
+	var cred *credcache.Credential
+	var where string
+	var unread []error
+	for _, store := range stores {
+		c, found, err := (&credcache.Cache{Store: store, Now: r.d.Now}).Peek(ctx, key)
+		switch {
+		case errors.Is(err, credcache.ErrUnreadable):
+			return warn(fmt.Sprintf("%s: %v", store.Describe(), err), fmt.Sprintf("the cached credential in %s is unreadable: run `pinniped logout`, then log in again with `kubectl get ns`", store.Describe()))
+		case err != nil:
+			unread = append(unread, fmt.Errorf("%s: %w", store.Describe(), err))
+			continue
+		case found:
+			cred, where = c, store.Describe()
+		}
+		if cred != nil {
+			break
+		}
 	}
-	cred, found, err := (&credcache.Cache{Store: store, Now: r.d.Now}).Get(ctx, key)
-	if err != nil {
-		return warn(err.Error(), fmt.Sprintf("the cached credential in %s cannot be read (%v): `pinniped logout` and log in again with `kubectl get ns`", store.Describe(), err))
+	if cred == nil && len(unread) > 0 {
+		err := errors.Join(unread...)
+		return warn(err.Error(), fmt.Sprintf("the credential cache cannot be read (%v): unlock or start the keyring, or `pinniped logout` and log in again with `kubectl get ns`", err))
 	}
-	if !found {
+	if cred == nil {
 		return warn("none", "not logged in (no valid cluster credential is cached for this context): run `kubectl get ns` to log in, then run doctor again")
 	}
 	r.cred = cred
@@ -72,5 +89,5 @@ func checkCredential(ctx context.Context, r *run) Result {
 		what = "a client certificate"
 	}
 	left := cred.ExpirationTimestamp.Sub(r.d.Now()).Round(time.Second)
-	return ok("%s in %s, valid until %s (%s more)", what, store.Describe(), cred.ExpirationTimestamp.UTC().Format(time.RFC3339), left)
+	return ok("%s in %s, valid until %s (%s more)", what, where, cred.ExpirationTimestamp.UTC().Format(time.RFC3339), left)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -26,6 +27,15 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	if r.anon == nil {
 		return skip("needs the context (kubeconfig.context)")
 	}
+	if u, err := url.Parse(r.anon.Host); err == nil && u.Scheme == "http" {
+		// Not even asked: nothing is to be learnt from a clear-text answer.
+		r.clusterUnsafe = "the cluster's server is plain http, so no credential is sent to it (cluster.api)"
+		return fail("http: "+r.anon.Host, fmt.Sprintf("the cluster's server %s is plain http, so kubectl sends your credential in clear text: set its https address and certificate-authority-data in the kubeconfig, or %s", r.anon.Host, regenerate))
+	}
+	if r.anon.Insecure {
+		// Asked anonymously all the same: whether it answers is still news.
+		r.clusterUnsafe = "the kubeconfig turns off certificate checks for this cluster, so no credential is sent to it (cluster.api)"
+	}
 	client, err := rest.HTTPClientFor(r.anon)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the kubeconfig's cluster settings are unusable (%v): fix the cluster's server and certificate-authority", err))
@@ -38,6 +48,12 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	resp, err := client.Do(req)
 	after := r.d.Now()
 	if err != nil {
+		// Every later check that asks the cluster would wait out its
+		// timeout on the same cause.
+		r.clusterDown = true
+		if notTLS(err) {
+			return fail(err.Error(), fmt.Sprintf("the API server at %s does not speak TLS at that address (%v): fix the cluster's server (its https port) in the kubeconfig, or %s", r.anon.Host, err, regenerate))
+		}
 		if isTLSTrust(err) {
 			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
 		}
@@ -52,6 +68,9 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 		GitVersion string `json:"gitVersion"`
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+	if r.anon.Insecure {
+		return warn(fmt.Sprintf("insecure-skip-tls-verify; HTTP %d", resp.StatusCode), fmt.Sprintf("the kubeconfig turns off certificate checks for %s (insecure-skip-tls-verify), so anyone on the way can take the credential kubectl sends: set the cluster's certificate-authority-data instead, or %s", r.anon.Host, regenerate))
+	}
 	switch {
 	case resp.StatusCode == http.StatusOK && v.GitVersion != "":
 		return ok("Kubernetes %s at %s", v.GitVersion, r.anon.Host)
@@ -117,11 +136,18 @@ func checkClockIssuer(ctx context.Context, r *run) Result {
 	s := *p.skew
 	detail := "the issuer's clock is " + describeSkew(s, "this machine's")
 	status, fix := judgeSkew(s), ""
-	switch status {
-	case Fail:
+	// When the cluster's clock agrees with this machine's, the issuer's is
+	// the odd one out: blame it, not the user's.
+	mine := r.clusterSkew == nil || judgeSkew(*r.clusterSkew) != OK
+	switch {
+	case status == Fail && mine:
 		fix = fmt.Sprintf("%s, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", detail, failSkew)
-	case Warn:
+	case status == Fail:
+		fix = fmt.Sprintf("%s (and the cluster's agrees with this machine's), beyond the %s tokens allow: ask the provider's administrator to fix the issuer's clock (NTP)", detail, failSkew)
+	case status == Warn && mine:
 		fix = detail + ": set this machine's clock (NTP)"
+	case status == Warn:
+		fix = detail + " (and the cluster's agrees with this machine's): ask the provider's administrator to fix the issuer's clock (NTP)"
 	}
 	if r.clusterSkew != nil {
 		// What the agent sees: tokens stamped by the issuer, checked on the cluster's clock.

@@ -45,15 +45,22 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long: `doctor walks the chain kubectl goes through for the current kubeconfig context
 (or --kubeconfig-context) and prints a checklist: one line a check, OK, WARN,
 FAIL or SKIP, with what it found or, when something is wrong, the fix in one
-sentence. It never logs you in (no browser, no prompt, no refresh): it uses
-the cluster credential a login cached, if there is one, and otherwise says
-which checks need a login. It never prints a secret. It exits 1 when a
-check FAILs.
+sentence. It never logs you in (no browser, no prompt, no refresh): it reads
+the cluster credential a login cached, if there is one (never writing or
+deleting a cache entry), and otherwise says which checks need a login. It
+sends no credential to a cluster whose server is plain http or whose
+certificate checks the kubeconfig turns off. It never prints a secret. It
+exits 1 when a check FAILs.
 
 Most users may not read the agent's objects (APIServices, CredentialIssuer,
 authenticators); those checks then SKIP. An administrator sees them on a
 user's kubeconfig with --admin-kubeconfig, whose current context (with its
-own credential, as kubectl would use it) reads them instead.
+own credential, as kubectl would use it) reads them instead. That context
+must reach the same cluster: the context's server, or one its agent
+advertises (the impersonation proxy); the agent checks FAIL otherwise.
+Its credential is used as kubectl would: if it logs in with an exec plugin
+(pinniped too), that plugin runs, and may start the administrator's login.
+Its secrets are never printed either.
 
 Checks (their names are stable; -o json gives them as "name"):
   kubeconfig.context      the kubeconfig loads; the context, its cluster and user exist
@@ -63,10 +70,10 @@ Checks (their names are stable; -o json gives them as "name"):
   exec.args               the login arguments parse and validate
   cache.backend           which store logins cache in: the OS keyring, or files and why
   cache.credential        a valid cluster credential is cached (read, never refreshed)
-  cluster.api             the API server answers with the kubeconfig's CA
+  cluster.api             the API server answers over https checked with the kubeconfig's CA
   clock.cluster           this machine's clock against the API server's
   clock.issuer            this machine's and the cluster's clocks against the issuer's
-  issuer.tls              the issuer's certificate is trusted with the login's CA bundle
+  issuer.tls              the issuer is https and its certificate is trusted with the login's CA bundle
   issuer.discovery        the issuer's discovery document is valid and names the issuer
   issuer.jwks             the issuer publishes signing keys
   issuer.client           the provider accepts the client id and loopback redirect URI
@@ -89,7 +96,7 @@ Checks (their names are stable; -o json gives them as "name"):
 	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
-	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's) instead of the login's credential")
+	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's, for the same cluster) instead of the login's credential; its exec plugin, if any, runs as under kubectl and may log the administrator in")
 	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
 	return cmd
 }
@@ -112,10 +119,20 @@ func (o *Options) Complete() error {
 	}
 	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
 	if o.AdminKubeconfig != "" {
-		cfg, err := o.f.KubeConfig(o.AdminKubeconfig, "").ClientConfig()
+		admin := o.f.KubeConfig(o.AdminKubeconfig, "")
+		raw, err := admin.RawConfig()
 		if err != nil {
 			return fmt.Errorf("--admin-kubeconfig %s: %w", o.AdminKubeconfig, err)
 		}
+		// Its errors may quote its credentials as well as the user's.
+		for _, u := range raw.AuthInfos {
+			o.Doctor.Secrets = append(o.Doctor.Secrets, UserSecrets(u)...)
+		}
+		cfg, err := admin.ClientConfig()
+		if err != nil {
+			return fmt.Errorf("--admin-kubeconfig %s: %w", o.AdminKubeconfig, err)
+		}
+		o.Doctor.Secrets = append(o.Doctor.Secrets, cfg.BearerToken, string(cfg.KeyData))
 		o.Doctor.Admin = cfg
 	}
 	return nil

@@ -9,8 +9,10 @@
 //   - A person runs doctor because a login is failing, so doctor must
 //     never start one: no browser, no prompt, no refresh (which rotates a
 //     refresh token). It reads a cached cluster credential through the
-//     same cache key a login would use, and otherwise works anonymously;
-//     the checks that need a login say so.
+//     same cache key a login would use (only reads: a corrupt entry is
+//     reported, not deleted), and otherwise works anonymously; the checks
+//     that need a login say so. It never sends a credential to a cluster
+//     whose server it cannot verify (http, insecure-skip-tls-verify).
 //   - Every check runs, whatever failed before it: the point is to see
 //     the whole chain at once. A check that depends on an earlier one
 //     reports SKIP and why.
@@ -19,9 +21,12 @@
 //     and sentences may change, names may not.
 //   - Nothing secret is printed: kubeconfigs carry static tokens and client
 //     secrets in exec arguments and keys in user entries, and the cache
-//     holds credentials. Doctor builds every sentence itself (it never
-//     echoes arguments), and the report is scrubbed of every secret it met
-//     before it is printed, as a second line of defence.
+//     holds credentials. Doctor builds every sentence itself (the argument
+//     parser's errors name flags, never values), and the report is
+//     scrubbed of every secret it met (as written, %q-quoted and
+//     JSON-escaped; every positional argument counts as one) before it is
+//     printed, as a second line of defence. The text output shows control
+//     characters escaped: servers' messages must not drive the terminal.
 //   - The checks reach the world only through Doctor's fields (clock,
 //     binaries, caches, HTTP and cluster clients), so the same code runs in
 //     the tests against httptest servers and temporary files.
@@ -35,10 +40,10 @@
 //	exec.args               the login arguments parse and validate (login oidc|static)
 //	cache.backend           the store a login with this --credential-cache uses; keyring or file fallback, and why
 //	cache.credential        a valid cluster credential is cached for this context (read, never refreshed)
-//	cluster.api             the API server answers GET /version with the kubeconfig's CA
+//	cluster.api             the API server answers GET /version over https checked with the kubeconfig's CA
 //	clock.cluster           this machine's clock against the API server's (Date header)
 //	clock.issuer            this machine's and the cluster's clock against the issuer's
-//	issuer.tls              the issuer's certificate is trusted with the login's CA bundle
+//	issuer.tls              the issuer is https and its certificate is trusted with the login's CA bundle
 //	issuer.discovery        the issuer's discovery document is valid and names the issuer exactly
 //	issuer.jwks             the issuer publishes at least one signing key
 //	issuer.client           the authorize endpoint accepts the client id and loopback redirect URI

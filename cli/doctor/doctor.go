@@ -17,6 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Doctor is the outside world as the checks reach it. New fills it for a
@@ -50,6 +51,9 @@ type Doctor struct {
 	// CredentialIssuer, authenticators) in place of the login's
 	// credential: an administrator checking a user's kubeconfig.
 	Admin *rest.Config
+	// Secrets are more values never to print (the --admin-kubeconfig's
+	// credentials).
+	Secrets []string
 }
 
 // New is the real world of f's process.
@@ -78,22 +82,32 @@ type run struct {
 	// secrets are scrubbed from the report before it leaves Run.
 	secrets []string
 
-	load                func(context string) clientcmd.ClientConfig
-	contextName         string
-	namespace           string
-	user                *clientcmdapi.AuthInfo
-	anon                *rest.Config // the cluster, without credentials
-	full                *rest.Config // the kubeconfig's own credentials, when they start no login
-	execCluster         config.Cluster
-	front, engine       string
-	frontOK             bool
-	kind                string // "oidc" or "static", once the arguments parse
-	oidc                *config.OIDC
-	static              *config.Static
-	conc                *config.Concierge
-	mode                string
-	cred                *credcache.Credential
-	clusterSkew         *time.Duration
+	load          func(context string) clientcmd.ClientConfig
+	contextName   string
+	namespace     string
+	user          *clientcmdapi.AuthInfo
+	anon          *rest.Config // the cluster, without credentials
+	full          *rest.Config // the kubeconfig's own credentials, when they start no login
+	execCluster   config.Cluster
+	front, engine string
+	frontOK       bool
+	kind          string // "oidc" or "static", once the arguments validate
+	login         *kubeexec.Login
+	oidc          *config.OIDC
+	static        *config.Static
+	conc          *config.Concierge
+	mode          string
+	cred          *credcache.Credential
+	clusterSkew   *time.Duration
+	// clusterUnsafe says why no credential is sent to the cluster (its
+	// connection is not verified: http, insecure-skip-tls-verify);
+	// clusterDown that it did not answer. Both from cluster.api.
+	clusterUnsafe string
+	clusterDown   bool
+	// adminChecked: whether --admin-kubeconfig reaches this cluster was
+	// asked; adminResult is the FAIL when it does not.
+	adminChecked        bool
+	adminResult         Result
 	issuer              *issuerProbe
 	doc                 *discovery.Document
 	credentialIssuerErr string
@@ -105,6 +119,7 @@ type run struct {
 // scrubbed of every secret met on the way.
 func (d *Doctor) Run(ctx context.Context, kubeconfig func(context string) clientcmd.ClientConfig, contextName string) *Report {
 	r := &run{d: d, contextName: contextName, load: kubeconfig}
+	r.secret(d.Secrets...)
 	r.report.Context = contextName
 	for _, c := range checks {
 		r.check(ctx, c)

@@ -4,14 +4,18 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cli/credstore"
@@ -131,26 +135,56 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			"--concierge-ca-bundle-data=" + base64.StdEncoding.EncodeToString(b.api.ca), "--concierge-authenticator-type=jwt",
 			"--concierge-authenticator-name=dex"}
 	}
+	const (
+		positional = "positional-secret-value-123"
+		// Quoted by %q, it is spelt differently in the message.
+		oddSecret = `ab"cd\efgh-do-not-print`
+	)
+	// forced are the cases whose setup puts a secret into a message: the
+	// report must show it redacted (so a scrubber that does nothing fails).
+	forced := map[string]bool{}
 	for name, setup := range map[string]func(b *bed){
 		"oidc with a client secret and a password": func(b *bed) { b.args = append(b.args, "--flow=password") },
 		"static token in the arguments":            func(b *bed) { b.args = staticArgs(b) },
 		// Arguments that do not parse are never echoed either.
 		"static token and an unknown flag": func(b *bed) { b.args = append(staticArgs(b), "--client-secret="+clientSecret) },
+		"a positional argument, also after --": func(b *bed) {
+			b.args = append(staticArgs(b), "--token=", positional, "--", positional+"-after")
+		},
+		"an adapter error quoting the cached credential": func(b *bed) {
+			b.tweak = func(d *Doctor) {
+				d.Dynamic = func(cfg *rest.Config) (dynamic.Interface, error) {
+					return nil, fmt.Errorf("no client for key %q", cfg.KeyData)
+				}
+			}
+		},
+		"a server message echoing the client secret": func(b *bed) {
+			// A token the bed's cluster takes, so its messages are read.
+			b.cached.ClientKeyData, b.cached.ClientCertificateData = "", ""
+			b.cached.Token, b.api.token = staticToken, staticToken
+			b.args = replaceArg(b.args, "--client-secret=", oddSecret)
+			b.api.strategies = []map[string]any{{"type": "KubeClusterSigningCertificate", "status": "Error", "reason": "X", "lastUpdateTime": "2026-11-25T00:00:00Z",
+				"message": fmt.Sprintf("client_secret=%s rejected; as JSON %q; %s", oddSecret, oddSecret, mustJSON(oddSecret))}}
+			b.api.authPhase, b.api.authConditions = "Error", []map[string]any{{"type": "Ready", "status": "False", "reason": "X",
+				"message": "upstream said: " + oddSecret, "lastTransitionTime": "2026-11-25T00:00:00Z"}}
+		},
 	} {
+		forced[name] = strings.Contains(name, "error") || strings.Contains(name, "message")
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)
 			b.env["PINNIPED_PASSWORD"] = password
 			b.env["PINNIPED_USERNAME"] = "alice"
-			setup(b)
 			b.cached.ClientKeyData = certKey
 			b.cached.ClientCertificateData = "cached-cert-do-not-print-9d"
 			b.cached.Token = ""
 			b.api.token = "unused"
+			setup(b)
 			// Another user, with secrets of its own, in the same file.
 			b.others = map[string]*clientcmdapi.AuthInfo{"admin": {Token: userToken, ClientKeyData: []byte(certKey + "-admin")},
 				"robot": {Exec: &clientcmdapi.ExecConfig{Command: "pinniped", Args: []string{"login", "static", "--token", staticToken + "-robot"},
 					Env: []clientcmdapi.ExecEnvVar{{Name: "API_SECRET", Value: envSecret}}, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: "Never"}}}
-			secrets := []string{staticToken, userToken, password, certKey, clientSecret, envSecret, "cached-cert-do-not-print-9d"}
+			secrets := []string{staticToken, userToken, password, certKey, clientSecret, envSecret, "cached-cert-do-not-print-9d",
+				positional, oddSecret, strconv.Quote(oddSecret)[1 : len(strconv.Quote(oddSecret))-1], mustJSON(oddSecret)[1 : len(mustJSON(oddSecret))-1]}
 			for _, format := range []string{"text", "json"} {
 				out, _ := b.run("-o", format)
 				for _, s := range secrets {
@@ -161,10 +195,13 @@ func TestSecretsNeverPrinted(t *testing.T) {
 				if !strings.Contains(out, "exec.args") {
 					t.Fatalf("no report:\n%s", out)
 				}
+				if forced[name] && !strings.Contains(out, "[redacted]") {
+					t.Errorf("%s: the forced secret is not shown redacted:\n%s", format, out)
+				}
 			}
 			// The secrets were really met: the cached credential was read.
-			if r := b.report(); !strings.HasSuffix(name, "unknown flag") {
-				want(t, r, "cache.credential", OK, "a client certificate")
+			if r := b.report(); !strings.HasSuffix(name, "unknown flag") && !strings.HasPrefix(name, "a positional") {
+				want(t, r, "cache.credential", OK, "valid until")
 			}
 		})
 	}
@@ -469,4 +506,9 @@ func TestWebhookLogins(t *testing.T) {
 	want(t, r, "cache.credential", OK, "a token")
 	b.api.authPhase = "Pending"
 	want(t, b.report(), "agent.authenticator", Fail, `WebhookAuthenticator "hook" is Pending`)
+}
+
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

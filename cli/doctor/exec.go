@@ -19,8 +19,13 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
+
+// needsArgs is why a check that needs the login skips: exec.args found
+// none it would use.
+const needsArgs = "needs login arguments that validate (exec.args)"
 
 const regenerate = "ask your administrator for a kubeconfig made by `pinniped get kubeconfig`"
 
@@ -31,15 +36,7 @@ func checkContext(_ context.Context, r *run) Result {
 	}
 	for _, u := range raw.AuthInfos {
 		// Whatever the context, no user's secrets are ever printed.
-		r.secret(u.Token, string(u.ClientKeyData), u.Password)
-		if u.Exec != nil {
-			r.secret(secretArgs(u.Exec.Args)...)
-			for _, e := range u.Exec.Env {
-				if secretName(e.Name) {
-					r.secret(e.Value)
-				}
-			}
-		}
+		r.secret(UserSecrets(u)...)
 	}
 	if len(raw.Contexts) == 0 {
 		return fail("", "no kubeconfig with a context was found: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config")
@@ -86,10 +83,11 @@ func checkContext(_ context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("kubectl cannot use context %q (%v): fix its user %q in the kubeconfig, or %s", r.contextName, err, kctx.AuthInfo, regenerate))
 	}
-	if user.Exec != nil && user.Exec.ProvideClusterInfo {
+	if user.Exec != nil {
 		// What kubectl hands the plugin, and so what the cache key holds.
-		if c, err := rest.ConfigToExecCluster(cfg); err == nil {
-			r.execCluster = config.Cluster{Server: c.Server, CA: c.CertificateAuthorityData}
+		r.execCluster, err = kubeexec.ExecCluster(user.Exec, func() (*rest.Config, error) { return cfg, nil })
+		if err != nil {
+			return fail(err.Error(), fmt.Sprintf("kubectl cannot run the exec plugin of context %q (%v): fix the cluster's certificate-authority in the kubeconfig, or %s", r.contextName, err, regenerate))
 		}
 	}
 	if user.Exec == nil && user.AuthProvider == nil && (cfg.BearerToken != "" || cfg.BearerTokenFile != "" || len(cfg.CertData) > 0 || cfg.CertFile != "") {
@@ -100,18 +98,54 @@ func checkContext(_ context.Context, r *run) Result {
 	return ok("cluster %q at %s, user %q", kctx.Cluster, r.anon.Host, kctx.AuthInfo)
 }
 
-// secretArgs are the values of the exec arguments that are secrets, read
-// before any parsing: an argument that does not parse must not leak either.
+// UserSecrets are the secrets a kubeconfig user entry may hold: its token,
+// key and password, the secret-looking values of its exec arguments and
+// environment, and of its auth-provider configuration (id-token,
+// refresh-token, client-secret...).
+func UserSecrets(u *clientcmdapi.AuthInfo) []string {
+	out := []string{u.Token, string(u.ClientKeyData), u.Password}
+	if u.Exec != nil {
+		out = append(out, secretArgs(u.Exec.Args)...)
+		for _, e := range u.Exec.Env {
+			if secretName(e.Name) {
+				out = append(out, e.Value)
+			}
+		}
+	}
+	if u.AuthProvider != nil {
+		for k, v := range u.AuthProvider.Config {
+			if secretName(k) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// secretArgs are the values of the exec arguments that may be secrets,
+// read before any parsing: an argument that does not parse must not leak
+// either. For a pinniped login ("login oidc|static", its command words) the
+// flag table says what is a value and what is positional, and every
+// positional counts. Another plugin's grammar is unknown, and its
+// positionals are ordinary words (a cluster or region name) that would
+// blank out the report: only the values of its secret-named flags count.
 func secretArgs(args []string) []string {
+	if len(args) > 0 && args[0] == "login" {
+		args = args[1:]
+		if len(args) > 0 && (args[0] == "oidc" || args[0] == "static") {
+			args = args[1:]
+		}
+		return flagset.SecretArgs(args)
+	}
 	var out []string
 	for i, a := range args {
-		for _, name := range []string{"--token", "--client-secret"} {
-			switch {
-			case strings.HasPrefix(a, name+"="):
-				out = append(out, strings.TrimPrefix(a, name+"="))
-			case a == name && i+1 < len(args):
-				out = append(out, args[i+1])
-			}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-") || !flagset.SecretFlag(name):
+		case hasValue:
+			out = append(out, value)
+		case i+1 < len(args):
+			out = append(out, args[i+1])
 		}
 	}
 	return out
@@ -312,45 +346,30 @@ func checkArgs(_ context.Context, r *run) Result {
 	if r.user == nil || r.user.Exec == nil || !handoff.IsFront(r.user.Exec.Command) {
 		return skip("needs an exec entry running pinniped (exec.front)")
 	}
-	e := r.user.Exec
-	args := e.Args
-	if len(args) < 2 || args[0] != "login" || (args[1] != "oidc" && args[1] != "static") {
+	login, err := kubeexec.Parse(r.user.Exec, r.d.LookupEnv)
+	switch {
+	case errors.Is(err, kubeexec.ErrNotALogin):
 		return fail("", "the exec entry's arguments do not start with `login oidc` or `login static`: "+regenerate)
+	case err != nil:
+		return fail(err.Error(), fmt.Sprintf("%v: fix them in the exec entry, or %s", err, regenerate))
 	}
-	// The kubeconfig's environment for the plugin comes first, as kubectl
-	// sets it.
-	env := map[string]string{}
-	for _, v := range e.Env {
-		env[v.Name] = v.Value
-	}
-	lookup := func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		return r.d.LookupEnv(k)
-	}
-	getenv := func(k string) string { v, _ := lookup(k); return v }
-	var validate error
-	if args[1] == "oidc" {
-		c, err := flagset.ParseOIDC(args[2:], getenv)
-		if err != nil {
-			return fail(err.Error(), fmt.Sprintf("the `pinniped login oidc` arguments do not parse (%v): %s", err, regenerate))
-		}
-		r.secret(c.ClientSecret, c.Password)
-		r.oidc, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "oidc"
-		validate = c.Validate()
+	if login.OIDC != nil {
+		r.secret(login.OIDC.ClientSecret, login.OIDC.Password)
 	} else {
-		c, err := flagset.ParseStatic(args[2:], lookup)
-		if err != nil {
-			return fail(err.Error(), fmt.Sprintf("the `pinniped login static` arguments are unusable (%v): fix them, or %s", err, regenerate))
-		}
-		r.secret(c.Token)
-		r.static, r.conc, r.mode, r.kind = c, c.Concierge, c.CredentialCache, "static"
-		validate = c.Validate()
+		r.secret(login.Static.Token)
 	}
-	if validate != nil {
-		msg := strings.ReplaceAll(validate.Error(), "\n", "; ")
+	// The login is recorded for the later checks only once it validates:
+	// a login refuses to run with a config Validate refuses, so probing
+	// with it would check something kubectl never does.
+	if err := login.Validate(); err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 		return fail(msg, fmt.Sprintf("the login arguments are refused (%s): fix those flags in the exec entry, or %s", msg, regenerate))
+	}
+	r.login, r.oidc, r.static, r.mode, r.kind = login, login.OIDC, login.Static, login.CacheMode(), login.Kind()
+	if login.OIDC != nil {
+		r.conc = login.OIDC.Concierge
+	} else {
+		r.conc = login.Static.Concierge
 	}
 	return ok("%s", r.describeLogin())
 }

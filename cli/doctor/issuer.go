@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 )
@@ -33,13 +34,15 @@ type issuerProbe struct {
 	leaf   *x509.Certificate
 	skew   *time.Duration
 	err    error
+	// plain: the issuer is not https (err says how).
+	plain bool
 }
 
 func noIssuer(r *run) string {
 	if r.static != nil {
 		return "static-token logins have no OIDC issuer"
 	}
-	return "needs an OIDC login that parses (exec.args)"
+	return needsArgs
 }
 
 func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
@@ -50,6 +53,12 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 	r.issuer = p
 	p.client, p.err = r.d.HTTP(r.oidc.CABundle)
 	if p.err != nil {
+		return p
+	}
+	// A login sends codes and tokens there: never over plain http, and
+	// never reported trusted without a certificate.
+	if err := httpsurl.Check("the issuer", r.oidc.Issuer); err != nil {
+		p.err, p.plain = err, true
 		return p
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.oidc.Issuer, "/")+"/.well-known/openid-configuration", nil)
@@ -67,9 +76,12 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	p.status = resp.StatusCode
-	if resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
-		p.leaf = resp.TLS.PeerCertificates[0]
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		// A redirect to http, or a proxy answering in clear text.
+		p.err, p.plain = fmt.Errorf("the issuer answered %s without TLS: %w", resp.Request.URL.Redacted(), httpsurl.ErrNotHTTPS), true
+		return p
 	}
+	p.leaf = resp.TLS.PeerCertificates[0]
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
 		s := skewOf(d, before, after)
 		p.skew = &s
@@ -78,15 +90,23 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 }
 
 // isTLSTrust reports whether err is a certificate this side does not
-// accept (unknown authority, wrong name, expired) or a server that does
-// not speak TLS.
+// accept (unknown authority, wrong name, expired).
 func isTLSTrust(err error) bool {
 	var verify *tls.CertificateVerificationError
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
+// notTLS reports whether err is a server answering a TLS handshake with
+// something else (plain http, another protocol): no certificate to trust
+// at all, so a CA would not help.
+func notTLS(err error) bool {
 	var record tls.RecordHeaderError
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) || errors.As(err, &record)
+	// net/http turns a RecordHeaderError from an http server into a plain
+	// error; its text is the only sign left.
+	return errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func (r *run) trustFix() string {
@@ -106,6 +126,12 @@ func checkIssuerTLS(ctx context.Context, r *run) Result {
 		return fail(p.err.Error(), fmt.Sprintf("the issuer's CA bundle is unusable (%v): %s", p.err, r.trustFix()))
 	}
 	if p.err != nil {
+		switch {
+		case p.plain:
+			return fail(p.err.Error(), fmt.Sprintf("the issuer %s is not served over https (%v): fix --issuer in the exec entry to its https URL, or %s", r.oidc.Issuer, p.err, regenerate))
+		case notTLS(p.err):
+			return fail(p.err.Error(), fmt.Sprintf("the issuer %s does not speak TLS at that address (%v): check the issuer URL's port, or tell the provider's administrator", r.oidc.Issuer, p.err))
+		}
 		if isTLSTrust(p.err) {
 			return fail(p.err.Error(), fmt.Sprintf("the issuer's TLS certificate is not trusted (%v): %s", p.err, r.trustFix()))
 		}
@@ -114,9 +140,6 @@ func checkIssuerTLS(ctx context.Context, r *run) Result {
 	from := "this machine's trusted CAs"
 	if len(r.oidc.CABundle) > 0 {
 		from = "the kubeconfig's CA bundle"
-	}
-	if p.leaf == nil {
-		return ok("trusted through %s", from)
 	}
 	left := p.leaf.NotAfter.Sub(r.d.Now())
 	detail := fmt.Sprintf("trusted through %s; its certificate is valid until %s", from, p.leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -266,8 +289,9 @@ func checkClient(ctx context.Context, r *run) Result {
 	register := fmt.Sprintf(": register %s as a redirect URI of client %q at the provider, or fix --client-id in the exec entry", uri, c.ClientID)
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		// Some providers refuse by redirecting back with an error.
-		if loc, err := resp.Location(); err == nil && strings.HasPrefix(loc.String(), redirect) && loc.Query().Get("error") != "" {
+		// Providers refuse by redirecting with an error: back to the
+		// redirect URI, or to an error page of their own.
+		if loc, err := resp.Location(); err == nil && loc.Query().Has("error") {
 			e := loc.Query().Get("error")
 			if d := loc.Query().Get("error_description"); d != "" {
 				e += ": " + d
@@ -276,7 +300,7 @@ func checkClient(ctx context.Context, r *run) Result {
 		}
 		return ok("the provider accepted the authorize request (HTTP %d to its login)", resp.StatusCode)
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return ok("the provider accepted the authorize request (HTTP %d)", resp.StatusCode)
+		return ok("the provider did not refuse the authorize request at its first answer (HTTP %d): a provider that shows errors as ordinary pages cannot be told apart", resp.StatusCode)
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return warn(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("could not tell whether the provider accepts client id %q: its authorization endpoint answered HTTP %d; try again later", c.ClientID, resp.StatusCode))
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Status is a check's outcome.
@@ -64,7 +66,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	if _, err := fmt.Fprintf(w, "pinniped doctor: context %q\n", r.Context); err != nil {
+	if _, err := fmt.Fprintf(w, "pinniped doctor: context %q\n", r.Context); err != nil { // %q escapes control characters
 		return err
 	}
 	width := 0
@@ -83,8 +85,31 @@ func (r *Report) Write(w io.Writer, format string) error {
 	return nil
 }
 
+// oneLine folds whitespace and makes control characters visible: much of
+// what is printed comes from servers (CredentialIssuer messages,
+// authenticator conditions, usernames), and an escape sequence in it must
+// not drive the terminal (retitle it, clear it, hide lines).
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return visible(strings.Join(strings.Fields(s), " "))
+}
+
+// visible replaces C0 and C1 control characters and DEL (and invalid
+// UTF-8) with Go escapes (\x1b, \u009b).
+func visible(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case c >= 0x80 && c < 0xa0:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
 }
 
 // redact replaces every secret (longest first, so one inside another goes
@@ -101,9 +126,16 @@ func (r *Report) redact(secrets []string) {
 		return
 	}
 	sort.Slice(list, func(i, j int) bool { return len(list[i]) > len(list[j]) })
-	pairs := make([]string, 0, 2*len(list))
+	pairs := make([]string, 0, 6*len(list))
 	for _, s := range list {
 		pairs = append(pairs, s, "[redacted]")
+		// An error that quoted the secret (%q) or carried it in JSON has it
+		// escaped: those forms go too.
+		for _, form := range []string{strconv.Quote(s), jsonString(s)} {
+			if inner := form[1 : len(form)-1]; inner != s {
+				pairs = append(pairs, inner, "[redacted]")
+			}
+		}
 	}
 	rep := strings.NewReplacer(pairs...)
 	r.Context = rep.Replace(r.Context)
@@ -111,4 +143,10 @@ func (r *Report) redact(secrets []string) {
 		c := &r.Checks[i]
 		c.Title, c.Detail, c.Fix = rep.Replace(c.Title), rep.Replace(c.Detail), rep.Replace(c.Fix)
 	}
+}
+
+// jsonString is s as a JSON string, quotes included.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -18,14 +18,8 @@ import (
 )
 
 func (r *run) youClient() (dynamic.Interface, string, bool) {
-	dyn, err := r.kube()
-	if err != nil {
-		return nil, fmt.Sprintf("no cluster client: %v", err), false
-	}
-	if dyn == nil {
-		return nil, needsLogin, false
-	}
-	return dyn, "", true
+	dyn, why := r.kube()
+	return dyn, why, dyn != nil
 }
 
 func checkIdentity(ctx context.Context, r *run) Result {
@@ -78,6 +72,11 @@ func checkPermissions(ctx context.Context, r *run) Result {
 		return fail(err.Error(), fmt.Sprintf("the SelfSubjectRulesReview answer is unreadable (%v): try `kubectl auth can-i --list`", err))
 	}
 	summary, useful := summarise(r.namespace, review.Status)
+	if !useful && review.Status.Incomplete {
+		// Webhook authorizers cannot list rules: an empty list then says
+		// nothing about what they allow.
+		return ok("%s; the cluster's authorizer cannot list rules, so what is listed is a lower bound (try `kubectl auth can-i VERB RESOURCE`)", summary)
+	}
 	if !useful {
 		return warn(summary, fmt.Sprintf("you may not read anything in namespace %s (only review your own access): ask your administrator for a RoleBinding there", r.namespace))
 	}

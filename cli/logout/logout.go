@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
@@ -21,8 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
-	"github.com/pinniped-kit/pinniped/cli/login/execcred"
-	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Options are the inputs of `pinniped logout`.
@@ -145,7 +143,7 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (in
 }
 
 func (o *Options) logoutContext(ctx context.Context) error {
-	errOut, environ, contextName := o.f.IO.ErrOut, o.f.Getenv, o.Context
+	errOut, contextName := o.f.IO.ErrOut, o.Context
 	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
@@ -166,32 +164,15 @@ func (o *Options) logoutContext(ctx context.Context) error {
 	}
 	// The kubeconfig's own environment for the plugin comes first: the
 	// keys of a password login depend on PINNIPED_USERNAME.
-	env := map[string]string{}
-	for _, e := range user.Exec.Env {
-		env[e.Name] = e.Value
-	}
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return environ(k)
-	}
-	login, err := flagset.ParseOIDC(user.Exec.Args[2:], getenv)
+	parsed, err := kubeexec.Parse(user.Exec, o.f.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", contextName, err)
 	}
-	exec := &execcred.Request{APIVersion: execcred.V1}
-	if user.Exec.ProvideClusterInfo {
-		// What kubectl hands the plugin: the CA read from a file too.
-		cfg, err := o.f.KubeConfig(o.Kubeconfig, contextName).ClientConfig()
-		if err != nil {
-			return fmt.Errorf("context %q: %w", contextName, err)
-		}
-		cluster, err := rest.ConfigToExecCluster(cfg)
-		if err != nil {
-			return fmt.Errorf("context %q: %w", contextName, err)
-		}
-		exec.Cluster = &execcred.Cluster{Server: cluster.Server, CertificateAuthorityData: cluster.CertificateAuthorityData}
+	login := parsed.OIDC
+	// What kubectl hands the plugin: the CA read from a file too.
+	cluster, err := kubeexec.ExecCluster(user.Exec, o.f.KubeConfig(o.Kubeconfig, contextName).ClientConfig)
+	if err != nil {
+		return fmt.Errorf("context %q: %w", contextName, err)
 	}
 	mode := login.CredentialCache
 	if o.CredentialCache != "" {
@@ -201,7 +182,7 @@ func (o *Options) logoutContext(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key, sk := login.CredentialKey(exec.KeyCluster()), login.SessionKey()
+	key, sk := login.CredentialKey(cluster), login.SessionKey()
 	removed := false
 	for _, c := range all {
 		had, err := forget(ctx, c, key, sk, o.LoginWait)

@@ -85,3 +85,31 @@ func TestLoginStaticOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentErrorsNeverQuoteValues: the login commands' own parsing
+// names the flag at fault, never an argument (kubectl shows the error).
+func TestArgumentErrorsNeverQuoteValues(t *testing.T) {
+	const secret = "positional-secret-value-123"
+	for _, args := range [][]string{
+		{"--issuer=https://x.example.com", secret},
+		{"--issuer=https://x.example.com", "--", secret},
+		{"--listen-port=" + secret},
+		{"-t" + secret},
+	} {
+		_, err := oidc(t, nil, args...)
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("oidc %q: %v", args, err)
+		}
+		f := cmdutil.Test(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, nil)
+		cmd := NewCmdStatic(f, func(context.Context, *StaticOptions) error { return nil })
+		cmd.SetArgs(append([]string{"--token-env=T"}, args[1:]...))
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); len(args) > 1 && (err == nil || strings.Contains(err.Error(), secret)) {
+			t.Errorf("static %q: %v", args, err)
+		}
+	}
+	if _, err := oidc(t, nil, "--listen-port=many"); err == nil || !strings.Contains(err.Error(), "--listen-port") {
+		t.Errorf("the flag at fault is not named: %v", err)
+	}
+}

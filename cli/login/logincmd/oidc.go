@@ -97,6 +97,7 @@ skipped.`,
 		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
+	valuelessErrors(cmd)
 	return cmd
 }
 
@@ -174,4 +175,15 @@ func newEngine(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Eng
 		}
 	}
 	return e, nil
+}
+
+// valuelessErrors makes cmd's argument errors name the flag at fault but
+// never quote an argument: kubectl shows a plugin's stderr, CI logs keep it,
+// and the arguments come from a kubeconfig that may hold a token in the
+// wrong place.
+func valuelessErrors(cmd *cobra.Command) {
+	cmd.Args = func(_ *cobra.Command, args []string) error { return flagset.UnexpectedArgs(len(args)) }
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nRun '%s --help' for usage", flagset.Valueless(err), c.CommandPath())
+	})
 }

@@ -37,6 +37,7 @@ Prefer --token-env: a token in a kubeconfig is readable by anyone who can read t
 		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
+	valuelessErrors(cmd)
 	return cmd
 }
 

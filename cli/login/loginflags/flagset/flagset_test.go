@@ -133,3 +133,48 @@ func TestParseStatic(t *testing.T) {
 		}
 	}
 }
+
+// TestParseErrorsNeverEchoValues: whatever is wrong with the arguments,
+// the error names the flag at fault but holds no argument's value (a
+// kubeconfig's arguments may hold a token).
+func TestParseErrorsNeverEchoValues(t *testing.T) {
+	const secret = "positional-secret-value-123"
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--issuer=https://x.example.com", secret}, "1 unexpected argument"},
+		{[]string{"--", secret, secret + "-2"}, "2 unexpected arguments"},
+		{[]string{"--tokn=" + secret}, "unknown flag --tokn"},
+		{[]string{"-t" + secret}, "single-dash"},
+		{[]string{"--listen-port=" + secret}, "--listen-port is not a valid int"},
+		{[]string{"--listen-port"}, "--listen-port needs a value"},
+		{[]string{"---" + secret}, "bad flag syntax"},
+	} {
+		_, err := ParseOIDC(tc.args, func(string) string { return "" })
+		if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%q: %v (want %q, and no value)", tc.args, err, tc.says)
+		}
+		_, err = ParseStatic(tc.args, func(string) (string, bool) { return "", false })
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("static %q: %v", tc.args, err)
+		}
+	}
+}
+
+func TestSecretArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args, want []string
+	}{
+		{[]string{"--token=", "positional-secret-value-123"}, []string{"", "positional-secret-value-123"}},
+		{[]string{"--token", "t0k3n", "--token-env", "TEAM_TOKEN", "--credential-cache", "file"}, []string{"t0k3n"}},
+		{[]string{`--client-secret=ab"cd\efgh`, "--issuer", "https://x", "--enable-concierge", "stray"}, []string{`ab"cd\efgh`, "stray"}},
+		{[]string{"--skip-browser", "--", "--token=after", "x"}, []string{"--token=after", "x"}},
+		{[]string{"--my-password", "p4ss", "--unknown", "maybe"}, []string{"p4ss", "maybe"}},
+		{[]string{"--unknown=value-of-unknown"}, []string{"value-of-unknown"}},
+	} {
+		if got := SecretArgs(tc.args); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+// Package kubeexec reads a kubeconfig user's exec entry as the pinniped
+// login it runs, without running it: the login model (cli/login/config)
+// its arguments ask for in the environment kubectl gives the plugin, and
+// the cluster kubectl hands it, which the login's cache keys name. It is
+// what `pinniped logout` and `pinniped doctor` share, so both find the
+// same cache entries a login writes. Engine only: it links client-go and
+// pflag.
+package kubeexec
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+)
+
+// ErrNotALogin: the exec entry's arguments do not start with
+// `login oidc` or `login static`.
+var ErrNotALogin = errors.New("the exec entry's arguments do not start with `login oidc` or `login static`")
+
+// Login is the login an exec entry runs: OIDC or Static is set.
+type Login struct {
+	OIDC   *config.OIDC
+	Static *config.Static
+}
+
+// Kind is "oidc" or "static".
+func (l *Login) Kind() string {
+	if l.OIDC != nil {
+		return "oidc"
+	}
+	return "static"
+}
+
+// Validate is the model's own check, as the login makes it before running.
+func (l *Login) Validate() error {
+	if l.OIDC != nil {
+		return l.OIDC.Validate()
+	}
+	return l.Static.Validate()
+}
+
+// CredentialKey is the cache key of the cluster credential a login for
+// cluster (what ExecCluster returns) stores.
+func (l *Login) CredentialKey(cluster config.Cluster) string {
+	if l.OIDC != nil {
+		return l.OIDC.CredentialKey(cluster)
+	}
+	return l.Static.CredentialKey(cluster)
+}
+
+// CacheMode is the login's --credential-cache.
+func (l *Login) CacheMode() string {
+	if l.OIDC != nil {
+		return l.OIDC.CredentialCache
+	}
+	return l.Static.CredentialCache
+}
+
+// Env is the environment the plugin sees: the exec entry's own variables
+// first, as kubectl sets them, then lookupEnv's.
+func Env(exec *clientcmdapi.ExecConfig, lookupEnv func(string) (string, bool)) func(string) (string, bool) {
+	own := map[string]string{}
+	for _, v := range exec.Env {
+		own[v.Name] = v.Value
+	}
+	return func(k string) (string, bool) {
+		if v, ok := own[k]; ok {
+			return v, true
+		}
+		return lookupEnv(k)
+	}
+}
+
+// Parse reads exec's arguments into the login they ask for in the plugin's
+// environment (Env), as the engine's command would; it does not Validate.
+// Its errors never quote an argument's value.
+func Parse(exec *clientcmdapi.ExecConfig, lookupEnv func(string) (string, bool)) (*Login, error) {
+	args := exec.Args
+	if len(args) < 2 || args[0] != "login" || (args[1] != "oidc" && args[1] != "static") {
+		return nil, ErrNotALogin
+	}
+	env := Env(exec, lookupEnv)
+	if args[1] == "oidc" {
+		c, err := flagset.ParseOIDC(args[2:], func(k string) string { v, _ := env(k); return v })
+		if err != nil {
+			return nil, fmt.Errorf("the `pinniped login oidc` arguments do not parse: %w", err)
+		}
+		return &Login{OIDC: c}, nil
+	}
+	c, err := flagset.ParseStatic(args[2:], env)
+	if err != nil {
+		return nil, fmt.Errorf("the `pinniped login static` arguments are unusable: %w", err)
+	}
+	return &Login{Static: c}, nil
+}
+
+// ExecCluster is the cluster kubectl hands the plugin, and so the one its
+// cache keys name: {} unless the exec entry asks for the cluster's
+// information. cfg (called only then) is the context's client config. An
+// error (a certificate-authority file that cannot be read) is returned,
+// never guessed around: a wrong cluster would name other cache entries.
+func ExecCluster(exec *clientcmdapi.ExecConfig, cfg func() (*rest.Config, error)) (config.Cluster, error) {
+	if !exec.ProvideClusterInfo {
+		return config.Cluster{}, nil
+	}
+	c, err := cfg()
+	if err != nil {
+		return config.Cluster{}, err
+	}
+	if c.ExecProvider == nil {
+		// ConfigToExecCluster reads the exec entry's extension from it.
+		c = rest.CopyConfig(c)
+		c.ExecProvider = exec
+	}
+	cluster, err := rest.ConfigToExecCluster(c)
+	if err != nil {
+		return config.Cluster{}, fmt.Errorf("the cluster information kubectl hands the plugin: %w", err)
+	}
+	return config.Cluster{Server: cluster.Server, CA: cluster.CertificateAuthorityData}, nil
+}

@@ -1,0 +1,57 @@
+package kubeexec
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+)
+
+func TestParse(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	for _, args := range [][]string{nil, {"login"}, {"login", "ldap"}, {"get", "kubeconfig"}} {
+		if _, err := Parse(&clientcmdapi.ExecConfig{Args: args}, none); !errors.Is(err, ErrNotALogin) {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	// The exec entry's environment comes before the process's.
+	e := &clientcmdapi.ExecConfig{Args: []string{"login", "static", "--token-env=T", "--credential-cache=file"},
+		Env: []clientcmdapi.ExecEnvVar{{Name: "T", Value: "from-the-entry"}}}
+	l, err := Parse(e, func(string) (string, bool) { return "from-the-process", true })
+	if err != nil || l.Kind() != "static" || l.Static.Token != "from-the-entry" || l.CacheMode() != "file" {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if _, err := Parse(&clientcmdapi.ExecConfig{Args: []string{"login", "oidc", "--issuer=https://x", "secret-value-0"}}, none); err == nil || strings.Contains(err.Error(), "secret-value-0") {
+		t.Errorf("a positional argument: %v", err)
+	}
+	l, err = Parse(&clientcmdapi.ExecConfig{Args: []string{"login", "oidc", "--issuer=https://x.example.com"}}, none)
+	if err != nil || l.Kind() != "oidc" || l.Validate() != nil {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if l.CredentialKey(config.Cluster{Server: "https://a"}) == l.CredentialKey(config.Cluster{Server: "https://b"}) {
+		t.Error("the key does not name the cluster")
+	}
+}
+
+// TestExecCluster: {} unless asked; a CA file that cannot be read is an
+// error, never a guess (which would key other cache entries).
+func TestExecCluster(t *testing.T) {
+	cfg := &rest.Config{Host: "https://10.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("CA")}}
+	get := func() (*rest.Config, error) { return cfg, nil }
+	if c, err := ExecCluster(&clientcmdapi.ExecConfig{}, get); err != nil || c.Server != "" {
+		t.Errorf("not asked: %+v %v", c, err)
+	}
+	asked := &clientcmdapi.ExecConfig{ProvideClusterInfo: true}
+	if c, err := ExecCluster(asked, get); err != nil || c.Server != cfg.Host || string(c.CA) != "CA" {
+		t.Errorf("asked: %+v %v", c, err)
+	}
+	cfg.TLSClientConfig = rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing.pem")}
+	if _, err := ExecCluster(asked, get); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Errorf("an unreadable CA file: %v", err)
+	}
+}
