@@ -103,25 +103,12 @@ func (c *Cache) skew() time.Duration {
 // Get returns a credential valid for longer than the skew, or false. Corrupt
 // or expired entries are removed.
 func (c *Cache) Get(ctx context.Context, key string) (*Credential, bool, error) {
-	raw, err := c.Store.Get(ctx, key)
-	if errors.Is(err, cache.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	e, err := decodeEntry(raw)
-	if err != nil || e.Version != 1 || !usable(&e.Credential) {
+	cred, ok, err := c.Peek(ctx, key)
+	if errors.Is(err, ErrUnreadable) {
 		_ = c.Store.Delete(ctx, key)
-		return nil, false, nil //nolint:nilerr // a corrupt entry is a miss, never a failure
+		return nil, false, nil // a corrupt entry is a miss, never a failure
 	}
-	// An expired entry is a miss but stays: the engine may be writing its
-	// successor right now (kubectl runs many at once), and deleting here
-	// without the index lock could remove that. The index evicts it.
-	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
-		return nil, false, nil
-	}
-	return &e.Credential, true, nil
+	return cred, ok, err
 }
 
 // ErrUnreadable is Peek's answer for an entry that is there but is not a
@@ -144,6 +131,9 @@ func (c *Cache) Peek(ctx context.Context, key string) (*Credential, bool, error)
 	if err != nil || e.Version != 1 || !usable(&e.Credential) {
 		return nil, false, ErrUnreadable
 	}
+	// An expired entry is a miss but stays: the engine may be writing its
+	// successor right now (kubectl runs many at once), and deleting here
+	// without the index lock could remove that. The index evicts it.
 	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
 		return nil, false, nil
 	}
