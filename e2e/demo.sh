@@ -47,13 +47,17 @@ CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/
 tag="localhost/pinniped-e2e/pinniped-agent:$(sha256sum "$work/pinniped-agent" | cut -c1-16)"
 tb image --binary "$work/pinniped-agent" --tag "$tag"
 
-state="/var/lib/pinniped-e2e/$name"
+state="${PINNIPED_E2E_STATE_DIR:-/var/lib/pinniped-e2e/$name}" # as testbed finds it
 issuer="$(grep PINNIPED_E2E_DEX_ISSUER "$state/env.sh" | cut -d'"' -f2)"
 
 # What the demo leaves to play with lives in the bed's state directory: gone with the bed.
 keep="$state/demo"
 mkdir -p -m 0700 "$keep/bin"
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -buildvcs=auto -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
+cp "$work/testbed" "$keep/bin/testbed" # the lines to paste below work from any directory
+# The commit goes into both binaries where git answers (pinniped doctor compares them).
+buildvcs=false
+if git status --porcelain >/dev/null 2>&1; then buildvcs=auto; fi
+CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -buildvcs=$buildvcs -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
 
 say "pinniped install, trusting Dex ($issuer) for this cluster"
 # Dex puts the address in "email"; its ID tokens carry the client ID as audience.
@@ -92,19 +96,20 @@ in_bed sh -c ". '$keep/alice.sh' && kubectl auth whoami"
 say "pinniped doctor: every link of alice's chain"
 in_bed sh -c ". '$keep/alice.sh' && pinniped doctor"
 
+tb_bin="$keep/bin/testbed"
 cat <<EOT
 
 The bed stays up, with alice's login cached (later kubectl asks for her password: alice-password).
-Go on as alice:
-  go run ./e2e/cmd/testbed exec --name $name -- sh -c '. $keep/alice.sh && kubectl get ns && pinniped whoami && pinniped doctor'
+Paste these as root, as the demo ran. Go on as alice:
+  $tb_bin exec --name $name -- sh -c '. $keep/alice.sh && kubectl get ns && pinniped whoami && pinniped doctor'
 Log in as a person, with the device flow (alice@example.com / alice-password, or bob@example.com / bob-password):
   1. The bed's network is its own; this serves its Dex at https://localhost:5556 here (leave it running):
-     go run ./e2e/cmd/testbed dex-proxy --name $name
+     $tb_bin dex-proxy --name $name
      (from another machine, forward the port first: ssh -L 5556:127.0.0.1:5556 THIS-MACHINE)
   2. In another terminal:
-     go run ./e2e/cmd/testbed exec --name $name -- sh -c '. $keep/person.sh && kubectl get ns'
+     $tb_bin exec --name $name -- sh -c '. $keep/person.sh && kubectl get ns'
   3. Open the link it shows with https://localhost:5556 in place of $issuer, in a browser
      trusting $state/pki/testbed-ca.crt (or accept its warning), and log in.
-A shell with the admin kubeconfig:  go run ./e2e/cmd/testbed shell --name $name
-Tear it all down:                   go run ./e2e/cmd/testbed down --name $name
+A shell with the admin kubeconfig:  $tb_bin shell --name $name
+Tear it all down:                   $tb_bin down --name $name
 EOT

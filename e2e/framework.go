@@ -150,9 +150,14 @@ func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
 	// heavy-build lock so it never runs beside another heavy build.
 	// Flags as a release builds them (goreleaser.yaml), so the tests and
 	// benchmarks run what ships.
-	// -buildvcs=auto as a release (goreleaser.yaml): pinniped doctor compares the front's
-	// and the engine's commits.
-	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -w "+ldflags, "-o", out, pkg)
+	// The commit stamped as in a release (goreleaser.yaml): pinniped doctor compares the
+	// front's and the engine's. Only where git answers: in a checkout git refuses (another
+	// user's, "dubious ownership"), -buildvcs=auto would fail the build.
+	buildvcs := "-buildvcs=false"
+	if exec.CommandContext(context.Background(), "git", "-C", RepoRoot(t), "status", "--porcelain").Run() == nil {
+		buildvcs = "-buildvcs=auto"
+	}
+	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", buildvcs, "-ldflags=-s -w "+ldflags, "-o", out, pkg)
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -421,13 +426,6 @@ func BrowserLogin(t testing.TB, ctx context.Context, user testbed.DexUser) *oaut
 // submit the code, log in), and polls the token endpoint as a CLI would.
 func DeviceLogin(t testing.TB, ctx context.Context, user testbed.DexUser) *oauth2.Token {
 	t.Helper()
-	return DeviceLoginVia(t, ctx, user, "")
-}
-
-// DeviceLoginVia is DeviceLogin with the browser's part at base (e.g. a proxy's
-// https://localhost:PORT) in place of Dex's issuer; every page it ends on must be there too.
-func DeviceLoginVia(t testing.TB, ctx context.Context, user testbed.DexUser, base string) *oauth2.Token {
-	t.Helper()
 	_, conf := DexOAuth2(t, ctx, "")
 	if conf.Endpoint.DeviceAuthURL == "" {
 		t.Fatal("Dex discovery has no device_authorization_endpoint")
@@ -440,31 +438,17 @@ func DeviceLoginVia(t testing.TB, ctx context.Context, user testbed.DexUser, bas
 	if da.UserCode == "" || da.VerificationURIComplete == "" {
 		t.Fatalf("device authorization response lacks user code or complete URI: %+v", da)
 	}
-	page := da.VerificationURIComplete
-	if base != "" {
-		issuer := Bed.Config().DexIssuer()
-		if !strings.HasPrefix(page, issuer+"/") {
-			t.Fatalf("the verification link %s is not under Dex's issuer %s", page, issuer)
-		}
-		page = base + strings.TrimPrefix(page, issuer)
-	}
 	bctx, cancel := Browser(t, ctx)
 	defer cancel()
-	var loginAt, doneAt string
 	browserSteps(t, bctx, "device login in the browser as "+user.Email,
-		openPage(page, chromedp.WaitVisible(chromedp.ID("user_code"))),
+		openPage(da.VerificationURIComplete, chromedp.WaitVisible(chromedp.ID("user_code"))),
 		chromedp.Click(chromedp.ID("submit-login")),
 		chromedp.WaitVisible(chromedp.ID("login")),
-		saveLocation(&loginAt),
 		chromedp.SendKeys(chromedp.ID("login"), user.Email),
 		chromedp.SendKeys(chromedp.ID("password"), user.Password),
 		chromedp.Click(chromedp.ID("submit-login")),
 		chromedp.WaitVisible(chromedp.Search("//h2[contains(., 'Login Successful')]")),
-		saveLocation(&doneAt),
 	)
-	if base != "" && (!strings.HasPrefix(loginAt, base+"/") || !strings.HasPrefix(doneAt, base+"/")) {
-		t.Fatalf("the browser left %s: the login page was at %s, the last at %s", base, loginAt, doneAt)
-	}
 	pctx, pcancel := context.WithTimeout(dctx, 30*time.Second)
 	defer pcancel()
 	tok, err := conf.DeviceAccessToken(pctx, da)
@@ -546,15 +530,6 @@ func browserSteps(t testing.TB, bctx context.Context, what string, steps ...chro
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s: %v\n%s(Dex log: %s)", what, err, pageState(bctx), Bed.Config().LogFile("dex"))
 	}
-}
-
-// saveLocation keeps the page's URL at this step in dst.
-func saveLocation(dst *string) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
-		loc, err := chromedp.Location()(ctx, tgt)
-		*dst = loc
-		return err
-	})
 }
 
 // openPage navigates to url and waits for ready to show, trying again

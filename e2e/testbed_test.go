@@ -6,6 +6,7 @@ package e2e
 // the real cluster.
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -16,9 +17,16 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"html"
+	"io"
+	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -498,28 +506,123 @@ func wantTokenOf(t *testing.T, ctx context.Context, tok *oauth2.Token, user test
 	}
 }
 
-// TestDexProxy: a device login finished in a browser that reaches Dex only through
-// `testbed dex-proxy` (what the demo offers a person outside the bed's network), Dex's
-// redirects to its own address rewritten to the proxy's.
+// TestDexProxy: `testbed dex-proxy`, run where a person's browser is (outside the bed's
+// network namespace: here PID 1's), serves the bed's Dex there; a device login is finished
+// through it, from that namespace, and every page Dex sends the browser to stays on the
+// proxy (Dex's redirects to its own address rewritten).
 func TestDexProxy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := testbed.NewDexProxy(ctx, Bed.Config(), "127.0.0.1:0")
+	defer cancel()
+	cfg := Bed.Config()
+	outside, err := os.Open("/proc/1/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("dex-proxy: %v", err)
-		}
-	}()
-	if _, err := testbed.NewDexProxy(ctx, Bed.Config(), "0.0.0.0:0"); err == nil {
+	defer func() { _ = outside.Close() }()
+	if _, err := testbed.NewDexProxy(ctx, cfg, "0.0.0.0:0"); err == nil {
 		t.Error("dex-proxy listened on every address, want loopback only")
 	}
+
+	bin := filepath.Join(t.TempDir(), "testbed")
+	Run(t, nil, "go", "build", "-C", RepoRoot(t), "-o", bin, "./e2e/cmd/testbed")
+	proxy := exec.CommandContext(ctx, "nsenter", "--net=/proc/1/ns/net", bin, "dex-proxy", "--name", cfg.Name, "--state-dir", cfg.StateDir, "--listen", "127.0.0.1:0")
+	stdout, err := proxy.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	proxy.Stderr = &stderr
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = proxy.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	base := strings.TrimSpace(line)
+	if err != nil || !strings.HasPrefix(base, "https://localhost:") {
+		t.Fatalf("dex-proxy printed %q (%v)\n%s", line, err, stderr.String())
+	}
+
+	// A browser in PID 1's namespace: every connection made from there.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(mustRead(t, cfg.TestbedCAFile()))
+	jar, _ := cookiejar.New(nil)
+	var visited []string
+	browser := &http.Client{
+		Timeout: 30 * time.Second,
+		Jar:     jar,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				host, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, err
+				}
+				if host == "localhost" {
+					host = "127.0.0.1"
+				}
+				return testbed.DialIn(ctx, outside, network, net.JoinHostPort(host, port))
+			},
+		},
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			visited = append(visited, req.URL.String())
+			return nil
+		},
+	}
+	get := func(method, u string, form url.Values) string {
+		t.Helper()
+		visited = append(visited, u)
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, u, body)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", method, u, err, stderr.String())
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: HTTP %d\n%s", method, u, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+
+	// The device login starts at Dex itself, as the CLI in the bed does.
+	_, conf := DexOAuth2(t, ctx, "")
+	da, err := conf.DeviceAuth(DexContext(t, ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(http.MethodGet, base+"/device?user_code="+url.QueryEscape(da.UserCode), nil)
+	login := get(http.MethodPost, base+"/device/auth/verify_code", url.Values{"user_code": {da.UserCode}})
+	m := regexp.MustCompile(`action="([^"]+)"`).FindStringSubmatch(login)
+	if m == nil {
+		t.Fatalf("no login form after the code:\n%s", login)
+	}
 	user := testbed.DexUsers[1]
-	wantTokenOf(t, ctx, DeviceLoginVia(t, ctx, user, p.URL), user)
+	done := get(http.MethodPost, base+html.UnescapeString(m[1]), url.Values{"login": {user.Email}, "password": {user.Password}})
+	if !strings.Contains(done, "Login Successful") {
+		t.Fatalf("the device login did not finish:\n%s", done)
+	}
+	for _, u := range visited {
+		if !strings.HasPrefix(u, base+"/") {
+			t.Errorf("the browser was sent off the proxy, to %s (all: %v)", u, visited)
+		}
+	}
+	if len(visited) < 4 {
+		t.Errorf("want Dex's redirects in the flow, visited only %v", visited)
+	}
+	pctx, pcancel := context.WithTimeout(DexContext(t, ctx), 30*time.Second)
+	defer pcancel()
+	tok, err := conf.DeviceAccessToken(pctx, da)
+	if err != nil {
+		t.Fatalf("device access token: %v", err)
+	}
+	wantTokenOf(t, ctx, tok, user)
 }
 
 // TestAgentImageRuns builds the agent from the working tree into an image, as the product's

@@ -219,7 +219,7 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--tls-cert", filepath.Join(cfg.PKIDir(), "supervisor.crt"), "--tls-key", filepath.Join(cfg.PKIDir(), "supervisor.key"),
 		"--upstream-issuer", cfg.DexIssuer(), "--upstream-ca", cfg.TestbedCAFile(),
 		"--upstream-client-id", SupervisorDexClientID, "--upstream-client-secret-file", cfg.SupervisorSecretFile(),
-		"--upstream-password-client-id", DexClientID); err != nil {
+		"--upstream-password-client-id", SupervisorLDAPDexClientID); err != nil {
 		return nil, err
 	}
 

@@ -23,8 +23,15 @@ type DexUser struct {
 // + PKCE, refresh and device flow are all enabled.
 const DexClientID = "pinniped-cli"
 
-// SupervisorDexClientID is the test Supervisor's confidential client at Dex.
+// SupervisorDexClientID is the test Supervisor's confidential client at Dex: its OIDC
+// provider's, for browser and password logins.
 const SupervisorDexClientID = "supervisor"
+
+// SupervisorLDAPDexClientID is the public client the test Supervisor's LDAP provider checks
+// passwords with. Dex keeps one refresh token per user and client, which the Supervisor
+// redeems on every refresh: sharing a client with the OIDC provider (or with CLIs logging
+// in at Dex) would let one's login end the other's session.
+const SupervisorLDAPDexClientID = "supervisor-ldap"
 
 // Display names of the test Supervisor's identity providers (see
 // e2e/tools/supervisor): both log people in at the bed's Dex; the LDAP one

@@ -30,6 +30,7 @@ type DexProxy struct {
 	Server   *http.Server
 	// URL is where a browser on this machine finds Dex: https://localhost:PORT.
 	URL string
+	ns  *os.File // the bed's network namespace, which dials enter
 }
 
 // NewDexProxy listens on listen (a loopback address) for the bed described by cfg.
@@ -62,6 +63,11 @@ func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, err
 		_ = ns.Close()
 		return nil, err
 	}
+	if net.ParseIP(issuer.Hostname()) == nil {
+		// A name would be resolved on another thread, outside the bed's namespace.
+		_ = ns.Close()
+		return nil, fmt.Errorf("Dex's issuer %s: want an IP address, which the dial inside the bed's namespace needs", cfg.DexIssuer())
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
@@ -72,7 +78,7 @@ func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, err
 
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialIn(ctx, ns, network, addr)
+			return DialIn(ctx, ns, network, addr)
 		},
 		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: 10 * time.Second,
@@ -85,8 +91,9 @@ func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, err
 		},
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
-			if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, cfg.DexIssuer()) {
-				resp.Header.Set("Location", public+strings.TrimPrefix(loc, cfg.DexIssuer()))
+			loc := resp.Header.Get("Location")
+			if rest, ok := strings.CutPrefix(loc, cfg.DexIssuer()); ok && (rest == "" || strings.HasPrefix(rest, "/") || strings.HasPrefix(rest, "?")) {
+				resp.Header.Set("Location", public+rest)
 			}
 			return nil
 		},
@@ -97,12 +104,13 @@ func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, err
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	srv.RegisterOnShutdown(func() { _ = ns.Close() })
-	return &DexProxy{Listener: ln, Server: srv, URL: public}, nil
+	srv.RegisterOnShutdown(transport.CloseIdleConnections)
+	return &DexProxy{Listener: ln, Server: srv, URL: public, ns: ns}, nil
 }
 
 // Serve serves until ctx ends.
 func (p *DexProxy) Serve(ctx context.Context) error {
+	defer func() { _ = p.ns.Close() }() // after Shutdown: no dial is running any more
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -115,10 +123,10 @@ func (p *DexProxy) Serve(ctx context.Context) error {
 	return nil
 }
 
-// dialIn dials addr from inside the network namespace ns: a socket belongs to the namespace
-// of the thread that creates it, so the dial runs on a thread of its own that enters ns and
-// is never returned to the runtime (it ends with its goroutine).
-func dialIn(ctx context.Context, ns *os.File, network, addr string) (net.Conn, error) {
+// DialIn dials addr (an IP address and port) from inside the network namespace ns: a socket
+// belongs to the namespace of the thread that creates it, so the dial runs on a thread of its
+// own that enters ns and is never returned to the runtime (it ends with its goroutine).
+func DialIn(ctx context.Context, ns *os.File, network, addr string) (net.Conn, error) {
 	type result struct {
 		conn net.Conn
 		err  error

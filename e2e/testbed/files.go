@@ -209,6 +209,7 @@ healthzBindAddress: 127.0.0.1:10256
 			{"id": DexClientID, "name": "pinniped CLI", "public": true},
 			// The test Supervisor logs people in at Dex as a confidential client.
 			{"id": SupervisorDexClientID, "name": "test Supervisor", "secret": supervisorSecret, "redirectURIs": []string{cfg.SupervisorIssuer() + "/callback"}},
+			{"id": SupervisorLDAPDexClientID, "name": "test Supervisor (LDAP)", "public": true},
 		},
 	}
 	raw, err := json.MarshalIndent(dex, "", "  ")

@@ -131,6 +131,7 @@ func run() int {
 		if err != nil {
 			return fail(err)
 		}
+		fmt.Println(p.URL) // alone on stdout, for scripts
 		fmt.Fprintf(os.Stderr, "The bed's Dex is at %s on this machine (CA: %s).\nOpen Dex's links with %s in place of %s. Ctrl-C to stop.\n",
 			p.URL, b.Config().TestbedCAFile(), p.URL, b.Config().DexIssuer())
 		if err := p.Serve(ctx); err != nil {

@@ -44,9 +44,11 @@ type fakeUpstream struct {
 	mu            sync.Mutex
 	codes         map[string]fakeCode
 	refreshTokens map[string]string // token → the client it was issued to
-	email         string            // alice's, as the upstream now says it
-	groups        []string
-	lastAuthorize url.Values
+	// passwordClients are the clients of the password grants, in order.
+	passwordClients []string
+	email           string // alice's, as the upstream now says it
+	groups          []string
+	lastAuthorize   url.Values
 }
 
 type fakeCode struct {
@@ -105,17 +107,28 @@ func (f *fakeUpstream) token(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	switch form.Get("grant_type") {
 	case "password":
-		if _, _, basic := r.BasicAuth(); basic || form.Get("client_id") != passwordClient {
+		// The public client in the body, or the confidential one with its secret.
+		client := passwordClient
+		if id, secret, basic := r.BasicAuth(); basic {
+			if id != upstreamClient || secret != upstreamSecret {
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+				return
+			}
+			client = upstreamClient
+		} else if form.Get("client_id") != passwordClient {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 			return
 		}
+		f.mu.Lock()
+		f.passwordClients = append(f.passwordClients, client)
+		f.mu.Unlock()
 		switch {
 		case form.Get("username") == brokenUser:
 			http.Error(w, "storage unavailable", http.StatusInternalServerError)
 		case form.Get("username") != aliceEmail || form.Get("password") != alicePassword:
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "access_denied", "error_description": "Invalid username or password"})
 		default:
-			f.issue(w, passwordClient, "", hasScope(form.Get("scope"), "offline_access"))
+			f.issue(w, client, "", hasScope(form.Get("scope"), "offline_access"))
 		}
 	case "authorization_code":
 		if id, secret, ok := r.BasicAuth(); !ok || id != upstreamClient || secret != upstreamSecret {
@@ -183,6 +196,12 @@ func (f *fakeUpstream) issue(w http.ResponseWriter, audience, nonce string, offl
 	if offline {
 		rt := "upstream-refresh-" + rand.Text()
 		f.mu.Lock()
+		// Dex keeps one refresh token per user and client: a new one ends the last.
+		for old, client := range f.refreshTokens {
+			if client == audience {
+				delete(f.refreshTokens, old)
+			}
+		}
 		f.refreshTokens[rt] = audience
 		f.mu.Unlock()
 		resp["refresh_token"] = rt

@@ -756,6 +756,31 @@ func TestRefreshChecksTheUpstream(t *testing.T) {
 		}
 	})
 
+	t.Run("each provider checks passwords with its own Dex client, so one's login never ends the other's session", func(t *testing.T) {
+		b.up.mu.Lock()
+		b.up.passwordClients = nil
+		b.up.mu.Unlock()
+		ldap := b.passwordLogin("Bed LDAP", defaultScopes)
+		dex := b.passwordLogin("Bed Dex", defaultScopes)
+		b.up.mu.Lock()
+		clients := slices.Clone(b.up.passwordClients)
+		b.up.mu.Unlock()
+		if !slices.Equal(clients, []string{passwordClient, upstreamClient}) {
+			t.Errorf("password grants with clients %v, want the LDAP provider's public one, then the OIDC provider's own", clients)
+		}
+		for name, tr := range map[string]tokenResponse{"Bed LDAP": ldap, "Bed Dex": dex} {
+			if status, r := refresh(tr.RefreshToken); status != http.StatusOK {
+				t.Errorf("%s's session after the other's login: HTTP %d %s %s", name, status, r.Error, r.ErrorDescription)
+			}
+		}
+		// A second login through the same provider does end the first one's session
+		// at Dex (one refresh token per user and client), as it would upstream with Dex.
+		first := b.passwordLogin("Bed Dex", defaultScopes)
+		b.passwordLogin("Bed Dex", defaultScopes)
+		status, tr := refresh(first.RefreshToken)
+		refused(t, status, tr)
+	})
+
 	t.Run("another username at the upstream", func(t *testing.T) {
 		t.Cleanup(func() { b.up.setUser(aliceEmail, aliceGroups) })
 		first := b.passwordLogin("Bed Dex", defaultScopes)

@@ -19,10 +19,13 @@ type UpstreamConfig struct {
 	Issuer     string
 	HTTPClient *http.Client // trusts the upstream's CA
 
-	// ClientID and ClientSecret: the confidential client of browser logins, with redirect
-	// {issuer}/callback.
+	// ClientID and ClientSecret: the OIDC provider's confidential client, with redirect
+	// {issuer}/callback, for its browser logins and (as an OIDCIdentityProvider with
+	// allowPasswordGrant) its cli_password logins.
 	ClientID, ClientSecret string
-	// PasswordClientID: the public client whose password grant checks cli_password logins.
+	// PasswordClientID: the public client the LDAP provider checks passwords with. A
+	// client of its own: Dex keeps one refresh token per user and client, so a login
+	// through one provider (or straight at Dex) must not end another's session.
 	PasswordClientID string
 }
 
@@ -122,7 +125,7 @@ var errUnexpectedLDAP = &fosite.RFC6749Error{
 // passwordLogin checks a cli_password login with Dex's password grant and answers with
 // upstream's errors for the provider's type.
 func (s *Server) passwordLogin(r *http.Request, p *idp, username, password string) (identity, error) {
-	claims, err := s.upstream.passwordGrant(r.Context(), username, password)
+	claims, err := s.upstream.passwordGrant(r.Context(), p.Type, username, password)
 	if err != nil {
 		isRefusal := upstreamStatus(err) > 0 && upstreamStatus(err) < 500
 		note(r, "upstream password grant: "+describeUpstreamError(err))
@@ -172,18 +175,31 @@ func (u *upstream) clientContext(ctx context.Context) context.Context {
 	return oidc.ClientContext(context.WithValue(ctx, oauth2.HTTPClient, u.cfg.HTTPClient), u.cfg.HTTPClient)
 }
 
-func (u *upstream) passwordGrant(ctx context.Context, username, password string) (*upstreamClaims, error) {
+// passwordGrant checks a password at Dex with the client of provider type kind: the OIDC
+// provider's own confidential client, or the LDAP provider's public one.
+func (u *upstream) passwordGrant(ctx context.Context, kind, username, password string) (*upstreamClaims, error) {
 	p, err := u.discover()
 	if err != nil {
 		return nil, err
 	}
-	oc := oauth2.Config{ClientID: u.cfg.PasswordClientID, Endpoint: p.Endpoint(), Scopes: passwordScopes}
-	oc.Endpoint.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id, no secret
+	oc := u.clientConfig(p, kind)
+	oc.Scopes = passwordScopes
 	tok, err := oc.PasswordCredentialsToken(u.clientContext(ctx), username, password)
 	if err != nil {
 		return nil, err
 	}
-	return u.verify(ctx, p, tok, u.cfg.PasswordClientID, "")
+	return u.verify(ctx, p, tok, oc.ClientID, "")
+}
+
+// clientConfig is the Dex client a provider of type kind uses, with its way of
+// authenticating.
+func (u *upstream) clientConfig(p *oidc.Provider, kind string) oauth2.Config {
+	if kind == "ldap" {
+		oc := oauth2.Config{ClientID: u.cfg.PasswordClientID, Endpoint: p.Endpoint()}
+		oc.Endpoint.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id, no secret
+		return oc
+	}
+	return oauth2.Config{ClientID: u.cfg.ClientID, ClientSecret: u.cfg.ClientSecret, Endpoint: p.Endpoint()}
 }
 
 func (u *upstream) browserConfig(p *oidc.Provider) oauth2.Config {
@@ -252,12 +268,11 @@ func (u *upstream) refresh(ctx context.Context, g upstreamGrant) (*upstreamClaim
 	if err != nil {
 		return nil, err
 	}
-	oc := oauth2.Config{ClientID: g.clientID, Endpoint: p.Endpoint()}
-	if g.clientID == u.cfg.ClientID {
-		oc.ClientSecret = u.cfg.ClientSecret
-	} else {
-		oc.Endpoint.AuthStyle = oauth2.AuthStyleInParams // the public password client
+	kind := "oidc"
+	if g.clientID == u.cfg.PasswordClientID {
+		kind = "ldap"
 	}
+	oc := u.clientConfig(p, kind)
 	tok, err := oc.TokenSource(u.clientContext(ctx), &oauth2.Token{RefreshToken: g.refreshToken}).Token()
 	if err != nil {
 		return nil, err
