@@ -507,16 +507,17 @@ func wantTokenOf(t *testing.T, ctx context.Context, tok *oauth2.Token, user test
 }
 
 // TestDexProxy: `testbed dex-proxy`, run where a person's browser is (outside the bed's
-// network namespace: here PID 1's), serves the bed's Dex there; a device login is finished
+// network namespace: where the tests were started), serves the bed's Dex there; a device login is finished
 // through it, from that namespace, and every page Dex sends the browser to stays on the
 // proxy (Dex's redirects to its own address rewritten).
 func TestDexProxy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := Bed.Config()
-	outside, err := os.Open("/proc/1/ns/net")
+	outsidePath := os.Getenv(envOutsideNetNS)
+	outside, err := os.Open(outsidePath)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the namespace the tests were started in (%s): %v", envOutsideNetNS, err)
 	}
 	defer func() { _ = outside.Close() }()
 	if _, err := testbed.NewDexProxy(ctx, cfg, "0.0.0.0:0"); err == nil {
@@ -525,7 +526,7 @@ func TestDexProxy(t *testing.T) {
 
 	bin := filepath.Join(t.TempDir(), "testbed")
 	Run(t, nil, "go", "build", "-C", RepoRoot(t), "-o", bin, "./e2e/cmd/testbed")
-	proxy := exec.CommandContext(ctx, "nsenter", "--net=/proc/1/ns/net", bin, "dex-proxy", "--name", cfg.Name, "--state-dir", cfg.StateDir, "--listen", "127.0.0.1:0")
+	proxy := exec.CommandContext(ctx, "nsenter", "--net="+outsidePath, bin, "dex-proxy", "--name", cfg.Name, "--state-dir", cfg.StateDir, "--listen", "127.0.0.1:0")
 	stdout, err := proxy.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +543,7 @@ func TestDexProxy(t *testing.T) {
 		t.Fatalf("dex-proxy printed %q (%v)\n%s", line, err, stderr.String())
 	}
 
-	// A browser in PID 1's namespace: every connection made from there.
+	// A browser outside the bed: every connection made from that namespace.
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(mustRead(t, cfg.TestbedCAFile()))
 	jar, _ := cookiejar.New(nil)
