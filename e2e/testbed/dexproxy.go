@@ -66,7 +66,7 @@ func NewDexProxy(ctx context.Context, cfg Config, listen string) (*DexProxy, err
 	if net.ParseIP(issuer.Hostname()) == nil {
 		// A name would be resolved on another thread, outside the bed's namespace.
 		_ = ns.Close()
-		return nil, fmt.Errorf("Dex's issuer %s: want an IP address, which the dial inside the bed's namespace needs", cfg.DexIssuer())
+		return nil, fmt.Errorf("the bed's Dex issuer %s: want an IP address, which the dial inside the bed's namespace needs", cfg.DexIssuer())
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listen)

@@ -39,12 +39,12 @@ func (l *upstreamLogins) get(requestID string) *upstreamLogin {
 // errUpstreamRefresh is upstream's answer when the user no longer checks out at the
 // upstream: 401, error "error", "Error during upstream refresh." with a hint. The CLI then
 // logs in again.
-func errUpstreamRefresh(hint string) *fosite.RFC6749Error {
+func errUpstreamRefresh() *fosite.RFC6749Error {
 	return (&fosite.RFC6749Error{
 		ErrorField:       "error",
 		DescriptionField: "Error during upstream refresh.",
 		CodeField:        http.StatusUnauthorized,
-	}).WithHint(hint)
+	}).WithHint("Upstream refresh failed.")
 }
 
 // refreshUpstream checks a refresh's user again at the upstream before fosite rotates
@@ -54,21 +54,21 @@ func errUpstreamRefresh(hint string) *fosite.RFC6749Error {
 func (s *Server) refreshUpstream(ctx context.Context, ar fosite.AccessRequester) *fosite.RFC6749Error {
 	l := s.logins.get(ar.GetID())
 	if l == nil {
-		return errUpstreamRefresh("Upstream refresh failed.").WithDebug("no upstream grant for this login")
+		return errUpstreamRefresh().WithDebug("no upstream grant for this login")
 	}
 	claims, err := s.upstream.refresh(ctx, l.identity.upstream)
 	if err != nil {
-		return errUpstreamRefresh("Upstream refresh failed.").WithDebug(describeUpstreamError(err))
+		return errUpstreamRefresh().WithDebug(describeUpstreamError(err))
 	}
 	id, err := l.idp.identity(claims)
 	if err != nil {
-		return errUpstreamRefresh("Upstream refresh failed.").WithDebug(err.Error())
+		return errUpstreamRefresh().WithDebug(err.Error())
 	}
 	if id.subject != l.identity.subject {
-		return errUpstreamRefresh("Upstream refresh failed.").WithDebug("the upstream's subject changed")
+		return errUpstreamRefresh().WithDebug("the upstream's subject changed")
 	}
 	if id.username != l.identity.username {
-		return errUpstreamRefresh("Upstream refresh failed.").WithDebug("the upstream's username changed")
+		return errUpstreamRefresh().WithDebug("the upstream's username changed")
 	}
 	s.logins.put(ar.GetID(), &upstreamLogin{idp: l.idp, identity: id})
 
