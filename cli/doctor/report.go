@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,9 +63,14 @@ func (r *Report) Check(name string) *Result {
 // Write prints the report as text (one line a check) or JSON.
 func (r *Report) Write(w io.Writer, format string) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, escapeC1(buf.String()))
+		return err
 	}
 	if _, err := fmt.Fprintf(w, "pinniped doctor: context %q\n", r.Context); err != nil { // %q escapes control characters
 		return err
@@ -108,6 +114,22 @@ func visible(s string) string {
 		default:
 			b.WriteRune(c)
 		}
+	}
+	return b.String()
+}
+
+// escapeC1 writes C1 control characters in JSON as \u escapes: encoding/json
+// escapes C0 but leaves C1 raw, and a terminal showing `-o json` may take
+// U+009B for an escape sequence. They can only be inside strings (JSON's own
+// characters are ASCII), where \u0080-\u009f read back as the same text.
+func escapeC1(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c >= 0x80 && c < 0xa0 {
+			fmt.Fprintf(&b, `\u%04x`, c)
+			continue
+		}
+		b.WriteRune(c)
 	}
 	return b.String()
 }

@@ -88,6 +88,20 @@ func TestControlCharactersAreVisible(t *testing.T) {
 	if got := oneLine("a\x7fb\x00c"); got != `a\x7fb\x00c` {
 		t.Errorf("oneLine: %q", got)
 	}
+	// In JSON too, and the message reads back the same.
+	js, _ := b.run("-o", "json")
+	if strings.ContainsAny(js, "\x1b\x07\u009b") {
+		t.Errorf("raw control characters in the JSON output: %q", js)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Checks {
+		if c.Name == "agent.authenticator" && !strings.Contains(c.Detail+c.Fix, "boom \x1b]0;x\x07\x1b[2J\u009b done") {
+			t.Errorf("the JSON does not read back the message: %+v", c)
+		}
+	}
 }
 
 // authenticated: requests other than the anonymous /version and the junk

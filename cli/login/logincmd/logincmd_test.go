@@ -109,6 +109,14 @@ func TestArgumentErrorsNeverQuoteValues(t *testing.T) {
 			t.Errorf("static %q: %v", args, err)
 		}
 	}
+	// A word right after `login` is not echoed either.
+	root := NewCmdLogin(cmdutil.Test(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, nil))
+	root.SetArgs([]string{secret})
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	if err := root.Execute(); err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "login oidc") {
+		t.Errorf("login %q: %v", secret, err)
+	}
 	if _, err := oidc(t, nil, "--listen-port=many"); err == nil || !strings.Contains(err.Error(), "--listen-port") {
 		t.Errorf("the flag at fault is not named: %v", err)
 	}

@@ -5,6 +5,7 @@ package logincmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,14 @@ by "pinniped get kubeconfig"; you rarely run it yourself.
 
 Credentials are cached (OS keyring by default) until shortly before they
 expire, so most kubectl calls cost a cache read.`,
-		Args: cobra.NoArgs,
+		// Not cobra.NoArgs: its error quotes the word, which a kubeconfig may
+		// hold by mistake where a token was meant to go.
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return errors.New("unknown kind of login (not a flag): use `pinniped login oidc` or `pinniped login static`")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(NewCmdOIDC(f, nil), NewCmdStatic(f, nil))
