@@ -271,17 +271,28 @@ spec:
 			Kubectl(t, "-n", "pinniped", "scale", "deployment", "pinniped-agent", "--replicas="+replicas)
 			Kubectl(t, "-n", "pinniped", "rollout", "status", "deployment", "pinniped-agent", "--timeout=2m")
 		})
+		// Through the impersonation proxy (managed) the cluster's server is the
+		// agent itself: with it gone, cluster.api fails naming the proxy and
+		// agent.api, on the same server, is not asked again.
+		viaProxy := kubeconfigGoesThroughAgent(t, kubeconfig)
 		var r doctorReport
 		// Replicas told to stop keep serving a few seconds (for endpoints to drain).
 		Eventually(t, 2*time.Minute, "the agent's API and APIServices to be gone", func(context.Context) error {
 			r = runDoctor(t, pinniped, env, admin)
-			for _, name := range []string{"agent.apiservice", "agent.api"} {
-				if c := r.check(t, name); c.Status != "FAIL" {
-					return fmt.Errorf("%s %s", name, c.Status)
+			want := map[string]string{"agent.apiservice": "FAIL", "agent.api": "FAIL"}
+			if viaProxy {
+				want["cluster.api"], want["agent.api"] = "FAIL", "SKIP"
+			}
+			for name, status := range want {
+				if c := r.check(t, name); c.Status != status {
+					return fmt.Errorf("%s %s, want %s", name, c.Status, status)
 				}
 			}
 			return nil
 		})
+		if c := r.check(t, "cluster.api"); viaProxy && !strings.Contains(c.Fix, "the agent's impersonation proxy") {
+			t.Errorf("cluster.api does not say the server is the agent's proxy: %+v", c)
+		}
 		if c := r.check(t, "agent.apiservice"); !strings.Contains(c.Fix, "concierge.pinniped.dev is not available") {
 			t.Errorf("agent.apiservice does not name the APIService: %+v", c)
 		}
@@ -289,4 +300,22 @@ spec:
 			t.Errorf("doctor exited %d with the agent down", r.exit)
 		}
 	})
+}
+
+// kubeconfigGoesThroughAgent: whether the kubeconfig's server is the agent's
+// endpoint in its exec entry (the impersonation proxy).
+func kubeconfigGoesThroughAgent(t *testing.T, kubeconfig string) bool {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	server := strings.TrimSuffix(cfg.Clusters[ctx.Cluster].Server, "/")
+	for _, a := range cfg.AuthInfos[ctx.AuthInfo].Exec.Args {
+		if v, ok := strings.CutPrefix(a, "--concierge-endpoint="); ok {
+			return strings.TrimSuffix(v, "/") == server
+		}
+	}
+	return false
 }
