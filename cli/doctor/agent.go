@@ -3,7 +3,6 @@ package doctor
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 )
 
@@ -481,11 +481,16 @@ func handshake(ctx context.Context, p proxyInfo) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(p.ca) {
+	// The proxy's own CA, never the system's roots.
+	if len(p.ca) == 0 {
 		return time.Time{}, errUnreadableCA
 	}
-	d := &tls.Dialer{Config: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: name}}
+	cfg, err := httpclient.TLSConfig(p.ca)
+	if err != nil {
+		return time.Time{}, errUnreadableCA
+	}
+	cfg.ServerName = name
+	d := &tls.Dialer{Config: cfg}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return time.Time{}, err

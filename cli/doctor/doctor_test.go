@@ -73,7 +73,7 @@ func TestAllGood(t *testing.T) {
 		t.Fatal("no authorize request")
 	}
 	q := b.idp.seen[len(b.idp.seen)-1]
-	for _, s := range []string{"client_id=pinniped-cli", "redirect_uri=http%3A%2F%2F127.0.0.1%3A", "%2Fcallback", "code_challenge_method=S256", "state=", "pinniped_idp_name=dex", "response_type=code"} {
+	for _, s := range []string{"client_id=pinniped-cli", "redirect_uri=http%3A%2F%2F127.0.0.1%3A", "%2Fcallback", "code_challenge_method=S256", "state=", "pinniped_idp_name=dex", "pinniped_idp_type=", "nonce=", "access_type=offline", "response_type=code"} {
 		if !strings.Contains(q, s) {
 			t.Errorf("authorize query %s lacks %s", q, s)
 		}

@@ -2,18 +2,14 @@ package doctor
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
 // certWarning: a serving certificate closer than this to its end is worth a WARN.
@@ -233,42 +230,16 @@ func checkClient(ctx context.Context, r *run) Result {
 	case c.PasswordLogin():
 		return skip("password logins do not use the authorize endpoint, and trying the password would be a login")
 	}
-	u, err := url.Parse(r.doc.AuthorizationEndpoint)
-	if err != nil {
-		return fail(err.Error(), "the issuer's authorization endpoint is not a URL: tell the provider's administrator")
-	}
 	redirect, err := redirectURI(ctx, c.ListenPort, c.SkipListen)
 	if err != nil {
 		return skip("no loopback port to name in the redirect URI: %v", err)
 	}
-	state, verifier := random(), random()
-	challenge := sha256.Sum256([]byte(verifier))
-	scopes := c.Scopes
-	if !r.doc.IsSupervisor() {
-		scopes, _ = r.doc.SupportedScopes(scopes)
+	// The very request a browser login would send, from the same builder.
+	authorize, err := oidclogin.New(ctx, c, r.issuer.client, r.doc, r.d.Now).NewAuthorizeRequest(redirect, c.Upstream)
+	if err != nil {
+		return fail(err.Error(), "the authorize request cannot be made: tell the provider's administrator")
 	}
-	q := u.Query()
-	for i := range c.AuthorizeParams {
-		name, value := c.AuthorizeParam(i)
-		q.Set(name, value)
-	}
-	q.Set("client_id", c.ClientID)
-	q.Set("response_type", "code")
-	q.Set("redirect_uri", redirect)
-	q.Set("scope", strings.Join(scopes, " "))
-	q.Set("state", state)
-	q.Set("nonce", random())
-	q.Set("code_challenge", base64.RawURLEncoding.EncodeToString(challenge[:]))
-	q.Set("code_challenge_method", "S256")
-	q.Set("access_type", "offline")
-	if c.Upstream.Name != "" {
-		q.Set("pinniped_idp_name", c.Upstream.Name)
-		if c.Upstream.Type != "" {
-			q.Set("pinniped_idp_type", c.Upstream.Type)
-		}
-	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authorize.URL, nil)
 	if err != nil {
 		return fail(err.Error(), "the authorize request cannot be made: tell the provider's administrator")
 	}
@@ -322,12 +293,6 @@ func redirectURI(ctx context.Context, port int, noListener bool) (string, error)
 		_ = ln.Close()
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(port) + "/callback", nil
-}
-
-func random() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func checkUpstream(ctx context.Context, r *run) Result {

@@ -16,13 +16,9 @@ import (
 // roots) whose requests give up after timeout (0: no overall limit, for
 // callers that bound each request with a context).
 func New(caBundle []byte, timeout time.Duration) (*http.Client, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("the CA bundle holds no PEM certificate")
-		}
-		tlsCfg.RootCAs = pool
+	tlsCfg, err := TLSConfig(caBundle)
+	if err != nil {
+		return nil, err
 	}
 	return &http.Client{
 		Timeout: timeout,
@@ -33,4 +29,19 @@ func New(caBundle []byte, timeout time.Duration) (*http.Client, error) {
 			ForceAttemptHTTP2:   true,
 		},
 	}, nil
+}
+
+// TLSConfig is the TLS side of New's clients, for callers that dial TLS
+// themselves: TLS 1.2 or newer, trusting caBundle (PEM; empty means the
+// system's roots).
+func TLSConfig(caBundle []byte) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(caBundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			return nil, errors.New("the CA bundle holds no PEM certificate")
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
 }

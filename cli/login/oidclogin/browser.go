@@ -74,47 +74,77 @@ func authorizeSecrets() (state, nonce, verifier string, err error) {
 	return state, nonce, oauth2.GenerateVerifier(), nil
 }
 
-// BrowserLogin runs the authorization code flow with PKCE (S256), state and
-// nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
-// person, whichever comes first.
-func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o BrowserOptions) (*sessions.Tokens, error) {
+// AuthorizeRequest is one browser login's authorization request, and the
+// secrets that tie the code it brings back to that login.
+type AuthorizeRequest struct {
+	URL                    string
+	State, Nonce, Verifier string
+}
+
+// NewAuthorizeRequest is the authorization request a browser login sends
+// to redirect (its loopback callback), with fresh state, nonce and PKCE
+// (S256) verifier; up names a Supervisor's identity provider. pinniped
+// doctor sends the same request, so that what it checks is what a login
+// would send.
+func (p *Provider) NewAuthorizeRequest(redirect string, up config.Upstream) (*AuthorizeRequest, error) {
 	state, nonce, verifier, err := authorizeSecrets()
 	if err != nil {
 		return nil, err
 	}
-
-	results := make(chan callbackResult, 2)
-	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present
-	if !o.SkipListen {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
-		if err != nil {
-			if !o.AllowPaste {
-				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
-			}
-			ui.Warn(fmt.Sprintf("cannot listen for the callback (%v)", err), "paste the code instead")
-		} else {
-			redirect = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-			srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
-			go func() { _ = srv.Serve(ln) }()
-			defer func() { _ = srv.Close() }()
-		}
-	}
-	if o.SkipListen && !o.AllowPaste {
-		return nil, errors.New("--skip-listen needs a terminal to paste the code into")
-	}
-
 	oc := p.oauth
 	oc.RedirectURL = redirect
 	// x/oauth2 lets an option replace any parameter, so the extra ones
 	// must never name one the login sets (authorizeParams drops those).
 	opts := append(p.authorizeParams(), oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce), oauth2.AccessTypeOffline)
-	opts = append(opts, upstreamParams(o.Upstream)...)
+	opts = append(opts, upstreamParams(up)...)
 	if p.FormPost {
 		// The code comes back in a POST from the issuer's page, which also
 		// shows it for pasting when the loopback callback is out of reach.
 		opts = append(opts, oauth2.SetAuthURLParam("response_mode", "form_post"))
 	}
-	authURL := oc.AuthCodeURL(state, opts...)
+	return &AuthorizeRequest{
+		URL: oc.AuthCodeURL(state, opts...), State: state, Nonce: nonce, Verifier: verifier,
+	}, nil
+}
+
+// BrowserLogin runs the authorization code flow with PKCE (S256), state and
+// nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
+// person, whichever comes first.
+func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o BrowserOptions) (*sessions.Tokens, error) {
+	results := make(chan callbackResult, 2)
+	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present
+	var ln net.Listener
+	if !o.SkipListen {
+		var err error
+		ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
+		if err != nil {
+			if !o.AllowPaste {
+				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
+			}
+			ui.Warn(fmt.Sprintf("cannot listen for the callback (%v)", err), "paste the code instead")
+			ln = nil
+		} else {
+			redirect = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
+		}
+	}
+	if o.SkipListen && !o.AllowPaste {
+		return nil, errors.New("--skip-listen needs a terminal to paste the code into")
+	}
+	req, err := p.NewAuthorizeRequest(redirect, o.Upstream)
+	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return nil, err
+	}
+	state, nonce, verifier, authURL := req.State, req.Nonce, req.Verifier, req.URL
+	if ln != nil {
+		srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+	}
+	oc := p.oauth
+	oc.RedirectURL = redirect
 
 	opened := false
 	if !o.QuietWhenOpened {

@@ -65,6 +65,12 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 	if err != nil {
 		return nil, err
 	}
+	return New(ctx, c, client, doc, now), nil
+}
+
+// New is the provider c names, whose discovery document doc was read
+// with client; it asks nothing of the network itself.
+func New(ctx context.Context, c *config.OIDC, client *http.Client, doc *discovery.Document, now func() time.Time) *Provider {
 	ctx = oidc.ClientContext(ctx, client)
 	p := (&oidc.ProviderConfig{
 		IssuerURL: doc.Issuer, AuthURL: doc.AuthorizationEndpoint, TokenURL: doc.TokenEndpoint,
@@ -104,7 +110,7 @@ func Discover(ctx context.Context, c *config.OIDC, now func() time.Time) (*Provi
 		DroppedScopes: dropped,
 		FormPost:      doc.IsSupervisor() && slices.Contains(doc.ResponseModesSupported, "form_post"),
 		doc:           doc,
-	}, nil
+	}
 }
 
 func (p *Provider) ctx(ctx context.Context) context.Context {
