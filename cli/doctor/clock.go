@@ -58,10 +58,10 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
 		}
 		if r.conc != nil && sameServer(r.conc.Endpoint, r.anon.Host) {
-			// On a managed cluster the kubeconfig's server is the agent's
-			// impersonation proxy: its silence is the agent's, not the
-			// cluster's.
-			return fail(err.Error(), fmt.Sprintf("the cluster's server %s is the agent's impersonation proxy (the exec entry's --concierge-endpoint), and it does not answer (%v): the agent may be down, so ask your administrator to check its pods (`pinniped doctor --admin-kubeconfig=THEIRS` shows its APIServices), or check the network and any proxy", r.anon.Host, err))
+			// The exec entry cannot say whether this server is the API
+			// server or the agent's impersonation proxy (managed clusters):
+			// if the latter, its silence is the agent's.
+			return fail(err.Error(), fmt.Sprintf("the cluster's server %s does not answer (%v): check the server address, the network and any proxy; if it is the agent's impersonation proxy (on managed clusters), the agent may be down: ask your administrator to check its pods (`pinniped doctor --admin-kubeconfig=THEIRS` shows its APIServices)", r.anon.Host, err))
 		}
 		return fail(err.Error(), fmt.Sprintf("the API server at %s does not answer (%v): check the server address, the network and any proxy", r.anon.Host, err))
 	}

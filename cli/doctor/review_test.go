@@ -179,9 +179,9 @@ func TestUnreachableClusterIsAskedOnce(t *testing.T) {
 		t.Errorf("doctor took %s", took)
 	}
 	r := b.reportFrom(out)
-	// The agent's endpoint is the cluster's server, as with the
-	// impersonation proxy: its silence is the agent's.
-	want(t, r, "cluster.api", Fail, "does not answer", "is the agent's impersonation proxy", "the agent may be down")
+	// The agent's endpoint is the cluster's server, which may be the
+	// impersonation proxy: if so, its silence is the agent's.
+	want(t, r, "cluster.api", Fail, "does not answer", "if it is the agent's impersonation proxy", "the agent may be down")
 	want(t, r, "agent.api", Skip, "the agent's endpoint is the cluster's server, which did not answer (cluster.api)")
 	for _, name := range []string{"agent.apiservice", "agent.credentialissuer", "agent.authenticator", "you.identity", "you.permissions"} {
 		want(t, r, name, Skip, "could not be reached (cluster.api)")
