@@ -41,7 +41,9 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 	if c == nil {
 		return skip("%s", r.noAgent())
 	}
-	if r.clusterDown && r.anon != nil && sameServer(c.Endpoint, r.anon.Host) {
+	if r.clusterSilent && r.anon != nil && sameServer(c.Endpoint, r.anon.Host) {
+		// Only silence is certain to repeat: the agent's endpoint has its
+		// own CA bundle, which may be trusted where the kubeconfig's is not.
 		return skip("the agent's endpoint is the cluster's server, which did not answer (cluster.api)")
 	}
 	client, err := r.d.HTTP(c.CABundle)
@@ -113,8 +115,10 @@ func (r *run) clusterUnusable() string {
 	switch {
 	case r.clusterUnsafe != "":
 		return r.clusterUnsafe
-	case r.clusterDown:
+	case r.clusterSilent:
 		return "the API server could not be reached (cluster.api)"
+	case r.clusterDown:
+		return "the API server's TLS connection could not be used (cluster.api)"
 	}
 	return ""
 }

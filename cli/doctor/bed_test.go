@@ -79,6 +79,7 @@ func (p *idp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"jwks_uri": u + "/jwks", "scopes_supported": []string{"openid", "offline_access", "email", "groups"}}
 		if p.supervisor {
 			doc["discovery.supervisor.pinniped.dev/v1alpha1"] = map[string]string{"pinniped_identity_providers_endpoint": u + "/v1alpha1/pinniped_identity_providers"}
+			doc["response_modes_supported"] = []string{"query", "form_post"}
 		}
 		_ = json.NewEncoder(w).Encode(doc)
 	case "/jwks":

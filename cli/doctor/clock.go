@@ -57,6 +57,7 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 		if isTLSTrust(err) {
 			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
 		}
+		r.clusterSilent = true
 		if r.conc != nil && sameServer(r.conc.Endpoint, r.anon.Host) {
 			// The exec entry cannot say whether this server is the API
 			// server or the agent's impersonation proxy (managed clusters):

@@ -101,9 +101,12 @@ type run struct {
 	clusterSkew   *time.Duration
 	// clusterUnsafe says why no credential is sent to the cluster (its
 	// connection is not verified: http, insecure-skip-tls-verify);
-	// clusterDown that it did not answer. Both from cluster.api.
+	// clusterDown that it could not be used. All from cluster.api.
 	clusterUnsafe string
 	clusterDown   bool
+	// clusterSilent: it did not answer at all (clusterDown also covers an
+	// answer that was not TLS, or not trusted).
+	clusterSilent bool
 	// adminChecked: whether --admin-kubeconfig reaches this cluster was
 	// asked; adminResult is the FAIL when it does not.
 	adminChecked        bool

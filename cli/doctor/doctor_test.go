@@ -36,7 +36,8 @@ func TestAllGood(t *testing.T) {
 	b.idp.supervisor = true
 	b.idp.providers = []map[string]any{{"name": "corp-ldap", "type": "ldap", "flows": []string{"cli_password"}},
 		{"name": "dex", "type": "oidc", "flows": []string{"browser_authcode"}}}
-	b.args = append(b.args, "--upstream-identity-provider-name=dex", "--upstream-identity-provider-type=oidc")
+	// No --upstream-identity-provider-type: the login's default (oidc) is sent.
+	b.args = append(b.args, "--upstream-identity-provider-name=dex")
 	// The proxy is advertised at the bed's API server, with its CA.
 	b.api.strategies = append(b.api.strategies, map[string]any{"type": "ImpersonationProxy", "status": "Success", "reason": "Listening",
 		"message": "listening", "lastUpdateTime": "2026-11-25T00:00:00Z", "frontend": map[string]any{"type": "ImpersonationProxy",
@@ -73,7 +74,7 @@ func TestAllGood(t *testing.T) {
 		t.Fatal("no authorize request")
 	}
 	q := b.idp.seen[len(b.idp.seen)-1]
-	for _, s := range []string{"client_id=pinniped-cli", "redirect_uri=http%3A%2F%2F127.0.0.1%3A", "%2Fcallback", "code_challenge_method=S256", "state=", "pinniped_idp_name=dex", "pinniped_idp_type=", "nonce=", "access_type=offline", "response_type=code"} {
+	for _, s := range []string{"client_id=pinniped-cli", "redirect_uri=http%3A%2F%2F127.0.0.1%3A", "%2Fcallback", "code_challenge_method=S256", "state=", "pinniped_idp_name=dex", "pinniped_idp_type=oidc", "response_mode=form_post", "nonce=", "access_type=offline", "response_type=code"} {
 		if !strings.Contains(q, s) {
 			t.Errorf("authorize query %s lacks %s", q, s)
 		}

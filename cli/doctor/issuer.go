@@ -237,7 +237,7 @@ func checkClient(ctx context.Context, r *run) Result {
 	// The very request a browser login would send, from the same builder.
 	authorize, err := oidclogin.New(ctx, c, r.issuer.client, r.doc, r.d.Now).NewAuthorizeRequest(redirect, c.Upstream)
 	if err != nil {
-		return fail(err.Error(), "the authorize request cannot be made: tell the provider's administrator")
+		return fail(err.Error(), "no authorize request could be made on this machine: run doctor again")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authorize.URL, nil)
 	if err != nil {

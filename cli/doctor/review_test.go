@@ -188,6 +188,37 @@ func TestUnreachableClusterIsAskedOnce(t *testing.T) {
 	}
 }
 
+// TestUnreachableClusterBesideTheAgent: the agent's endpoint elsewhere is
+// still asked, and cluster.api does not guess at the proxy.
+func TestUnreachableClusterBesideTheAgent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // refused from now on
+	b := newBed(t)
+	b.server = "https://" + addr
+	r := b.report("--timeout=2s")
+	want(t, r, "cluster.api", Fail, "does not answer", "check the server address")
+	if c := r.Check("cluster.api"); strings.Contains(c.Fix, "impersonation proxy") {
+		t.Errorf("cluster.api guesses at the proxy with the agent elsewhere: %s", c.Fix)
+	}
+	want(t, r, "agent.api", OK, "refused a junk token")
+}
+
+// TestUntrustedClusterStillProbesTheAgent: a cluster certificate the
+// kubeconfig does not trust says nothing of the agent's, which has its own
+// CA bundle; only a silent server is not asked twice.
+func TestUntrustedClusterStillProbesTheAgent(t *testing.T) {
+	b := newBed(t)
+	b.clusterCA = otherCA(t)
+	r := b.report()
+	want(t, r, "cluster.api", Fail, "does not trust")
+	want(t, r, "agent.api", OK, "refused a junk token")
+	want(t, r, "you.identity", Skip, "TLS connection could not be used (cluster.api)")
+}
+
 func (b *bed) reportFrom(out string) *Report {
 	b.t.Helper()
 	var r Report
