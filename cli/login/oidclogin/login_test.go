@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -166,6 +167,38 @@ func TestPastedRedirectURL(t *testing.T) {
 	redirect := followWithoutCallback(t, p, authURL)
 	ui.paste <- "garbage with spaces"
 	ui.paste <- redirect
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBusyListenPort: a --listen-port that is taken ends a login that
+// cannot paste, with the flag to change; one that can paste goes on with
+// the paste-only redirect, and the pasted URL's state is this login's.
+func TestBusyListenPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	port := busy.Addr().(*net.TCPAddr).Port
+	p := oidctest.New(t)
+	prov := discover(t, p)
+
+	_, err = prov.BrowserLogin(ctxT(t), &fakeUI{t: t, ca: p.CABundle}, oidclogin.BrowserOptions{ListenPort: port})
+	if err == nil || !strings.Contains(err.Error(), "--listen-port") {
+		t.Fatalf("a busy port without paste: %v", err)
+	}
+
+	ui := &fakeUI{t: t, ca: p.CABundle, paste: make(chan string, 1)}
+	ui.noOpen = true
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := prov.BrowserLogin(ctxT(t), &capturingUI{fakeUI: ui, onURL: func(s string) { urls <- s }}, oidclogin.BrowserOptions{ListenPort: port, AllowPaste: true})
+		done <- err
+	}()
+	ui.paste <- followWithoutCallback(t, p, <-urls)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
