@@ -139,6 +139,11 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 		if r.clusterDown && sameServer(r.d.Admin.Host, r.anon.Host) {
 			return nil, skip("%s", r.clusterUnusable()), false
 		}
+		// The rule the login's credential keeps holds for an
+		// administrator's too, which is worth more.
+		if why := adminUnverified(r.d.Admin); why != "" {
+			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: set the cluster's https server and certificate-authority-data in it", why), false
+		}
 		dyn, err := r.d.Dynamic(r.d.Admin)
 		if err != nil {
 			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
@@ -153,6 +158,18 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 		return nil, skip("%s", why), false
 	}
 	return dyn, Result{}, true
+}
+
+// adminUnverified says how cfg's connection leaves the server unverified
+// ("" when it does not).
+func adminUnverified(cfg *rest.Config) string {
+	if u, err := url.Parse(cfg.Host); err == nil && strings.EqualFold(u.Scheme, "http") {
+		return "is plain http"
+	}
+	if cfg.Insecure {
+		return "turns off certificate checks (insecure-skip-tls-verify)"
+	}
+	return ""
 }
 
 // adminSameCluster checks, once, that --admin-kubeconfig reaches this

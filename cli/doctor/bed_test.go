@@ -119,7 +119,9 @@ type apiServer struct {
 	noAuthenticator      bool
 	rules                []map[string]any
 	requests             []string
-	unauthenticated      bool
+	// adminRequests are those that carried the administrator's token.
+	adminRequests   []string
+	unauthenticated bool
 	// incomplete: the rules review says its list is incomplete (a webhook authorizer).
 	incomplete bool
 }
@@ -164,6 +166,9 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	admin := r.Header.Get("Authorization") == "Bearer "+adminToken
+	if admin {
+		a.adminRequests = append(a.adminRequests, r.Method+" "+r.URL.Path)
+	}
 	if !admin && (a.unauthenticated || r.Header.Get("Authorization") != "Bearer "+a.token) {
 		status(401, "Unauthorized", "Unauthorized")
 		return

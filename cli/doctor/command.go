@@ -96,7 +96,7 @@ Checks (their names are stable; -o json gives them as "name"):
 	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
-	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's, for the same cluster) instead of the login's credential; its exec plugin, if any, runs as under kubectl and may log the administrator in")
+	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's, for the same cluster) instead of the login's credential; its exec plugin, if any, runs as under kubectl and may log the administrator in; its credential goes only to a verified https server (not with insecure-skip-tls-verify)")
 	cmd.Flags().StringVar(&o.APIGroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix of the agent's APIs, when the login's arguments do not say (--concierge-api-group-suffix)")
 	return cmd
 }

@@ -219,6 +219,35 @@ func TestUntrustedClusterStillProbesTheAgent(t *testing.T) {
 	want(t, r, "you.identity", Skip, "TLS connection could not be used (cluster.api)")
 }
 
+// TestUnverifiedAdminKubeconfigGetsNoCredential: an administrator's
+// credential is not sent where the login's would not be.
+func TestUnverifiedAdminKubeconfigGetsNoCredential(t *testing.T) {
+	for name, edit := range map[string]func(c *clientcmdapi.Cluster){
+		"insecure-skip-tls-verify": func(c *clientcmdapi.Cluster) { c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil },
+		"plain http":               func(c *clientcmdapi.Cluster) { c.Server = strings.Replace(c.Server, "https://", "http://", 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t)
+			path := b.adminKubeconfig()
+			cfg, err := clientcmd.LoadFromFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit(cfg.Clusters["c"])
+			if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+				t.Fatal(err)
+			}
+			r := b.report("--admin-kubeconfig=" + path)
+			for _, c := range []string{"agent.apiservice", "agent.credentialissuer", "agent.authenticator"} {
+				want(t, r, c, Skip, "--admin-kubeconfig's current context", "does not send its credential")
+			}
+			for _, req := range b.api.adminRequests {
+				t.Errorf("the admin's credential was sent: %s", req)
+			}
+		})
+	}
+}
+
 func (b *bed) reportFrom(out string) *Report {
 	b.t.Helper()
 	var r Report
