@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -50,7 +51,10 @@ func startBrowserKubectl(t *testing.T, env []string, stdin io.Reader, args ...st
 		if err != nil {
 			return err
 		}
-		b.URL = strings.TrimSpace(string(raw))
+		// The opener's redirect creates the file before it writes to it.
+		if b.URL = strings.TrimSpace(string(raw)); b.URL == "" {
+			return errors.New("empty")
+		}
 		return nil
 	})
 	return b

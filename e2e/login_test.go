@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,7 +82,10 @@ func TestLogin(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			authURL = strings.TrimSpace(string(b))
+			// The opener's redirect creates the file before it writes to it.
+			if authURL = strings.TrimSpace(string(b)); authURL == "" {
+				return errors.New("empty")
+			}
 			return nil
 		})
 		// kubectl passes its terminal on, so the login screen (cli/ui/tui) shows the link.

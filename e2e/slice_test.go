@@ -278,6 +278,24 @@ func exchange(t *testing.T, token, kind, name string) exchangedCredential {
 	return c
 }
 
+// exchangeOnEveryReplica exchanges token until six exchanges in a row give
+// a credential (each may land on either agent replica) and returns the
+// last: an authenticator's Ready phase and the signing key's Success are
+// the leader's view, and the other replica may be a moment behind.
+func exchangeOnEveryReplica(t *testing.T, token, kind, name string) exchangedCredential {
+	t.Helper()
+	var cred exchangedCredential
+	Eventually(t, 30*time.Second, "every agent replica exchanges for "+kind+" "+name, func(context.Context) error {
+		for range 6 {
+			if cred = exchange(t, token, kind, name); cred.Cert == "" {
+				return fmt.Errorf("an exchange failed: %q", cred.Message)
+			}
+		}
+		return nil
+	})
+	return cred
+}
+
 type userInfo struct {
 	Username string   `json:"username"`
 	UID      string   `json:"uid"`
