@@ -119,7 +119,7 @@ spec:
 		return c
 	}
 	t.Run("a second issuer works beside Dex", func(t *testing.T) {
-		cred := exchangeOnEveryReplica(t, iss.Sign(t, claims(nil)), "JWTAuthenticator", "other")
+		cred := exchangeUntilIssued(t, iss.Sign(t, claims(nil)), "JWTAuthenticator", "other")
 		if who := whoamiWithCert(t, cred); who.Username != "dave" || !slices.Contains(who.Groups, "testers") {
 			t.Fatalf("the API server sees %+v", who)
 		}
@@ -153,7 +153,7 @@ spec:
   tls: {certificateAuthorityData: %s}
 `, endpoint, base64.StdEncoding.EncodeToString(caPEM)))
 		waitPhase(t, "webhookauthenticator", "corp", "Ready")
-		cred := exchangeOnEveryReplica(t, "carol-token", "WebhookAuthenticator", "corp")
+		cred := exchangeUntilIssued(t, "carol-token", "WebhookAuthenticator", "corp")
 		if who := whoamiWithCert(t, cred); who.Username != "carol" || !slices.Contains(who.Groups, "qa") {
 			t.Fatalf("the API server sees %+v", who)
 		}

@@ -85,10 +85,15 @@ spec:
 			if cred := exchange(t, idToken(alice), "JWTAuthenticator", "dex-rules"); cred.Cert != "" {
 				t.Fatal("the CSR signer's certificate was handed out without the UID the rules mapped")
 			}
+			// For that reason, not because a replica had not built the authenticator yet.
+			waitAgentLog(t, "the agent refused for the UID", func(l map[string]any) bool {
+				reason, _ := l["reason"].(string)
+				return l["msg"] == "token exchange failed" && strings.Contains(reason, "cannot carry a UID")
+			})
 			authenticator, wantUID = "dex-rules-no-uid", ""
 		}
 		// On kubeadm a replica still on the CSR API refuses the UID the rules map.
-		cred := exchangeOnEveryReplica(t, idToken(alice), "JWTAuthenticator", authenticator)
+		cred := exchangeUntilIssued(t, idToken(alice), "JWTAuthenticator", authenticator)
 		who := whoamiWithCert(t, cred)
 		want := []string{"system:authenticated"}
 		for _, g := range alice.Groups {

@@ -278,18 +278,22 @@ func exchange(t *testing.T, token, kind, name string) exchangedCredential {
 	return c
 }
 
-// exchangeOnEveryReplica exchanges token until six exchanges in a row give
-// a credential (each may land on either agent replica) and returns the
-// last: an authenticator's Ready phase and the signing key's Success are
-// the leader's view, and the other replica may be a moment behind.
-func exchangeOnEveryReplica(t *testing.T, token, kind, name string) exchangedCredential {
+// exchangeUntilIssued exchanges token until the agent issues a credential,
+// and returns it: an authenticator's Ready phase and the signing key's
+// Success are the leader's view, and the replica that answers may be a
+// moment behind. On failure the agent's log is printed.
+func exchangeUntilIssued(t *testing.T, token, kind, name string) exchangedCredential {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			logs, _ := RunE(nil, "kubectl", "logs", "-n", ourInstall.namespace, "-l", ourInstall.selector, "--tail=30", "--prefix")
+			t.Logf("the agent's log:\n%s", logs)
+		}
+	}()
 	var cred exchangedCredential
-	Eventually(t, 30*time.Second, "every agent replica exchanges for "+kind+" "+name, func(context.Context) error {
-		for range 6 {
-			if cred = exchange(t, token, kind, name); cred.Cert == "" {
-				return fmt.Errorf("an exchange failed: %q", cred.Message)
-			}
+	Eventually(t, 90*time.Second, "the agent issues a credential for "+kind+" "+name, func(context.Context) error {
+		if cred = exchange(t, token, kind, name); cred.Cert == "" {
+			return fmt.Errorf("the exchange failed: %q", cred.Message)
 		}
 		return nil
 	})

@@ -141,8 +141,8 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 		}
 		// The rule the login's credential keeps holds for an
 		// administrator's too, which is worth more.
-		if why := adminUnverified(r.d.Admin); why != "" {
-			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: set the cluster's https server and certificate-authority-data in it", why), false
+		if why, fix := adminUnverified(r.d.Admin); why != "" {
+			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: %s", why, fix), false
 		}
 		dyn, err := r.d.Dynamic(r.d.Admin)
 		if err != nil {
@@ -160,16 +160,17 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 	return dyn, Result{}, true
 }
 
-// adminUnverified says how cfg's connection leaves the server unverified
-// ("" when it does not).
-func adminUnverified(cfg *rest.Config) string {
-	if u, err := url.Parse(cfg.Host); err == nil && strings.EqualFold(u.Scheme, "http") {
-		return "is plain http"
+// adminUnverified says how cfg's connection leaves the server unverified,
+// and what to change ("" when it does not). Only https is allowed: a
+// server without a scheme is plain http to client-go.
+func adminUnverified(cfg *rest.Config) (why, fix string) {
+	if u, err := url.Parse(cfg.Host); err != nil || !strings.EqualFold(u.Scheme, "https") {
+		return "names no https:// server (" + cfg.Host + ")", "set its cluster's server to the https:// address"
 	}
 	if cfg.Insecure {
-		return "turns off certificate checks (insecure-skip-tls-verify)"
+		return "turns off certificate checks (insecure-skip-tls-verify)", "remove insecure-skip-tls-verify from its cluster, and set certificate-authority-data if the server's certificate is not publicly trusted"
 	}
-	return ""
+	return "", ""
 }
 
 // adminSameCluster checks, once, that --admin-kubeconfig reaches this

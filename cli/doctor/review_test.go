@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,9 +223,27 @@ func TestUntrustedClusterStillProbesTheAgent(t *testing.T) {
 // TestUnverifiedAdminKubeconfigGetsNoCredential: an administrator's
 // credential is not sent where the login's would not be.
 func TestUnverifiedAdminKubeconfigGetsNoCredential(t *testing.T) {
-	for name, edit := range map[string]func(c *clientcmdapi.Cluster){
-		"insecure-skip-tls-verify": func(c *clientcmdapi.Cluster) { c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil },
-		"plain http":               func(c *clientcmdapi.Cluster) { c.Server = strings.Replace(c.Server, "https://", "http://", 1) },
+	// A plain-http server that records what reaches it.
+	var mu sync.Mutex
+	var plain []string
+	recorder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		plain = append(plain, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(recorder.Close)
+	for name, tc := range map[string]struct {
+		edit     func(c *clientcmdapi.Cluster)
+		why, fix string
+	}{
+		"insecure-skip-tls-verify": {func(c *clientcmdapi.Cluster) { c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil },
+			"turns off certificate checks", "remove insecure-skip-tls-verify"},
+		"plain http": {func(c *clientcmdapi.Cluster) { c.Server, c.CertificateAuthorityData = recorder.URL, nil },
+			"names no https:// server", "https:// address"},
+		"no scheme (plain http to client-go)": {func(c *clientcmdapi.Cluster) {
+			c.Server, c.CertificateAuthorityData = strings.TrimPrefix(recorder.URL, "http://"), nil
+		}, "names no https:// server", "https:// address"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)
@@ -233,16 +252,21 @@ func TestUnverifiedAdminKubeconfigGetsNoCredential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			edit(cfg.Clusters["c"])
+			tc.edit(cfg.Clusters["c"])
 			if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 				t.Fatal(err)
 			}
 			r := b.report("--admin-kubeconfig=" + path)
 			for _, c := range []string{"agent.apiservice", "agent.credentialissuer", "agent.authenticator"} {
-				want(t, r, c, Skip, "--admin-kubeconfig's current context", "does not send its credential")
+				want(t, r, c, Skip, "--admin-kubeconfig's current context", tc.why, "does not send its credential", tc.fix)
 			}
 			for _, req := range b.api.adminRequests {
 				t.Errorf("the admin's credential was sent: %s", req)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, req := range plain {
+				t.Errorf("doctor asked the plain-http server: %s", req)
 			}
 		})
 	}
