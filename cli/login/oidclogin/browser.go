@@ -141,7 +141,16 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	if ln != nil {
 		srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close() }()
+		defer func() {
+			// Shutdown, not Close: the code may be redeemed before the
+			// handler has finished sending the page that tells the person
+			// the login worked, and Close would cut that page off.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			if srv.Shutdown(sctx) != nil {
+				_ = srv.Close()
+			}
+		}()
 	}
 	oc := p.oauth
 	oc.RedirectURL = redirect
