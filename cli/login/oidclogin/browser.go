@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -141,16 +142,10 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	if ln != nil {
 		srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		defer func() {
-			// Shutdown, not Close: the code may be redeemed before the
-			// handler has finished sending the page that tells the person
-			// the login worked, and Close would cut that page off.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			if srv.Shutdown(sctx) != nil {
-				_ = srv.Close()
-			}
-		}()
+		// Close, not Shutdown, which would wait for a browser's spare
+		// connection; the page has gone out before the code is passed on
+		// (sendPage).
+		defer func() { _ = srv.Close() }()
 	}
 	oc := p.oauth
 	oc.RedirectURL = redirect
@@ -314,10 +309,8 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 			http.Error(w, "this login link belongs to a different login attempt", http.StatusForbidden)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if e := r.Form.Get("error"); e != "" {
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = fmt.Fprintf(w, page, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
+			sendPage(w, http.StatusBadRequest, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
 			results <- callbackResult{err: fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, r.Form.Get("error_description"))}
 			return
 		}
@@ -326,13 +319,27 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 			http.Error(w, "no code in the callback", http.StatusBadRequest)
 			return
 		}
-		_, _ = fmt.Fprintf(w, page, "Logged in", "You can close this tab and return to your terminal.")
+		sendPage(w, http.StatusOK, "Logged in", "You can close this tab and return to your terminal.")
 		select {
 		case results <- callbackResult{code: code}:
 		default: // a second valid callback; the first one won
 		}
 	})
 	return mux
+}
+
+// sendPage writes the whole page to the connection before the handler
+// passes the result on: the login may end, closing the server, before a
+// handler returns, and a page still buffered would be cut off.
+func sendPage(w http.ResponseWriter, status int, title, text string) {
+	body := fmt.Sprintf(page, title, text)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 const page = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>pinniped</title></head>
