@@ -309,9 +309,15 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 			http.Error(w, "this login link belongs to a different login attempt", http.StatusForbidden)
 			return
 		}
+		// A body ParseForm left unread (another content type) could make
+		// the close that ends the login reset the connection, page and all.
+		_, _ = io.Copy(io.Discard, r.Body)
 		if e := r.Form.Get("error"); e != "" {
 			sendPage(w, http.StatusBadRequest, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
-			results <- callbackResult{err: fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, r.Form.Get("error_description"))}
+			select {
+			case results <- callbackResult{err: fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, r.Form.Get("error_description"))}:
+			default: // the login has its result already
+			}
 			return
 		}
 		code := r.Form.Get("code")
