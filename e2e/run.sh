@@ -7,7 +7,7 @@
 #   4. tears the beds down again on any exit (a test binary killed by -timeout cannot).
 #
 # Environment: PINNIPED_E2E_PROFILES (default "kubeadm managed"), PINNIPED_E2E_TIMEOUT
-# (go test -timeout per profile, default 20m), PINNIPED_E2E_CACHE (toolchain cache),
+# (go test -timeout per profile, default 35m: a hang guard; a profile takes about 20 minutes, more on empty caches), PINNIPED_E2E_CACHE (toolchain cache),
 # GO_TEST_FLAGS (extra flags, e.g. "-run TestDex").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
 	echo "e2e/run.sh: === profile $profile (bed $name) ===" >&2
 	# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 	if ! PINNIPED_E2E_NAME="$name" PINNIPED_E2E_PROFILE="$profile" PINNIPED_E2E_STATE_DIR="/var/lib/pinniped-e2e/$name" \
-		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-20m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
+		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-35m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
 		status=1
 		echo "e2e/run.sh: profile $profile FAILED (the bed's logs were saved under ${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs}; rerun with PINNIPED_E2E_KEEP=1 to keep the bed)" >&2
 	fi
