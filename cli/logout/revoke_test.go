@@ -44,6 +44,8 @@ type testIssuer struct {
 	// RevokeStatus and RevokeBody answer revocations (default 200, empty).
 	RevokeStatus int
 	RevokeBody   string
+	// RevokeLocation is sent as the revocation answer's Location.
+	RevokeLocation string
 
 	mu       sync.Mutex
 	requests []request
@@ -71,6 +73,9 @@ func newTestIssuer(t *testing.T) *testIssuer {
 		ti.record(r)
 		ti.mu.Lock()
 		status, body := ti.RevokeStatus, ti.RevokeBody
+		if ti.RevokeLocation != "" {
+			w.Header().Set("Location", ti.RevokeLocation)
+		}
 		ti.mu.Unlock()
 		if status == 0 {
 			status = http.StatusOK
@@ -221,8 +226,9 @@ func TestLogoutWithoutRevocationEndpoint(t *testing.T) {
 }
 
 // TestLogoutWhenRevocationFails: an error answer, an unreachable issuer,
-// and a revocation endpoint over plain http (which must receive nothing)
-// each leave no local copy behind, are reported, and fail the command.
+// and a revocation endpoint over plain http or redirecting there (which
+// must receive nothing: the body is the refresh token) each leave no local
+// copy behind, are reported, and fail the command.
 func TestLogoutWhenRevocationFails(t *testing.T) {
 	plain := newRecorder(t)
 	for name, tc := range map[string]struct {
@@ -234,6 +240,9 @@ func TestLogoutWhenRevocationFails(t *testing.T) {
 		}, "answered HTTP 500 (server_error)"},
 		"unreachable": {func(ti *testIssuer) { ti.srv.Close() }, "could not read the issuer's discovery document"},
 		"plain http":  {func(ti *testIssuer) { ti.RevocationEndpoint = plain.URL + "/revoke" }, "must be an https URL"},
+		"redirect to plain http": {func(ti *testIssuer) {
+			ti.RevocationEndpoint, ti.RevokeStatus, ti.RevokeLocation = ti.URL+"/revoke", http.StatusTemporaryRedirect, plain.URL+"/revoke"
+		}, "answered HTTP 307"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ti := newTestIssuer(t)
