@@ -55,13 +55,9 @@ var ErrInsecureIssuer = httpsurl.ErrNotHTTPS
 
 // HTTPClient builds the client used for discovery and JWKS fetches: the
 // given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
-// stall reconciliation.
+// stall reconciliation, and redirects followed only to https.
 func HTTPClient(caBundle []byte) (*http.Client, error) {
-	t, err := tlsclient.Transport(caBundle, 2)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Timeout: 15 * time.Second, Transport: t}, nil
+	return tlsclient.Client(caBundle, 2, 15*time.Second)
 }
 
 // ValidateIssuer checks the issuer URL without contacting it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect/redirecttest"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
@@ -277,4 +278,10 @@ func TestClaimRulesErrorNamesTheCondition(t *testing.T) {
 	if !errors.As(err, &step) || step.Condition != jwt.CondClaimRulesValid || !strings.Contains(err.Error(), "spec.claimMappings.username.expression") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestHTTPClientRedirects: discovery and JWKS fetches follow redirects only
+// to https, and never resend a body to another origin.
+func TestHTTPClientRedirects(t *testing.T) {
+	redirecttest.Check(t, jwt.HTTPClient)
 }
