@@ -15,10 +15,12 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -44,6 +46,22 @@ const (
 	// anonymous, so without it anyone could hold a connection and a
 	// goroutine by sending a body one byte at a time.
 	DefaultBodyTimeout = 5 * time.Second
+	// DefaultMaxExchanges bounds the TokenCredentialRequests one Handler
+	// works on at once. The exchange is anonymous (and public on the
+	// impersonation proxy), and each one may hold a goroutine for up to
+	// exchangeTimeout on a slow webhook or issuer and costs CPU in
+	// signature checks and claim rules: without a bound anyone could
+	// exhaust a replica. Legitimate exchanges take milliseconds, so 64 at
+	// once is far above any real login burst.
+	DefaultMaxExchanges = 64
+	// DefaultSlotWait is how long an exchange waits for one of the others
+	// to finish before it is answered 429, so a short burst is absorbed
+	// and a flood is refused without queueing.
+	DefaultSlotWait = time.Second
+	// RetryAfterSeconds is the Retry-After of that 429.
+	RetryAfterSeconds = 1
+	// BusyMessage is the 429's message.
+	BusyMessage = "the agent is busy with other token exchanges; try again in a moment"
 )
 
 // TokenAuthenticator validates a token with a named authenticator.
@@ -83,9 +101,18 @@ type Handler struct {
 	// the groups exists: an agent under another suffix runs beside a
 	// Concierge (or another agent) that owns the default groups.
 	GroupSuffix string
+	// MaxExchanges bounds the exchanges in progress at once (default
+	// DefaultMaxExchanges); SlotWait is how long one beyond it waits for a
+	// slot before it is answered 429 Too Many Requests with Retry-After
+	// (default DefaultSlotWait).
+	MaxExchanges int
+	SlotWait     time.Duration
 
 	apiOnce sync.Once
 	apiDoc  *api
+
+	slotsOnce sync.Once
+	slots     chan struct{}
 }
 
 func (h *Handler) api() *api {
@@ -202,6 +229,19 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	if !h.takeSlot(r.Context()) {
+		if h.Observe != nil {
+			h.Observe(Result{Authenticator: tokenauth.Key{Kind: req.Spec.Authenticator.Kind, Name: req.Spec.Authenticator.Name}.String(),
+				TokenHash: hashToken(req.Spec.Token), Reason: "too many exchanges in progress", Duration: h.now().Sub(start)})
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		st := apierrors.NewTooManyRequests(BusyMessage, RetryAfterSeconds).Status()
+		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		writeJSON(w, http.StatusTooManyRequests, &st)
+		return
+	}
+	defer h.releaseSlot()
+
 	ctx, cancel := context.WithTimeout(r.Context(), exchangeTimeout)
 	defer cancel()
 	res := h.exchange(ctx, &req.Spec)
@@ -224,6 +264,38 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 	// 201 even on failure, as upstream: clients read status.message.
 	writeJSON(w, http.StatusCreated, out)
 }
+
+// takeSlot reserves one of MaxExchanges slots, waiting at most SlotWait
+// (or until ctx ends) for one to free up.
+func (h *Handler) takeSlot(ctx context.Context) bool {
+	h.slotsOnce.Do(func() {
+		n := h.MaxExchanges
+		if n <= 0 {
+			n = DefaultMaxExchanges
+		}
+		h.slots = make(chan struct{}, n)
+	})
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+	}
+	wait := h.SlotWait
+	if wait <= 0 {
+		wait = DefaultSlotWait
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (h *Handler) releaseSlot() { <-h.slots }
 
 type exchangeResult struct {
 	Result

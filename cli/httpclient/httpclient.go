@@ -1,7 +1,8 @@
 // Package httpclient builds the one kind of HTTP client the CLI uses to
 // reach identity providers and clusters: TLS 1.2 or newer, trusting a given
 // CA bundle (or the system's roots), through the environment's proxy, with
-// bounded waits.
+// bounded waits, following redirects only to https (and a request with a
+// body only within its origin; see package redirect).
 package httpclient
 
 import (
@@ -10,6 +11,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect"
 )
 
 // New returns a client trusting caBundle (PEM; empty means the system's
@@ -22,6 +25,9 @@ func New(caBundle []byte, timeout time.Duration) (*http.Client, error) {
 	}
 	return &http.Client{
 		Timeout: timeout,
+		// Bodies hold passwords, refresh tokens, client secrets and PKCE
+		// verifiers, which Go would resend on a 307 or 308.
+		CheckRedirect: redirect.Check,
 		Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			TLSClientConfig:     tlsCfg,

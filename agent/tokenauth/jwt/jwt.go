@@ -55,13 +55,9 @@ var ErrInsecureIssuer = httpsurl.ErrNotHTTPS
 
 // HTTPClient builds the client used for discovery and JWKS fetches: the
 // given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
-// stall reconciliation.
+// stall reconciliation, and redirects followed only to https.
 func HTTPClient(caBundle []byte) (*http.Client, error) {
-	t, err := tlsclient.Transport(caBundle, 2)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Timeout: 15 * time.Second, Transport: t}, nil
+	return tlsclient.Client(caBundle, 2, 15*time.Second)
 }
 
 // ValidateIssuer checks the issuer URL without contacting it.
@@ -103,8 +99,8 @@ func stepErr(condition string, err error) error { return &StepError{Condition: c
 
 // New performs OIDC discovery against the issuer, fetches its keys once to
 // prove they are usable, and returns an authenticator. Keys are refetched
-// later when a token names an unknown key id (go-oidc's RemoteKeySet).
-// Errors are *StepError.
+// later when a token names an unknown key id (go-oidc's RemoteKeySet), at
+// most once per KeyRefetchInterval. Errors are *StepError.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	client, err := HTTPClient(cfg.CABundle)
 	if err != nil {
@@ -134,12 +130,15 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if httpsurl.Check("jwks_uri", claims.JWKSURI) != nil {
 		return nil, stepErr(CondJWKSURLValid, fmt.Errorf("jwks_uri %q of %s must be an https URL", claims.JWKSURI, issuer))
 	}
-	if err := probeKeys(ctx, client, claims.JWKSURI); err != nil {
+	// One client for every key fetch, the probe's included, so that the
+	// first token is checked against the keys just probed.
+	keyClient := throttledKeyClient(client, nowOrDefault(cfg.Now))
+	if err := probeKeys(ctx, keyClient, claims.JWKSURI); err != nil {
 		return nil, stepErr(CondJWKSFetchValid, err)
 	}
 	// The key set must outlive ctx (it refreshes keys later), so it gets its
 	// own background context carrying only the HTTP client.
-	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), client), claims.JWKSURI)
+	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), keyClient), claims.JWKSURI)
 	return newAuthenticator(cfg, rules, keySet), nil
 }
 
@@ -181,11 +180,7 @@ func NewWithKeySet(cfg Config, keySet oidc.KeySet) (*Authenticator, error) {
 }
 
 func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *Authenticator {
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	a := &Authenticator{now: now, rules: rules}
+	a := &Authenticator{now: nowOrDefault(cfg.Now), rules: rules}
 	vc := &oidc.Config{
 		ClientID: cfg.Spec.Audience,
 		// Asymmetric algorithms only: with HS256 anyone holding the client
@@ -236,6 +231,13 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 		Audiences: authenticator.Audiences(idToken.Audience),
 		User:      u,
 	}, true, nil
+}
+
+func nowOrDefault(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }
 
 // checkTimes accepts a token from Leeway before its iat and nbf (either may

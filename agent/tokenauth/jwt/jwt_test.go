@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect/redirecttest"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
@@ -163,26 +165,56 @@ func TestClockSkew(t *testing.T) {
 	}
 }
 
+// clock is a test's clock, moved by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 // TestKeyRotation checks that keys are cached, and refetched when a token
-// names a key id the agent has not seen.
+// names a key id the agent has not seen, once KeyRefetchInterval has
+// passed since the last fetch.
 func TestKeyRotation(t *testing.T) {
 	iss := jwttest.New(t)
-	a := newAuth(t, iss, nil)
-	base := iss.JWKSFetches.Load() // New probes the keys once
+	clk := &clock{t: now}
+	a := newAuth(t, iss, func(c *jwt.Config) { c.Now = clk.Now })
+	if n := iss.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("New fetched the keys %d times, want 1 (its probe)", n)
+	}
 	for range 3 {
 		if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := iss.JWKSFetches.Load() - base; n != 1 {
-		t.Fatalf("keys fetched %d times for 3 tokens, want 1 (cached)", n)
+	if n := iss.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("keys fetched %d times for the probe and 3 tokens, want 1 (the probe's keys serve the tokens)", n)
 	}
 	iss.Rotate(t)
+	rotated := iss.Sign(t, claims(iss, nil))
+	clk.Add(time.Second)
+	if _, _, err := a.AuthenticateToken(context.Background(), rotated); err == nil {
+		t.Fatal("a token signed by a new key was accepted before the keys could be refetched")
+	}
+	if n := iss.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("keys fetched %d times within %s of the last fetch, want no refetch", n, jwt.KeyRefetchInterval)
+	}
+	clk.Add(jwt.KeyRefetchInterval - time.Second)
 	// go-oidc's RemoteKeySet hands a caller the result of a fetch that has
 	// finished but not yet cleared itself (a window of microseconds after
-	// the first fetch above), so the first try may see the old keys. A
+	// the refused try above), so the first try may see the old keys. A
 	// login retried a moment later must succeed.
-	rotated := iss.Sign(t, claims(iss, nil))
 	var err error
 	for try := 0; try < 50; try++ {
 		if _, _, err = a.AuthenticateToken(context.Background(), rotated); err == nil {
@@ -191,10 +223,56 @@ func TestKeyRotation(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("token signed with a rotated key: %v", err)
+		t.Fatalf("token signed with a rotated key, %s after the last fetch: %v", jwt.KeyRefetchInterval, err)
 	}
-	if n := iss.JWKSFetches.Load() - base; n != 2 {
-		t.Fatalf("keys fetched %d times, want a refetch after rotation", n)
+	if n := iss.JWKSFetches.Load(); n != 2 {
+		t.Fatalf("keys fetched %d times, want one refetch after rotation", n)
+	}
+}
+
+// TestForgedTokensFetchKeysOnce: tokens the issuer never signed, naming a
+// key id it does not have or one it has, cost the issuer no request while
+// its keys were fetched less than KeyRefetchInterval ago.
+func TestForgedTokensFetchKeysOnce(t *testing.T) {
+	iss := jwttest.New(t)
+	clk := &clock{t: now}
+	a := newAuth(t, iss, func(c *jwt.Config) { c.Now = clk.Now })
+	forger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		kid := fmt.Sprintf("forged-%d", i)
+		if i%5 == 0 {
+			kid = "key-1" // the issuer's own key id, another signature
+		}
+		if _, _, err := a.AuthenticateToken(context.Background(), jwttest.SignWith(t, forger, kid, claims(iss, nil))); err == nil {
+			t.Fatalf("forged token %d accepted", i)
+		}
+		clk.Add(100 * time.Millisecond) // 5 s in all: still within the window
+	}
+	if n := iss.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("the issuer's keys were fetched %d times for New and 50 forged tokens, want 1", n)
+	}
+	if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, nil))); err != nil {
+		t.Fatalf("a genuine token after the forged ones: %v", err)
+	}
+	clk.Add(jwt.KeyRefetchInterval)
+	forged := make([]string, 50)
+	for i := range forged {
+		forged[i] = jwttest.SignWith(t, forger, fmt.Sprintf("again-%d", i), claims(iss, nil))
+	}
+	var wg sync.WaitGroup
+	for _, tok := range forged {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = a.AuthenticateToken(context.Background(), tok)
+		}()
+	}
+	wg.Wait()
+	if n := iss.JWKSFetches.Load(); n != 2 {
+		t.Fatalf("keys fetched %d times after 50 concurrent forged tokens in a new window, want 2", n)
 	}
 }
 
@@ -277,4 +355,10 @@ func TestClaimRulesErrorNamesTheCondition(t *testing.T) {
 	if !errors.As(err, &step) || step.Condition != jwt.CondClaimRulesValid || !strings.Contains(err.Error(), "spec.claimMappings.username.expression") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestHTTPClientRedirects: discovery and JWKS fetches follow redirects only
+// to https, and never resend a body to another origin.
+func TestHTTPClientRedirects(t *testing.T) {
+	redirecttest.Check(t, jwt.HTTPClient)
 }

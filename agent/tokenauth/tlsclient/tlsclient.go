@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect"
 )
 
 // Config trusts caBundle (PEM), or the system roots when it is empty.
@@ -41,4 +43,16 @@ func Transport(caBundle []byte, idlePerHost int) (*http.Transport, error) {
 		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,
 	}, nil
+}
+
+// Client is a client over Transport whose requests give up after timeout
+// and which follows redirects only as package redirect allows: to https,
+// and a request with a body only within its origin. Callers that must not
+// follow redirects at all (a token in the body) set their own CheckRedirect.
+func Client(caBundle []byte, idlePerHost int, timeout time.Duration) (*http.Client, error) {
+	t, err := Transport(caBundle, idlePerHost)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: timeout, Transport: t, CheckRedirect: redirect.Check}, nil
 }

@@ -117,8 +117,14 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 			msg = http.StatusText(status)
 		}
 		hint := ""
-		if status == http.StatusNotFound || status == http.StatusServiceUnavailable {
+		switch status {
+		case http.StatusNotFound, http.StatusServiceUnavailable:
 			hint = " (is the pinniped agent installed and ready on this cluster?)"
+		case http.StatusTooManyRequests:
+			// Still refused after retrying: the agent (or the API
+			// server in front of it) bounds the exchanges it works on
+			// at once.
+			return nil, fmt.Errorf("exchange token at %s: the agent is busy (HTTP 429: %s); try again in a moment, and if it stays busy, tell the cluster's administrator", c.Endpoint, msg)
 		}
 		return nil, fmt.Errorf("exchange token at %s: HTTP %d: %s%s", c.Endpoint, status, msg, hint)
 	}

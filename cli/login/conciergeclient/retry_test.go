@@ -203,3 +203,29 @@ func TestNoRetryForAnswersMeant(t *testing.T) {
 		t.Errorf("wrong name: %v after %d connections", err, conns.Load())
 	}
 }
+
+// TestBusyAgent: an agent that stays at its bound of exchanges, or an API
+// server in front of it shedding load (429 with Retry-After and a
+// TooManyRequests Status; this message is kube-apiserver's), is asked
+// again on the schedule, then the error says the agent is busy and to try
+// again.
+func TestBusyAgent(t *testing.T) {
+	fastRetries(t)
+	var n atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +
+			`"message":"Too many requests, please try again later.",` +
+			`"reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`))
+	}))
+	defer srv.Close()
+	c := &config.Concierge{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+		AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+	_, err := Exchange(context.Background(), c, "token")
+	if err == nil || !strings.Contains(err.Error(), "the agent is busy") || !strings.Contains(err.Error(), "try again in a moment") || n.Load() != 7 {
+		t.Fatalf("%v after %d requests", err, n.Load())
+	}
+}
