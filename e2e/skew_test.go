@@ -65,7 +65,8 @@ func withLoginArgs(t *testing.T, kubeconfig string, args ...string) string {
 }
 
 // TestClockSkew: the Supervisor's clock 2 minutes ahead of and behind the
-// agent's and the CLI's. Its ID tokens (the cluster-scoped ones live 2
+// agent's and the CLI's, and its JWTAuthenticator allowing that skew
+// (spec.allowedClockSkew). Its ID tokens (the cluster-scoped ones live 2
 // minutes) must still log kubectl in: a password login, then, with the
 // session cached and no cluster credential, exchanges and a refresh. The CLI-to-cluster direction cannot be played here (one kernel
 // clock for both); its unit tests are in cli/login (TestClusterClockSkew).
@@ -77,7 +78,12 @@ func TestClockSkew(t *testing.T) {
 		t.Skipf("clock skew is tested in the kubeadm profile only; the %s profile checks tokens with the same code", Bed.Config().Profile)
 	}
 	pinniped := installAgent(t)
-	supervisorAuthenticator(t)
+	// Skew between an issuer and the cluster is the administrator's to
+	// allow: without it the agent refuses, as kube-apiserver, a token past
+	// its exp (2 minutes behind, the Supervisor's 2-minute tokens arrive
+	// expired) and one issued over a minute ahead. 3m (the most there is)
+	// covers 2 minutes plus the login's way to the agent.
+	supervisorAuthenticatorWithSkew(t, "3m")
 	alice := testbed.DexUsers[0]
 	for _, offset := range []string{"2m0s", "-2m0s"} {
 		t.Run("Supervisor "+offset, func(t *testing.T) {

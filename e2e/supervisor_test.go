@@ -24,9 +24,18 @@ import (
 // supervisorAuthenticator makes a JWTAuthenticator trusting the bed's test
 // Supervisor (e2e/tools/supervisor) with an audience of this cluster's own,
 // so logins exchange the Supervisor's token for it (RFC 8693).
-func supervisorAuthenticator(t *testing.T) {
+func supervisorAuthenticator(t *testing.T) { supervisorAuthenticatorWithSkew(t, "") }
+
+// supervisorAuthenticatorWithSkew is supervisorAuthenticator with
+// spec.allowedClockSkew set to skew (a Go duration; "" leaves it unset),
+// in force once the Ready condition states it.
+func supervisorAuthenticatorWithSkew(t *testing.T, skew string) {
 	t.Helper()
 	cfg := Bed.Config()
+	extra := ""
+	if skew != "" {
+		extra = "  allowedClockSkew: " + skew + "\n"
+	}
 	ca, err := os.ReadFile(cfg.TestbedCAFile())
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +47,25 @@ spec:
   issuer: %s
   audience: cluster-e2e-%s
   tls: {certificateAuthorityData: %s}
-`, cfg.SupervisorIssuer(), randomString(t)[:8], base64.StdEncoding.EncodeToString(ca)))
+%s`, cfg.SupervisorIssuer(), randomString(t)[:8], base64.StdEncoding.EncodeToString(ca), extra))
 	t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "supervisor") })
 	waitPhase(t, "jwtauthenticator", "supervisor", "Ready")
+	if skew != "" {
+		d, err := time.ParseDuration(skew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, time.Minute, "the supervisor JWTAuthenticator to state allowedClockSkew "+d.String(), func(context.Context) error {
+			out, err := RunE(nil, "kubectl", "get", "jwtauthenticator", "supervisor", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "allowedClockSkew "+d.String()) {
+				return fmt.Errorf("its Ready condition says %q", out)
+			}
+			return nil
+		})
+	}
 	if _, err := RunE(nil, "kubectl", "get", "clusterrolebinding", "e2e-supervisor-view"); err != nil {
 		// Both identities the two providers give alice may look around.
 		Kubectl(t, "create", "clusterrolebinding", "e2e-supervisor-view", "--clusterrole=view", "--group=developers", "--group=ldap:developers")

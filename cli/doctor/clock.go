@@ -15,12 +15,14 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 )
 
-// Skew thresholds. Beyond credcache.DefaultSkew the margin a login keeps
-// before a credential's expiry no longer covers the clocks' difference;
-// beyond tokentimes.Leeway the agent refuses tokens outright.
+// Skew thresholds between this machine and the cluster or the issuer.
+// Beyond credcache.DefaultSkew the margin a login keeps before a
+// credential's expiry no longer covers the clocks' difference; beyond
+// tokentimes.CLISkew the CLI refuses the issuer's tokens (and no
+// JWTAuthenticator may allow more).
 var (
 	warnSkew = credcache.DefaultSkew
-	failSkew = tokentimes.Leeway
+	failSkew = tokentimes.CLISkew
 )
 
 func checkClusterAPI(ctx context.Context, r *run) Result {
@@ -160,10 +162,42 @@ func checkClockIssuer(ctx context.Context, r *run) Result {
 		// What the agent sees: tokens stamped by the issuer, checked on the cluster's clock.
 		vs := s - *r.clusterSkew
 		detail += ", and " + describeSkew(vs, "the cluster's")
-		if judgeSkew(vs) == Fail {
-			status = Fail
-			fix = fmt.Sprintf("the issuer's clock is %s, beyond the %s the agent allows, so it refuses the issuer's tokens: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), failSkew)
+		if st, f := judgeAgentSkew(vs, authenticatorName(r)); st == Fail || (st == Warn && status != Fail) {
+			status, fix = st, f
 		}
 	}
 	return Result{Status: status, Detail: detail, Fix: fix}
+}
+
+// authenticatorName names the kubeconfig's authenticator for a fix.
+func authenticatorName(r *run) string {
+	if r.conc == nil || r.conc.AuthenticatorName == "" {
+		return "the JWTAuthenticator"
+	}
+	return fmt.Sprintf("the JWTAuthenticator %q", r.conc.AuthenticatorName)
+}
+
+// judgeAgentSkew judges an issuer's clock vs ahead of the cluster's
+// (negative: behind) as the agent checks tokens (tokentimes.Check): with
+// spec.allowedClockSkew unset, none after exp and none whose iat or nbf is
+// more than tokentimes.NotBeforeLeeway ahead. The fix names the skew to
+// set; doctor cannot tell whether it already is.
+func judgeAgentSkew(vs time.Duration, authenticator string) (Status, string) {
+	var need time.Duration
+	var why string
+	switch {
+	case vs > tokentimes.NotBeforeLeeway:
+		need = vs - tokentimes.NotBeforeLeeway
+		why = fmt.Sprintf("its tokens are issued (iat) more than the %s the agent allows ahead of the cluster's clock", tokentimes.NotBeforeLeeway)
+	case -vs > warnSkew:
+		need = -vs
+		why = fmt.Sprintf("its tokens reach the agent %s older than it meant, and one living less than that (a Pinniped Supervisor's cluster-scoped tokens live 2 minutes) has expired on arrival", need)
+	default:
+		return OK, ""
+	}
+	need = need.Round(time.Second)
+	if need > tokentimes.MaxClockSkew {
+		return Fail, fmt.Sprintf("the issuer's clock is %s: %s, and no spec.allowedClockSkew allows more than %s: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), why, tokentimes.MaxClockSkew)
+	}
+	return Warn, fmt.Sprintf("the issuer's clock is %s: %s, so the agent refuses them unless %s has spec.allowedClockSkew of at least %s (its Ready condition states it): ask the cluster's administrator to set that, or to fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), why, authenticator, need)
 }

@@ -263,7 +263,14 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"cluster clock far ahead":              {func(b *bed) { b.api.skew = 5 * time.Minute }, "clock.cluster", Fail, []string{"5m0s ahead", "NTP"}},
 		"cluster clock a bit ahead":            {func(b *bed) { b.api.skew = time.Minute }, "clock.cluster", Warn, []string{"1m0s ahead"}},
 		"issuer clock behind the cluster's": {func(b *bed) { b.idp.skew = -4 * time.Minute }, "clock.issuer", Fail,
-			[]string{"4m0s behind the cluster's", "the agent allows"}},
+			[]string{"4m0s behind the cluster's", "no spec.allowedClockSkew allows more than 3m0s", "NTP"}},
+		// The agent takes no token past its exp and none issued more than a
+		// minute ahead unless its JWTAuthenticator allows the skew: the
+		// fix names the field and the value.
+		"issuer clock 2m ahead of the cluster's": {func(b *bed) { b.idp.skew = 2 * time.Minute }, "clock.issuer", Warn,
+			[]string{"2m0s ahead of the cluster's", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m0s`}},
+		"issuer clock 90s behind the cluster's": {func(b *bed) { b.idp.skew = -90 * time.Second }, "clock.issuer", Warn,
+			[]string{"1m30s behind the cluster's", "expired on arrival", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}},
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
@@ -24,11 +26,15 @@ import (
 
 // skewedCluster is the agent's real exchange handler on a cluster whose
 // clock is skew ahead of this machine's (negative: behind): its CA, its
-// JWTAuthenticator and its answers' Date header all read that clock.
+// JWTAuthenticator and its answers' Date header all read that clock. The
+// issuer shares this machine's clock, so it is as far from the cluster's:
+// the JWTAuthenticator allows that skew (spec.allowedClockSkew), as an
+// administrator would for such an issuer.
 func skewedCluster(t *testing.T, h *harness, skew time.Duration) (*config.Concierge, *x509.CertPool) {
 	t.Helper()
 	clusterNow := func() time.Time { return h.clk.now().Add(skew) }
-	a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: h.idp.URL, Audience: h.idp.ClientID}, CABundle: h.idp.CABundle, Now: clusterNow})
+	spec := authv1alpha1.JWTAuthenticatorSpec{Issuer: h.idp.URL, Audience: h.idp.ClientID, AllowedClockSkew: &metav1.Duration{Duration: skew.Abs()}}
+	a, err := jwt.New(context.Background(), jwt.Config{Spec: spec, CABundle: h.idp.CABundle, Now: clusterNow})
 	if err != nil {
 		t.Fatal(err)
 	}

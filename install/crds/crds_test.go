@@ -131,6 +131,29 @@ func TestSchemaValidation(t *testing.T) {
 			wantErr: "at most one of",
 		},
 		{
+			name: "jwt allowedClockSkew at the cap", kind: "JWTAuthenticator",
+			doc: `{spec: {issuer: "https://dex", audience: a, allowedClockSkew: 3m}}`,
+		},
+		{
+			name: "jwt allowedClockSkew within", kind: "JWTAuthenticator",
+			doc: `{spec: {issuer: "https://dex", audience: a, allowedClockSkew: 1m30s}}`,
+		},
+		{
+			name: "jwt allowedClockSkew beyond the cap", kind: "JWTAuthenticator",
+			doc:     `{spec: {issuer: "https://dex", audience: a, allowedClockSkew: 3m1s}}`,
+			wantErr: "allowedClockSkew must be a duration from 0s to 3m",
+		},
+		{
+			name: "jwt allowedClockSkew negative", kind: "JWTAuthenticator",
+			doc:     `{spec: {issuer: "https://dex", audience: a, allowedClockSkew: -1s}}`,
+			wantErr: "allowedClockSkew",
+		},
+		{
+			name: "jwt allowedClockSkew not a duration", kind: "JWTAuthenticator",
+			doc:     `{spec: {issuer: "https://dex", audience: a, allowedClockSkew: soon}}`,
+			wantErr: "allowedClockSkew",
+		},
+		{
 			name: "webhook http endpoint refused", kind: "WebhookAuthenticator",
 			doc:     `{spec: {endpoint: "http://hook"}}`,
 			wantErr: "spec.endpoint",

@@ -1,12 +1,14 @@
 package authenticators
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 )
 
@@ -22,7 +24,9 @@ var steps = map[string][]string{
 	},
 }
 
-func setConditions(conds *[]metav1.Condition, phase *authv1alpha1.Phase, kind string, generation int64, err error, now time.Time) {
+// setConditions writes the conditions for the outcome err of building the
+// authenticator; ready is the Ready condition's message when it worked.
+func setConditions(conds *[]metav1.Condition, phase *authv1alpha1.Phase, kind string, generation int64, err error, now time.Time, ready string) {
 	failed := ""
 	if se, ok := err.(*jwt.StepError); ok { //nolint:errorlint // build returns *StepError unwrapped
 		failed = se.Condition
@@ -56,7 +60,7 @@ func setConditions(conds *[]metav1.Condition, phase *authv1alpha1.Phase, kind st
 		}
 	}
 	if failed == "" {
-		set(authv1alpha1.ConditionReady, metav1.ConditionTrue, "Success", "the authenticator is validating tokens")
+		set(authv1alpha1.ConditionReady, metav1.ConditionTrue, "Success", ready)
 		*phase = authv1alpha1.PhaseReady
 		return
 	}
@@ -77,4 +81,25 @@ func conditionsChanged(before, after []metav1.Condition) bool {
 		}
 	}
 	return false
+}
+
+// readyMessage is the Ready condition's message for a working
+// authenticator. A JWTAuthenticator's states the clock skew in force (the
+// spec's, clamped as the agent applies it), since that decides how long
+// after exp a token is still taken.
+func readyMessage(spec any) string {
+	const ready = "the authenticator is validating tokens"
+	s, ok := spec.(authv1alpha1.JWTAuthenticatorSpec)
+	if !ok {
+		return ready
+	}
+	skew := jwt.AllowedClockSkew(s)
+	if skew == 0 {
+		return ready + "; allowedClockSkew 0s: as kube-apiserver, none after its exp, and none whose nbf or iat is more than " + tokentimes.NotBeforeLeeway.String() + " ahead"
+	}
+	msg := fmt.Sprintf("%s; allowedClockSkew %s: until %s after its exp, and none whose nbf or iat is more than %s ahead", ready, skew, skew, tokentimes.NotBeforeLeeway+skew)
+	if s.AllowedClockSkew.Duration != skew {
+		msg += fmt.Sprintf(" (spec.allowedClockSkew %s is outside 0s to %s)", s.AllowedClockSkew.Duration, tokentimes.MaxClockSkew)
+	}
+	return msg
 }

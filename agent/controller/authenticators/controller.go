@@ -277,7 +277,7 @@ func (c *Controller) reconcile(ctx context.Context, key tokenauth.Key) error {
 		}
 	}
 
-	setConditions(conditions, phase, key.Kind, gen, buildErr, c.now())
+	setConditions(conditions, phase, key.Kind, gen, buildErr, c.now(), readyMessage(spec))
 	if c.IsLeader != nil && c.IsLeader() && (*phase != beforePhase || conditionsChanged(before, *conditions)) {
 		if err := c.writeStatus(ctx, key.Kind, typed); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			utilruntime.HandleError(fmt.Errorf("update status of %s: %w", key, err))

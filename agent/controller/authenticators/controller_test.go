@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,6 +119,29 @@ func TestReconcileLifecycle(t *testing.T) {
 	}
 	eventually(t, "broken to become Ready", func() bool { return status("broken").Phase == authv1alpha1.PhaseReady })
 
+	// spec.allowedClockSkew is in force once set, and the Ready condition
+	// says which skew is: 0s, as kube-apiserver, when unset.
+	late := iss.Sign(t, map[string]any{"iss": iss.URL, "aud": "a", "username": "alice",
+		"iat": time.Now().Add(-10 * time.Minute).Unix(), "exp": time.Now().Add(-90 * time.Second).Unix()})
+	if _, err := reg.AuthenticateToken(ctx, dexKey, late); err == nil || !strings.Contains(err.Error(), "allowedClockSkew is 0s") {
+		t.Fatalf("a token 90 s past its exp, with no skew allowed: %v", err)
+	}
+	if msg := readyMessage(status("dex")); !strings.Contains(msg, "allowedClockSkew 0s") {
+		t.Errorf("dex's Ready condition does not state the skew: %q", msg)
+	}
+	skewed := fixed.DeepCopy()
+	_ = unstructured.SetNestedField(skewed.Object, "2m", "spec", "allowedClockSkew")
+	skewed.SetGeneration(3)
+	if _, err := dyn.Resource(authenticators.JWTAuthenticators).Update(ctx, skewed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "broken's Ready condition to state its skew", func() bool {
+		return strings.Contains(readyMessage(status("broken")), "allowedClockSkew 2m0s")
+	})
+	if _, err := reg.AuthenticateToken(ctx, tokenauth.Key{Kind: "JWTAuthenticator", Name: "broken"}, late); err != nil {
+		t.Fatalf("a token 90 s past its exp, with 2m of skew allowed: %v", err)
+	}
+
 	// Deleting an authenticator removes it from the registry.
 	if err := dyn.Resource(authenticators.JWTAuthenticators).Delete(ctx, "dex", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -130,6 +154,15 @@ func TestReconcileLifecycle(t *testing.T) {
 		}
 		return true
 	})
+}
+
+func readyMessage(s authv1alpha1.JWTAuthenticatorStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == authv1alpha1.ConditionReady {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 // TestStatusWrittenOnceLeading: a replica that worked an authenticator out

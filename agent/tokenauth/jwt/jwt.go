@@ -24,10 +24,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 )
 
-// Leeway is how far the issuer's clock may be from the agent's, either
-// way (the rule is tokentimes', which the CLI shares).
-const Leeway = tokentimes.Leeway
-
 // Config is everything needed to validate tokens from one issuer.
 type Config struct {
 	// Spec is the JWTAuthenticator's: issuer, audiences and claim rules.
@@ -43,6 +39,7 @@ type Config struct {
 type Authenticator struct {
 	verifier  *oidc.IDTokenVerifier
 	now       func() time.Time
+	skew      time.Duration   // spec.allowedClockSkew, clamped
 	audiences map[string]bool // checked here when more than one
 	rules     *claimrules.Rules
 }
@@ -180,7 +177,7 @@ func NewWithKeySet(cfg Config, keySet oidc.KeySet) (*Authenticator, error) {
 }
 
 func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *Authenticator {
-	a := &Authenticator{now: nowOrDefault(cfg.Now), rules: rules}
+	a := &Authenticator{now: nowOrDefault(cfg.Now), rules: rules, skew: AllowedClockSkew(cfg.Spec)}
 	vc := &oidc.Config{
 		ClientID: cfg.Spec.Audience,
 		// Asymmetric algorithms only: with HS256 anyone holding the client
@@ -189,8 +186,9 @@ func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *
 			oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
 			oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
 		},
-		// go-oidc's own check has no leeway on exp and a fixed one on
-		// nbf; checkTimes applies Leeway to exp, nbf and iat alike.
+		// go-oidc v3 allows nbf 5 minutes early (kube-apiserver's v2, 1
+		// minute) and knows no allowedClockSkew: checkTimes applies
+		// tokentimes' rules instead.
 		SkipExpiryCheck: true,
 	}
 	if len(cfg.Spec.Audiences) > 0 {
@@ -220,7 +218,7 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	if a.audiences != nil && !slices.ContainsFunc(idToken.Audience, func(aud string) bool { return a.audiences[aud] }) {
 		return nil, false, fmt.Errorf("token's audience %q is none of this authenticator's", idToken.Audience)
 	}
-	if err := checkTimes(a.now(), idToken.Expiry, idToken.IssuedAt, claims["nbf"]); err != nil {
+	if err := a.checkTimes(idToken.Expiry, idToken.IssuedAt, claims["nbf"]); err != nil {
 		return nil, false, err
 	}
 	u, err := a.rules.User(ctx, claims)
@@ -240,29 +238,32 @@ func nowOrDefault(now func() time.Time) func() time.Time {
 	return now
 }
 
-// checkTimes accepts a token from Leeway before its iat and nbf (either may
-// be absent) until tokentimes.ExpiryLeeway after its exp (which must be present: a
-// token without one would never expire).
-func checkTimes(now, exp, iat time.Time, rawNBF json.RawMessage) error {
-	if exp.IsZero() {
-		return errors.New("token has no exp claim; the issuer must set one")
+// AllowedClockSkew is the skew spec allows, within [0,
+// tokentimes.MaxClockSkew] whatever it says (the CRD refuses more, but an
+// object stored under an older CRD, or written past it, is not).
+func AllowedClockSkew(spec authv1alpha1.JWTAuthenticatorSpec) time.Duration {
+	if spec.AllowedClockSkew == nil {
+		return 0
 	}
-	if late := tokentimes.ExpiryLeeway(exp, iat); now.After(exp.Add(late)) {
-		return fmt.Errorf("token expired at %s, more than %s before this agent's clock (%s): log in again; if a fresh token is refused too, the issuer's and the cluster's clocks differ by more than that (check NTP on both)",
-			exp.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
-	}
+	return tokentimes.ClampSkew(spec.AllowedClockSkew.Duration)
+}
+
+// checkTimes applies tokentimes.Check with the authenticator's allowed
+// skew. Its error names the rule and the skew in force, never a claim's
+// value: the agent logs it.
+func (a *Authenticator) checkTimes(exp, iat time.Time, rawNBF json.RawMessage) error {
 	nbf, err := tokentimes.NumericDate(rawNBF)
 	if err != nil {
 		return fmt.Errorf("claim nbf: %w", err)
 	}
-	for _, c := range []struct {
-		name string
-		t    time.Time
-	}{{"iat", iat}, {"nbf", nbf}} {
-		if !c.t.IsZero() && c.t.After(now.Add(Leeway)) {
-			return fmt.Errorf("token's %s is %s, more than %s after this agent's clock (%s): the issuer's and the cluster's clocks differ by more than %s; check NTP on both",
-				c.name, c.t.UTC().Format(time.RFC3339), Leeway, now.UTC().Format(time.RFC3339), Leeway)
-		}
+	err = tokentimes.Check(a.now(), exp, iat, nbf, a.skew)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tokentimes.ErrNoExpiry):
+		return err
+	case errors.Is(err, tokentimes.ErrExpired):
+		return fmt.Errorf("%w; spec.allowedClockSkew is %s: log in again; if a fresh token is refused too, the issuer's clock is behind the cluster's (`pinniped doctor` measures it): fix NTP, or set the JWTAuthenticator's spec.allowedClockSkew (at most %s)", err, a.skew, tokentimes.MaxClockSkew)
 	}
-	return nil
+	return fmt.Errorf("%w; spec.allowedClockSkew is %s: the issuer's clock is ahead of the cluster's (`pinniped doctor` measures it): fix NTP, or set the JWTAuthenticator's spec.allowedClockSkew (at most %s)", err, a.skew, tokentimes.MaxClockSkew)
 }

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect/redirecttest"
+	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
@@ -93,7 +96,7 @@ func TestRejections(t *testing.T) {
 	a := newAuth(t, iss, nil)
 	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	cases := map[string]string{
-		"expired":        iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-jwt.Leeway - time.Second).Unix()})),
+		"expired":        iss.Sign(t, claims(iss, map[string]any{"exp": now.Add(-time.Second).Unix()})),
 		"no exp":         iss.Sign(t, claims(iss, map[string]any{"exp": nil})),
 		"wrong audience": iss.Sign(t, claims(iss, map[string]any{"aud": "cluster-b"})),
 		"wrong issuer":   iss.Sign(t, claims(iss, map[string]any{"iss": "https://evil.example.com"})),
@@ -114,50 +117,44 @@ func TestRejections(t *testing.T) {
 	}
 }
 
-// TestClockSkew plays an issuer whose clock is 2 minutes ahead of or
-// behind the agent's, issuing a Pinniped Supervisor's 2-minute cluster-scoped
-// ID tokens, which reach the agent up to 30 s later (a login's retries while
-// an agent replica restarts). Each must be accepted; a token past the
-// leeway must not.
-func TestClockSkew(t *testing.T) {
+// TestExpiredRefusedWithoutSkew: with spec.allowedClockSkew unset, the
+// rules are kube-apiserver's: a token 1 s past its exp is refused, whatever
+// its lifetime and with or without iat, and so is one whose nbf or iat is
+// more than a minute ahead. The error (which the agent logs) names the
+// rule and the skew, never a claim's value.
+func TestExpiredRefusedWithoutSkew(t *testing.T) {
 	iss := jwttest.New(t)
 	a := newAuth(t, iss, nil)
-	const life, transit = 2 * time.Minute, 30 * time.Second
-	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, 0} {
-		for _, late := range []time.Duration{0, transit} {
-			issued := now.Add(skew).Add(-late) // the issuer's clock when it signed
-			c := claims(iss, map[string]any{"iat": issued.Unix(), "nbf": issued.Unix(), "exp": issued.Add(life).Unix()})
-			t.Run(fmt.Sprintf("issuer %+v, arrives %v later", skew, late), func(t *testing.T) {
-				if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, c)); err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-			})
-		}
-	}
-
-	refused := map[string]map[string]any{
-		"expired beyond the leeway":    {"exp": now.Add(-jwt.Leeway - time.Second).Unix()},
-		"iat beyond the leeway":        {"iat": now.Add(jwt.Leeway + time.Second).Unix()},
-		"nbf beyond the leeway":        {"nbf": now.Add(jwt.Leeway + time.Second).Unix()},
-		"nbf not a number":             {"nbf": "soon"},
-		"fractional nbf beyond leeway": {"nbf": float64(now.Add(jwt.Leeway).Unix()) + 0.5},
-		// A 2-minute token is late by at most half its life, not the full
-		// leeway: a stolen one lives at most half again as long.
-		"2-minute token over a minute past exp": {"iat": now.Add(-3*time.Minute - time.Second).Unix(), "exp": now.Add(-time.Minute - time.Second).Unix()},
-	}
-	for name, extra := range refused {
+	for name, c := range map[string]struct {
+		extra map[string]any
+		rule  string
+	}{
+		"10-minute token 1 s past exp":      {map[string]any{"iat": now.Add(-10*time.Minute - time.Second).Unix(), "exp": now.Add(-time.Second).Unix()}, "exp is past"},
+		"1 s past exp, no iat":              {map[string]any{"iat": nil, "exp": now.Add(-time.Second).Unix()}, "exp is past"},
+		"2-minute token 1 s past exp":       {map[string]any{"iat": now.Add(-2*time.Minute - time.Second).Unix(), "exp": now.Add(-time.Second).Unix()}, "exp is past"},
+		"nbf 61 s ahead":                    {map[string]any{"nbf": now.Add(61 * time.Second).Unix()}, "nbf is ahead"},
+		"fractional nbf just over 1m ahead": {map[string]any{"nbf": float64(now.Add(time.Minute).Unix()) + 0.5}, "nbf is ahead"},
+		"iat 61 s ahead":                    {map[string]any{"iat": now.Add(61 * time.Second).Unix()}, "iat is ahead"},
+	} {
 		t.Run(name, func(t *testing.T) {
-			_, ok, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra)))
+			_, ok, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, c.extra)))
 			if err == nil || ok {
 				t.Fatalf("accepted: ok=%v err=%v", ok, err)
 			}
+			msg := err.Error()
+			if !strings.Contains(msg, c.rule) || !strings.Contains(msg, "spec.allowedClockSkew is 0s") {
+				t.Errorf("the error does not name the rule %q and the skew: %s", c.rule, msg)
+			}
+			for _, v := range []string{"alice", "2026", "T10:", "T09:"} {
+				if strings.Contains(msg, v) {
+					t.Errorf("the error carries a claim's value (%q): %s", v, msg)
+				}
+			}
 		})
 	}
-	// The edges themselves are in.
 	for name, extra := range map[string]map[string]any{
-		"iat and nbf Leeway ahead":         {"iat": now.Add(jwt.Leeway).Unix(), "nbf": now.Add(jwt.Leeway).Unix(), "exp": now.Add(jwt.Leeway + 10*time.Minute).Unix()},
-		"10-minute token Leeway past exp":  {"iat": now.Add(-jwt.Leeway - 10*time.Minute).Unix(), "exp": now.Add(-jwt.Leeway).Unix()},
-		"2-minute token a minute past exp": {"iat": now.Add(-3 * time.Minute).Unix(), "exp": now.Add(-time.Minute).Unix()},
+		"exp now":              {"exp": now.Unix()},
+		"nbf and iat 1m ahead": {"iat": now.Add(time.Minute).Unix(), "nbf": now.Add(time.Minute).Unix()},
 	} {
 		if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra))); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -181,6 +178,52 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// TestClockSkew plays an issuer whose clock is 2 minutes ahead of or
+// behind the agent's, issuing a Pinniped Supervisor's 2-minute cluster-scoped
+// ID tokens, which reach the agent up to 30 s later (a login's retries while
+// an agent replica restarts). With spec.allowedClockSkew at its cap each is
+// accepted; a token beyond it is not, and a larger value in the spec (past
+// the CRD) counts as the cap.
+func TestClockSkew(t *testing.T) {
+	iss := jwttest.New(t)
+	for _, set := range []time.Duration{tokentimes.MaxClockSkew, time.Hour} {
+		t.Run("allowedClockSkew "+set.String(), func(t *testing.T) {
+			a := newAuth(t, iss, func(c *jwt.Config) { c.Spec.AllowedClockSkew = &metav1.Duration{Duration: set} })
+			const life, transit = 2 * time.Minute, 30 * time.Second
+			for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, 0} {
+				for _, late := range []time.Duration{0, transit} {
+					issued := now.Add(skew).Add(-late) // the issuer's clock when it signed
+					c := claims(iss, map[string]any{"iat": issued.Unix(), "nbf": issued.Unix(), "exp": issued.Add(life).Unix()})
+					if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, c)); err != nil {
+						t.Errorf("issuer %+v, arrives %v later: refused: %v", skew, late, err)
+					}
+				}
+			}
+			const most = tokentimes.MaxClockSkew
+			for name, extra := range map[string]map[string]any{
+				"expired beyond the skew":        {"exp": now.Add(-most - time.Second).Unix()},
+				"iat beyond 1m and the skew":     {"iat": now.Add(time.Minute + most + time.Second).Unix()},
+				"nbf beyond 1m and the skew":     {"nbf": now.Add(time.Minute + most + time.Second).Unix()},
+				"nbf not a number":               {"nbf": "soon"},
+				"fractional nbf beyond the skew": {"nbf": float64(now.Add(time.Minute+most).Unix()) + 0.5},
+			} {
+				if _, ok, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra))); err == nil || ok {
+					t.Errorf("%s: accepted: ok=%v err=%v", name, ok, err)
+				}
+			}
+			// The edges themselves are in.
+			for name, extra := range map[string]map[string]any{
+				"iat and nbf 1m and the skew ahead": {"iat": now.Add(time.Minute + most).Unix(), "nbf": now.Add(time.Minute + most).Unix(), "exp": now.Add(time.Hour).Unix()},
+				"the skew past exp":                 {"iat": now.Add(-most - 10*time.Minute).Unix(), "exp": now.Add(-most).Unix()},
+			} {
+				if _, _, err := a.AuthenticateToken(context.Background(), iss.Sign(t, claims(iss, extra))); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		})
+	}
 }
 
 // TestKeyRotation checks that keys are cached, and refetched when a token

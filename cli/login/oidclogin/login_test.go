@@ -408,12 +408,12 @@ func TestQuietLoginURL(t *testing.T) {
 // TestIssuerClockSkew: with the issuer's clock 2 minutes ahead of or behind
 // this machine's, a login and a refresh get their ID tokens, and the
 // Supervisor's 2-minute cluster-scoped token is taken (2 minutes behind, it
-// has expired by this machine's clock on arrival). Beyond the leeway it is
+// has expired by this machine's clock on arrival). Beyond tokentimes.CLISkew it is
 // refused.
 func TestIssuerClockSkew(t *testing.T) {
 	local := time.Now()
 	const life = 2 * time.Minute
-	tooFarBehind := -life - tokentimes.Leeway - time.Minute
+	tooFarBehind := -life - tokentimes.CLISkew - time.Minute
 	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute, tooFarBehind} {
 		t.Run(skew.String(), func(t *testing.T) {
 			p := oidctest.New(t)
@@ -429,7 +429,7 @@ func TestIssuerClockSkew(t *testing.T) {
 			tok, err := prov.PasswordGrant(ctx, "alice", "password")
 			if skew == tooFarBehind {
 				if err == nil || !strings.Contains(err.Error(), "expired") {
-					t.Fatalf("a token expired beyond the leeway: %v", err)
+					t.Fatalf("a token expired beyond tokentimes.CLISkew: %v", err)
 				}
 				return
 			}

@@ -96,7 +96,8 @@ func New(ctx context.Context, c *config.OIDC, client *http.Client, doc *discover
 		verifier: p.Verifier(&oidc.Config{
 			ClientID:             c.ClientID,
 			SupportedSigningAlgs: signingAlgs,
-			// go-oidc checks exp without leeway; verify applies tokentimes.Leeway.
+			// go-oidc v3 allows nbf 5 minutes early; verify applies
+			// tokentimes' rules with tokentimes.CLISkew instead.
 			SkipExpiryCheck: true,
 		}),
 		oauth: oauth2.Config{
@@ -174,7 +175,7 @@ func (p *Provider) authorizeParams() []oauth2.AuthCodeOption {
 }
 
 // verify checks the token with v (which skips go-oidc's expiry check), then
-// its exp, nbf and iat within tokentimes.Leeway of this machine's clock.
+// its exp, nbf and iat by tokentimes' rules with tokentimes.CLISkew.
 func (p *Provider) verify(ctx context.Context, v *oidc.IDTokenVerifier, raw string) (*oidc.IDToken, error) {
 	idt, err := v.Verify(p.ctx(ctx), raw)
 	if err != nil {
@@ -190,21 +191,14 @@ func (p *Provider) verify(ctx context.Context, v *oidc.IDTokenVerifier, raw stri
 	if err != nil {
 		return nil, fmt.Errorf("claim nbf: %w", err)
 	}
-	now := p.now()
-	if idt.Expiry.IsZero() {
-		return nil, errors.New("the token has no exp claim (the issuer must set one)")
-	}
-	if late := tokentimes.ExpiryLeeway(idt.Expiry, idt.IssuedAt); now.After(idt.Expiry.Add(late)) {
-		return nil, fmt.Errorf("the token expired at %s, more than %s before this machine's clock (%s): if this repeats, check this machine's clock",
-			idt.Expiry.UTC().Format(time.RFC3339), late, now.UTC().Format(time.RFC3339))
-	}
-	notBefore := idt.IssuedAt
-	if nbf.After(notBefore) {
-		notBefore = nbf
-	}
-	if !notBefore.IsZero() && notBefore.After(now.Add(tokentimes.Leeway)) {
-		return nil, fmt.Errorf("the token is valid only from %s, more than %s after this machine's clock (%s): check this machine's clock",
-			notBefore.UTC().Format(time.RFC3339), tokentimes.Leeway, now.UTC().Format(time.RFC3339))
+	// tokentimes.CLISkew: at least what any agent may allow, so a token
+	// an agent could take is never refused here (one the agent refuses
+	// fails that exchange, and its log names the rule).
+	if err := tokentimes.Check(p.now(), idt.Expiry, idt.IssuedAt, nbf, tokentimes.CLISkew); err != nil {
+		if errors.Is(err, tokentimes.ErrNoExpiry) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w, by this machine's clock with %s of clock skew allowed: check this machine's clock (`pinniped doctor` compares it with the issuer's)", err, tokentimes.CLISkew)
 	}
 	return idt, nil
 }

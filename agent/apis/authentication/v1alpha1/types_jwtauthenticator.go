@@ -60,6 +60,20 @@ type JWTAuthenticatorSpec struct {
 	// TLS configures how to verify the issuer's serving certificate.
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// AllowedClockSkew is how far the issuer's clock may be from the
+	// agent's, either way, when a token's times are checked. Unset or 0,
+	// the rules are kube-apiserver's: no token is accepted after its exp,
+	// and none whose nbf or iat is more than a minute ahead. Set, a token
+	// is accepted until this long after its exp and from this much more
+	// before its nbf and iat; a stolen token then works as much longer.
+	// At most 3m (a Go duration, e.g. "2m30s"); the Ready condition
+	// states the value in force.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('3m')",message="allowedClockSkew must be a duration from 0s to 3m"
+	AllowedClockSkew *metav1.Duration `json:"allowedClockSkew,omitempty"`
 }
 
 // JWTTokenClaims names the claims that carry the user's identity.
