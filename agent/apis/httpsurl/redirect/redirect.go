@@ -22,16 +22,19 @@ import (
 // default policy.
 const MaxRedirects = 10
 
-// ErrCrossOrigin is wrapped by Check's error for a request with a body
+// ErrCrossOrigin is wrapped by Check's error for a request that began as neither GET nor HEAD,
 // redirected to another origin.
-var ErrCrossOrigin = errors.New("a request with a body is redirected only within the server it was sent to")
+var ErrCrossOrigin = errors.New("a request that is not a GET or HEAD is redirected only within the server it was sent to")
 
 // Check is an http.Client's CheckRedirect: it follows a redirect only to
-// an https URL, and a request that keeps its method (and so its body: a
-// 307 or 308 of a POST) only within the origin (scheme, host and port) it
-// was first sent to. A GET or HEAD may change origin: nothing but its URL
-// goes along, and net/http drops the Authorization and Cookie headers for
-// another host.
+// an https URL, and a request first sent as anything but a GET or HEAD
+// only within the origin (scheme, host and port) it was first sent to. The
+// first method decides, not the redirected one: a 307 or 308 re-sends a
+// POST's body, and a 301, 302 or 303 turns it into a GET that still
+// carries the original headers (net/http copies every header but
+// Authorization and Cookie to any host, and keeps those two for the same
+// host on another port or for a subdomain). A request that began as a GET
+// or HEAD may change origin: it carries nothing the new origin may not see.
 func Check(req *http.Request, via []*http.Request) error {
 	if len(via) == 0 {
 		return nil
@@ -44,7 +47,7 @@ func Check(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("%s redirected to %s, which %w; only https redirects are followed: fix the configured URL (the issuer's or the endpoint's) to the https address it is served at, or ask the server's administrator to fix the redirect",
 			show(from), show(req.URL), httpsurl.ErrNotHTTPS)
 	}
-	if req.Method != http.MethodGet && req.Method != http.MethodHead && !sameOrigin(via[0].URL, req.URL) {
+	if first := via[0].Method; first != http.MethodGet && first != http.MethodHead && !sameOrigin(via[0].URL, req.URL) {
 		return fmt.Errorf("%s redirected a %s to %s, another server; its body (a password, a token or a client secret) is not resent there: configure the URL it should be sent to directly, or ask the server's administrator to fix the redirect: %w",
 			show(from), via[0].Method, show(req.URL), ErrCrossOrigin)
 	}

@@ -64,6 +64,9 @@ func Check(t *testing.T, newClient func(caBundle []byte) (*http.Client, error)) 
 	mux.HandleFunc("/to-other", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, otherSrv.URL+"/token", http.StatusTemporaryRedirect)
 	})
+	mux.HandleFunc("/see-other", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, otherSrv.URL+"/token", http.StatusSeeOther)
+	})
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
 	})
@@ -117,8 +120,13 @@ func Check(t *testing.T, newClient func(caBundle []byte) (*http.Client, error)) 
 	if err := do(http.MethodPost, "/to-other"); !errors.Is(err, redirect.ErrCrossOrigin) {
 		t.Errorf("POST redirected with 307 to another origin: want it refused, got %v", err)
 	}
+	// A 303 turns the POST into a GET, which would carry the POST's headers
+	// (a client's Basic credentials among them) to the other origin.
+	if err := do(http.MethodPost, "/see-other"); !errors.Is(err, redirect.ErrCrossOrigin) {
+		t.Errorf("POST redirected with 303 to another origin: want it refused, got %v", err)
+	}
 	if got := other.got(); len(got) != 0 {
-		t.Errorf("the other origin received %q; a POST's body must not follow a redirect there", got)
+		t.Errorf("the other origin received %q; neither a POST's body nor its headers may follow a redirect there", got)
 	}
 
 	if err := do(http.MethodGet, "/moved"); err != nil {
