@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -42,6 +41,8 @@ type Rules struct {
 	mapper   authenticationcel.CELMapper
 	required map[string]string
 	usesCEL  bool
+	// budget is CostBudget (tests lower it to reach the run-time check).
+	budget int64
 }
 
 // Upstream Pinniped's defaults for spec.claims.
@@ -111,15 +112,23 @@ func Compile(spec authv1alpha1.JWTAuthenticatorSpec) (*Rules, error) {
 			"the agent's client certificates cannot carry extra values; map what RBAC needs into the username or groups"))
 	}
 	cfg := Model(spec)
-	mapper, verrs := apiservervalidation.CompileAndValidateJWTAuthenticator(compiler{}, cfg, nil)
+	// Too many rules are refused before any is compiled: compiling costs too.
+	if tooMany := overBudget(cfg, nil); len(tooMany) > 0 {
+		return nil, append(errs, tooMany...).ToAggregate()
+	}
+	c := &compiler{}
+	mapper, verrs := apiservervalidation.CompileAndValidateJWTAuthenticator(c, cfg, nil)
 	for _, e := range verrs {
 		e.Field = specPath(e.Field)
 		errs = append(errs, e)
 	}
+	if len(errs) == 0 {
+		errs = overBudget(cfg, c.estimates)
+	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	r := &Rules{cfg: cfg, mapper: mapper, required: map[string]string{}}
+	r := &Rules{cfg: cfg, mapper: mapper, required: map[string]string{}, budget: CostBudget}
 	for _, v := range cfg.ClaimValidationRules {
 		if v.Claim != "" {
 			r.required[v.Claim] = v.RequiredValue
@@ -152,27 +161,13 @@ func specPath(p string) string {
 	return "spec." + p
 }
 
-// compiler builds the CEL environment on first use and shares it: it costs
-// several MiB and a good part of a second, which an agent whose
-// authenticators use claim names only never pays.
-type compiler struct{}
-
-var sharedCompiler = sync.OnceValue(authenticationcel.NewDefaultCompiler)
-
-func (compiler) CompileClaimsExpression(e authenticationcel.ExpressionAccessor) (authenticationcel.CompilationResult, error) {
-	return sharedCompiler().CompileClaimsExpression(e)
-}
-
-func (compiler) CompileUserExpression(e authenticationcel.ExpressionAccessor) (authenticationcel.CompilationResult, error) {
-	return sharedCompiler().CompileUserExpression(e)
-}
-
 // User applies the rules to the claims of a token whose signature, issuer,
 // audience and times are already verified.
 func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*user.DefaultInfo, error) {
 	var claimsValue *lazy.MapValue
 	if r.usesCEL {
 		claimsValue = claimsToCEL(claims)
+		ctx = context.WithValue(ctx, budgetKey{}, &budget{left: r.budget})
 	}
 	name, err := r.username(ctx, claims, claimsValue)
 	if err != nil {
