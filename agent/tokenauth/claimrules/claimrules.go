@@ -33,6 +33,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/lazy"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
 // Rules are one JWTAuthenticator's compiled claim rules.
@@ -190,7 +191,9 @@ func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*u
 			return nil, fmt.Errorf("required claim %q is not a string", claim)
 		}
 		if got != want {
-			return nil, fmt.Errorf("required claim %q is %q, not %q", claim, got, want)
+			// The value is the person's (their domain, tenant, role):
+			// the rule goes in the message, the value only in Detail.
+			return nil, &tokenauth.RefusedError{By: fmt.Sprintf("the claim validation rule that claim %q be %q", claim, want), Detail: fmt.Sprintf("the token's %q is %q", claim, got)}
 		}
 	}
 	if r.mapper.ClaimValidationRules != nil {
@@ -218,7 +221,7 @@ func (r *Rules) username(ctx context.Context, claims map[string]json.RawMessage,
 	if r.mapper.Username != nil {
 		res, err := r.mapper.Username.EvalClaimMapping(ctx, cv)
 		if err != nil {
-			return "", fmt.Errorf("claimMappings.username.expression: %w", err)
+			return "", evalRefusal("claimMappings.username.expression", err)
 		}
 		name, ok := res.EvalResult.Value().(string)
 		if res.EvalResult.Type() != celgo.StringType || !ok {
@@ -287,7 +290,7 @@ func (r *Rules) groups(ctx context.Context, claims map[string]json.RawMessage, c
 	}
 	res, err := r.mapper.Groups.EvalClaimMapping(ctx, cv)
 	if err != nil {
-		return nil, fmt.Errorf("claimMappings.groups.expression: %w", err)
+		return nil, evalRefusal("claimMappings.groups.expression", err)
 	}
 	groups, err := stringList(res.EvalResult)
 	if err != nil {
@@ -313,7 +316,7 @@ func (r *Rules) uid(ctx context.Context, claims map[string]json.RawMessage, cv *
 	}
 	res, err := r.mapper.UID.EvalClaimMapping(ctx, cv)
 	if err != nil {
-		return "", fmt.Errorf("claimMappings.uid.expression: %w", err)
+		return "", evalRefusal("claimMappings.uid.expression", err)
 	}
 	uid, ok := res.EvalResult.Value().(string)
 	if res.EvalResult.Type() != celgo.StringType || !ok {
@@ -337,7 +340,7 @@ func distributed(claims map[string]json.RawMessage, claim string) bool {
 // failed: evalErr), naming it and its message.
 func allTrue(what string, results []authenticationcel.EvaluationResult, evalErr error) error {
 	if evalErr != nil {
-		return fmt.Errorf("%s: %w", what, evalErr)
+		return evalRefusal(what, evalErr)
 	}
 	for _, res := range results {
 		ok, isBool := res.EvalResult.Value().(bool)
@@ -356,6 +359,25 @@ func allTrue(what string, results []authenticationcel.EvaluationResult, evalErr 
 		}
 	}
 	return nil
+}
+
+// evalRefusal is an expression that failed on a token's claims. CEL's own
+// words may quote a claim's value (a failed conversion does), and values
+// are the person's: the message names the expression (kube's mapper puts
+// it before CEL's error), CEL's words go only in Detail, which the
+// exchange logs when identities may be logged. Running out of the cost
+// budget quotes nothing and stays in the message.
+func evalRefusal(what string, err error) error {
+	if errors.Is(err, errOverBudget) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	by := what + " (its expression failed to evaluate)"
+	if inner := errors.Unwrap(err); inner != nil {
+		if outer, ok := strings.CutSuffix(err.Error(), ": "+inner.Error()); ok && !strings.Contains(outer, inner.Error()) {
+			by = what + " (" + outer + ")"
+		}
+	}
+	return &tokenauth.RefusedError{By: by, Detail: err.Error()}
 }
 
 // stringOrList reads a claim that is a string or a list of strings.
