@@ -21,7 +21,7 @@ func Check(dir string) error {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return &os.PathError{Op: "lstat", Path: dir, Err: err}
 	}
-	return judgeDir(dir, fileMode(uint32(st.Mode)), int(st.Uid) == os.Geteuid())
+	return judgeDir(dir, statMode(&st), int(st.Uid) == os.Geteuid())
 }
 
 // Tighten clears the group and other bits of dir when it is this user's
@@ -30,7 +30,7 @@ func Check(dir string) error {
 // a reader cannot know who put what there while it was open.
 func Tighten(dir string) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 != 0 {
+	if err := unix.Lstat(dir, &st); err == nil && statMode(&st).IsDir() && int(st.Uid) == os.Geteuid() && statMode(&st).Perm()&0o077 != 0 {
 		if err := unix.Chmod(dir, 0o700); err != nil {
 			return notPrivate("%s lets other users in and cannot be tightened (%v): run chmod 700 %s", dir, err, dir)
 		}
@@ -46,10 +46,10 @@ func CheckFile(path string) error {
 	if err := unix.Lstat(path, &st); err != nil {
 		return &os.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	if uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
+	if statMode(&st)&fs.ModeSymlink != 0 {
 		return notPrivate("%s is a link, which is never followed for secrets: remove it (rm %s)", path, path)
 	}
-	return judgeFile(path, fileMode(uint32(st.Mode)), int(st.Uid) == os.Geteuid())
+	return judgeFile(path, statMode(&st), int(st.Uid) == os.Geteuid())
 }
 
 // ReadFile reads file name in dir once both pass the rule: the directory
@@ -69,7 +69,7 @@ func ReadFile(dir, name string) ([]byte, error) {
 	if err != nil {
 		// O_NOFOLLOW met a link (ELOOP on Linux, other codes elsewhere), or
 		// O_DIRECTORY a file: Check says which, in the rule's words.
-		if err != unix.ENOENT {
+		if !errors.Is(err, unix.ENOENT) {
 			if cerr := Check(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
 				return nil, cerr
 			}
@@ -81,7 +81,7 @@ func ReadFile(dir, name string) ([]byte, error) {
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	if err := judgeDir(dir, fileMode(uint32(st.Mode)), int(st.Uid) == os.Geteuid()); err != nil {
+	if err := judgeDir(dir, statMode(&st), int(st.Uid) == os.Geteuid()); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, name)
@@ -92,7 +92,7 @@ func ReadFile(dir, name string) ([]byte, error) {
 	})
 	if err != nil {
 		var lst unix.Stat_t
-		if err != unix.ENOENT && unix.Fstatat(dfd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && uint32(lst.Mode)&unix.S_IFMT == unix.S_IFLNK {
+		if !errors.Is(err, unix.ENOENT) && unix.Fstatat(dfd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && statMode(&lst)&fs.ModeSymlink != 0 {
 			return nil, notPrivate("%s is a link, which is never followed for secrets: remove it (rm %s)", path, path)
 		}
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
@@ -101,7 +101,7 @@ func ReadFile(dir, name string) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if err := judgeFile(path, fileMode(uint32(st.Mode)), int(st.Uid) == os.Geteuid()); err != nil {
+	if err := judgeFile(path, statMode(&st), int(st.Uid) == os.Geteuid()); err != nil {
 		return nil, err
 	}
 	// One read for the whole file, as os.ReadFile sizes its buffer.
@@ -131,13 +131,15 @@ func ReadFile(dir, name string) ([]byte, error) {
 func open(f func() (int, error)) (int, error) {
 	for {
 		fd, err := f()
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}
 	}
 }
 
-func fileMode(m uint32) fs.FileMode {
+// statMode is st's type and permission bits as fs.FileMode.
+func statMode(st *unix.Stat_t) fs.FileMode {
+	m := uint32(st.Mode) //nolint:unconvert // uint16 on some systems (darwin)
 	mode := fs.FileMode(m & 0o777)
 	switch m & unix.S_IFMT {
 	case unix.S_IFDIR:
