@@ -594,3 +594,29 @@ func decodeSegment(t *testing.T, seg string) string {
 	}
 	return string(b)
 }
+
+// TestCacheBreakingPrivacyIsRefused: a cache directory others may enter
+// is refused with the fix, before any login: logging in again would
+// write over what is there, and the person would never learn why.
+func TestCacheBreakingPrivacyIsRefused(t *testing.T) {
+	h := newHarness(t)
+	r := h.request(true)
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive); err != nil {
+		t.Fatal(err)
+	}
+	grants := h.idp.AuthCodeGrants.Load()
+	if err := os.Chmod(h.store.Dir, 0o755); err != nil { //nolint:gosec // the loose mode under test
+		t.Fatal(err)
+	}
+	h.clk.add(2 * time.Hour) // nothing cached is usable: a login would follow
+	err := h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive)
+	if err == nil || !strings.Contains(err.Error(), "chmod 700 "+h.store.Dir) {
+		t.Fatalf("a 0755 cache: %v, want a refusal naming chmod 700", err)
+	}
+	if h.idp.AuthCodeGrants.Load() != grants || h.idp.RefreshGrants.Load() != 0 {
+		t.Error("logged in over a cache that breaks the rule")
+	}
+	if info, _ := os.Stat(h.store.Dir); info.Mode().Perm() != 0o755 {
+		t.Errorf("the directory was changed to %v behind the person's back", info.Mode().Perm())
+	}
+}
