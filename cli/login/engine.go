@@ -320,7 +320,11 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
 func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
-	if session := e.usableSession(ctx, sk, c); session != nil {
+	session, err := e.loadSession(ctx, sk)
+	if err != nil {
+		return nil, false, err
+	}
+	if session := e.usable(session, c); session != nil {
 		e.debug("session: the cached ID token is good until %s", session.IDTokenExpiry.Format(time.RFC3339))
 		return session, false, nil
 	}
@@ -334,10 +338,12 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		return nil, false, err
 	}
 	defer unlock()
-	if session := e.usableSession(ctx, sk, c); session != nil {
+	if session, err = e.loadSession(ctx, sk); err != nil {
+		return nil, false, err
+	}
+	if session := e.usable(session, c); session != nil {
 		return session, false, nil
 	}
-	session := e.loadSession(ctx, sk)
 
 	p, err := e.Discover(ctx)
 	if err != nil {
@@ -443,17 +449,21 @@ func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, strin
 	return user, pass, nil
 }
 
-// loadSession reads a saved session (nil without a cache).
-func (e *Engine) loadSession(ctx context.Context, key string) *sessions.Tokens {
+// loadSession reads a saved session (nil without a cache). A cache that
+// breaks the private-directory rule is an error, as for credentials.
+func (e *Engine) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
 	if e.Store == nil {
-		return nil
+		return nil, nil
 	}
-	return e.sessions().Get(ctx, key)
+	s, err := e.sessions().Load(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("refusing the session cache: %w", err)
+	}
+	return s, nil
 }
 
-// usableSession is the saved session when its tokens serve c as they are.
-func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *sessions.Tokens {
-	s := e.loadSession(ctx, key)
+// usable is s when its tokens serve c as they are.
+func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 	if s == nil {
 		return nil
 	}
