@@ -322,3 +322,48 @@ func TestRefusedIdentitiesStayOutOfTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedClaimValuesStayOutOfTheLog: a token refused by a claim rule
+// is logged by the rule, never by the claim's value (the person's domain,
+// employee number): not from a required claim's mismatch, nor from CEL's
+// error on a bad regular expression (which quotes it), unless the admin
+// turned identity logging on.
+func TestRefusedClaimValuesStayOutOfTheLog(t *testing.T) {
+	for _, logIdentities := range []bool{false, true} {
+		f := newFixture(t)
+		a, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: f.iss.URL, Audience: "cluster-a",
+			ClaimValidationRules: []authv1alpha1.ClaimValidationRule{{Claim: "hd", RequiredValue: "example.com"}, {Expression: `!'x'.matches(claims.employee)`}},
+		}, CABundle: f.iss.CABundle, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.reg.Set(tokenauth.Key{Kind: "JWTAuthenticator", Name: "rules"}, a)
+		var logged bytes.Buffer
+		f.handler.Log = slog.New(slog.NewTextHandler(&logged, nil))
+		f.handler.LogIdentities = logIdentities
+		for _, claims := range []map[string]any{
+			{"hd": "hd-of-alice-7c2e", "employee": "1"},
+			{"hd": "example.com", "employee": "employee-of-alice-3b9d("}, // not a regular expression
+		} {
+			if code, out := do(t, f.handler, http.MethodPost, tcrPath, tcrBody(f.token(t, claims), "JWTAuthenticator", "rules")); code != http.StatusCreated || !bytes.Contains(out, []byte(exchange.FailedMessage)) {
+				t.Fatalf("status %d: %s", code, out)
+			}
+		}
+		var reasons strings.Builder
+		for _, r := range f.results {
+			reasons.WriteString(r.Reason + "\n")
+		}
+		for _, where := range []string{logged.String(), reasons.String()} {
+			for _, rule := range []string{`the claim validation rule that claim`, `!'x'.matches(claims.employee)`} {
+				if !strings.Contains(where, rule) {
+					t.Errorf("identity logging %v: the rule %s is not named: %s", logIdentities, rule, where)
+				}
+			}
+			for _, value := range []string{"hd-of-alice-7c2e", "employee-of-alice-3b9d"} {
+				if strings.Contains(where, value) != logIdentities {
+					t.Errorf("identity logging %v: %q in %q", logIdentities, value, where)
+				}
+			}
+		}
+	}
+}

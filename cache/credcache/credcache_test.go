@@ -20,7 +20,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func newCache(t *testing.T) (*credcache.Cache, *clock, cache.Store) {
 	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	store := &filestore.Store{Dir: t.TempDir()}
+	store := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")} // made 0700 by the store; t.TempDir is 0755
 	return &credcache.Cache{Store: store, Now: clk.now}, clk, store
 }
 
@@ -97,7 +97,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"credential":{"expirationTimestamp":"not a time"}}`))
 	f.Add([]byte{0xff, 0x00})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		store := &filestore.Store{Dir: t.TempDir()}
+		store := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")} // made 0700 by the store; t.TempDir is 0755
 		c := &credcache.Cache{Store: store}
 		_ = store.Set(context.Background(), "k", raw)
 		got, ok, err := c.Get(context.Background(), "k")

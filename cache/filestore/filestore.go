@@ -1,7 +1,8 @@
 // Package filestore keeps secrets as files in a private directory: 0700
 // directory, 0600 files, each written to a temporary file, synced and
 // renamed into place, so a crash or a concurrent reader never sees half a
-// value.
+// value. Reads hold to the same directory (privatedir's rule) and follow
+// no link.
 package filestore
 
 import (
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 
 	"github.com/pinniped-kit/pinniped/cache"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
 // Store implements cache.Store.
@@ -27,36 +29,31 @@ var _ cache.Store = (*Store)(nil)
 // Describe implements cache.Store.
 func (s *Store) Describe() string { return s.Dir }
 
-// path maps a key to a file name that is safe whatever the key contains.
-func (s *Store) path(key string) string {
+// name maps a key to a file name that is safe whatever the key contains.
+func (s *Store) name(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(s.Dir, hex.EncodeToString(sum[:16])+".cred")
+	return hex.EncodeToString(sum[:16]) + ".cred"
 }
 
-// ensureDir creates the directory 0700, and refuses one that others can
-// read: a credential there would leak.
+func (s *Store) path(key string) string { return filepath.Join(s.Dir, s.name(key)) }
+
+// ensureDir creates the directory 0700, tightens one of this user's that
+// others could enter, and refuses anything else (privatedir's rule).
 func (s *Store) ensureDir() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("create credential directory: %w", err)
 	}
-	info, err := os.Stat(s.Dir)
-	if err != nil {
-		return err
-	}
-	if !ownedByMe(info) {
-		return fmt.Errorf("credential directory %s belongs to another user; remove it, or point the cache elsewhere", s.Dir)
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory needs x; 0700 is owner-only
-			return fmt.Errorf("credential directory %s is readable by others and cannot be fixed: %w", s.Dir, err)
-		}
+	if err := privatedir.Tighten(s.Dir); err != nil {
+		return fmt.Errorf("credential directory: %w", err)
 	}
 	return nil
 }
 
-// Get implements cache.Store.
+// Get implements cache.Store. A directory or file that breaks privatedir's
+// rule is an error, not a miss: a miss would lead to a login that writes
+// over whatever is there, and the user would never learn why.
 func (s *Store) Get(_ context.Context, key string) ([]byte, error) {
-	b, err := readFile(s.path(key))
+	b, err := privatedir.ReadFile(s.Dir, s.name(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, cache.ErrNotFound
 	}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
 func TestRoundTripAndPermissions(t *testing.T) {
@@ -139,5 +141,85 @@ func TestPlantedCredentialIsRefused(t *testing.T) {
 	}
 	if err := s.Set(ctx, "k2", []byte("v")); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
 		t.Fatalf("wrote into another user's directory: %v", err)
+	}
+}
+
+// credFile is the file Set made for key: the one that appeared.
+func credFile(t *testing.T, s *filestore.Store, key, value string) string {
+	t.Helper()
+	before, _ := os.ReadDir(s.Dir)
+	if err := s.Set(context.Background(), key, []byte(value)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadDir(s.Dir)
+	for _, e := range after {
+		if !slices.ContainsFunc(before, func(b os.DirEntry) bool { return b.Name() == e.Name() }) {
+			return filepath.Join(s.Dir, e.Name())
+		}
+	}
+	t.Fatalf("Set(%s) made no file", key)
+	return ""
+}
+
+// TestLinkForAnotherKeyIsRefused: a link named for cluster B's key that
+// points at cluster A's credential must not make B's read return A's.
+func TestLinkForAnotherKeyIsRefused(t *testing.T) {
+	s := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	a := credFile(t, s, "cluster-a", "credential-of-a")
+	b := credFile(t, s, "cluster-b", "credential-of-b")
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(a, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(context.Background(), "cluster-b")
+	if err == nil || errors.Is(err, cache.ErrNotFound) || !errors.Is(err, privatedir.ErrNotPrivate) {
+		t.Fatalf("Get through a link: %q, %v; want a refusal", got, err)
+	}
+	if !strings.Contains(err.Error(), "is a link") || !strings.Contains(err.Error(), "rm "+b) {
+		t.Errorf("the refusal does not say what to fix: %v", err)
+	}
+}
+
+// TestLooseDirectoryIsRefusedForReads: a directory others may enter is
+// refused, saying how to fix it, not read and not taken for a miss.
+func TestLooseDirectoryIsRefusedForReads(t *testing.T) {
+	s := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	credFile(t, s, "k", "v")
+	if err := os.Chmod(s.Dir, 0o755); err != nil { //nolint:gosec // the loose mode under test
+		t.Fatal(err)
+	}
+	got, err := s.Get(context.Background(), "k")
+	if err == nil || errors.Is(err, cache.ErrNotFound) || !strings.Contains(err.Error(), "chmod 700 "+s.Dir) {
+		t.Fatalf("Get in a 0755 directory: %q, %v; want a refusal naming chmod 700", got, err)
+	}
+}
+
+// TestOthersDirectoryOrFileIsRefused: needs root, to give them away.
+func TestOthersDirectoryOrFileIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	const nobody = 65534
+	s := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	f := credFile(t, s, "k", "v")
+	if err := os.Chown(f, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("another user's file: %q, %v", got, err)
+	}
+	if err := os.Chown(f, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(s.Dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("another user's directory: %q, %v", got, err)
+	}
+	if err := s.Set(context.Background(), "k", []byte("w")); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("a write into another user's directory: %v", err)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
 // IndexWait bounds the wait for a lock on a cache's index: its holders do
@@ -55,21 +57,35 @@ type Lock struct{ f *flock.Flock }
 
 // Acquire waits for the lock on key until ctx ends. Lock files live in dir
 // (created 0700) and are named by a hash, so keys may contain anything.
+// dir and the lock file keep the rule of a directory of secrets
+// (privatedir): a lock file is opened without following a link, and a
+// directory others could write to could hold one that points anywhere.
 func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, failed("create lock directory", err)
 	}
+	if err := privatedir.Tighten(dir); err != nil {
+		return nil, fmt.Errorf("lock directory: %w", err)
+	}
 	sum := sha256.Sum256([]byte(key))
-	f := flock.New(filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock"))
+	path := filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")
+	f := flock.New(path, flock.SetFlag(openFlags|privatedir.NoFollow))
 	ok, err := f.TryLockContext(ctx, 25*time.Millisecond)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w: %w", f.Path(), ErrBusy, err)
+			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w: %w", path, ErrBusy, err)
 		}
-		return nil, failed("lock "+f.Path(), err)
+		if cerr := privatedir.CheckFile(path); errors.Is(cerr, privatedir.ErrNotPrivate) {
+			return nil, fmt.Errorf("lock: %w", cerr)
+		}
+		return nil, failed("lock "+path, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("could not lock %s: %w", f.Path(), ErrBusy)
+		return nil, fmt.Errorf("could not lock %s: %w", path, ErrBusy)
+	}
+	if err := privatedir.CheckFile(path); err != nil {
+		_ = f.Unlock()
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	return &Lock{f: f}, nil
 }

@@ -111,3 +111,46 @@ func TestNoPlaceForLocksIsNotBusy(t *testing.T) {
 		t.Fatalf("want ErrNoPlace, not ErrBusy, got %v", err)
 	}
 }
+
+// TestLinkedLockFileIsRefused: a lock file is not opened through a link
+// (it would create or truncate nothing, but lock whatever it points at),
+// and another user's lock directory is refused.
+func TestLinkedLockFileIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	l, err := lock.Acquire(context.Background(), dir, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock()
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("%d lock files", len(entries))
+	}
+	name := filepath.Join(dir, entries[0].Name())
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Acquire(context.Background(), dir, "k"); err == nil || !strings.Contains(err.Error(), "is a link") || errors.Is(err, lock.ErrNoPlace) {
+		t.Fatalf("a linked lock file: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	other := filepath.Join(t.TempDir(), "others")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Acquire(context.Background(), other, "k"); err == nil || !strings.Contains(err.Error(), "belongs to another user") || errors.Is(err, lock.ErrNoPlace) {
+		t.Fatalf("another user's lock directory: %v", err)
+	}
+}

@@ -1,6 +1,9 @@
 package lock
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // noPlaceErrnos are Windows' codes for a full disk (ERROR_DISK_FULL,
 // ERROR_HANDLE_DISK_FULL), a write-protected one (ERROR_WRITE_PROTECT)
@@ -8,3 +11,6 @@ import "syscall"
 // syscall's EROFS and the like are values of its own there, which no call
 // returns.
 var noPlaceErrnos = []syscall.Errno{112, 39, 19, 3, 267}
+
+// openFlags are gofrs/flock's own for a lock file.
+const openFlags = os.O_CREATE | os.O_RDONLY

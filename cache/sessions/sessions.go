@@ -16,6 +16,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
 // Tokens are what a login yields, and what a session keeps.
@@ -65,16 +66,28 @@ type Cache struct {
 // Get returns the session under key, or nil. A corrupt one is removed:
 // never a crash, at worst a new login.
 func (c *Cache) Get(ctx context.Context, key string) *Tokens {
+	t, _ := c.Load(ctx, key)
+	return t
+}
+
+// Load is Get that reports a store refusing to read (a directory or file
+// that breaks the private-directory rule): a login over it would replace
+// what is there without the person learning why. Any other failure is no
+// session.
+func (c *Cache) Load(ctx context.Context, key string) (*Tokens, error) {
 	raw, err := c.Store.Get(ctx, key)
-	if err != nil {
-		return nil
+	switch {
+	case errors.Is(err, privatedir.ErrNotPrivate):
+		return nil, err
+	case err != nil:
+		return nil, nil //nolint:nilerr // at worst a new login
 	}
 	var t Tokens
 	if json.Unmarshal(raw, &t) != nil {
 		_ = c.Store.Delete(ctx, key)
-		return nil
+		return nil, nil //nolint:nilerr // a corrupt session is removed: at worst a new login
 	}
-	return &t
+	return &t, nil
 }
 
 // Put saves a session and lists it.

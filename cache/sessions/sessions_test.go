@@ -47,7 +47,7 @@ func TestPutGetDeleteClear(t *testing.T) {
 // TestCorruptSessionIsDropped: a corrupt value is a miss, never a crash,
 // and it is removed.
 func TestCorruptSessionIsDropped(t *testing.T) {
-	store := &filestore.Store{Dir: t.TempDir()}
+	store := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")} // made 0700 by the store; t.TempDir is 0755
 	ctx := context.Background()
 	_ = store.Set(ctx, "sess-x", []byte("{corrupt"))
 	c := &sessions.Cache{Store: store}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/cli/version"
 	"github.com/pinniped-kit/pinniped/cli/whoami"
 )
@@ -95,6 +96,8 @@ func Execute(ctx context.Context, streams genericiooptions.IOStreams, info build
 		fmt.Fprintln(streams.ErrOut, "Error: interrupted")
 		return 130
 	}
-	fmt.Fprintf(streams.ErrOut, "Error: %v\n", err)
+	// The last line of defence: every message passes here, and some carry
+	// what an identity provider or a cluster said.
+	fmt.Fprintf(streams.ErrOut, "Error: %s\n", termsafe.Lines(err.Error()))
 	return 1
 }

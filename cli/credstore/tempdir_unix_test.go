@@ -45,7 +45,7 @@ func TestTempFallbackMustBePrivate(t *testing.T) {
 			}
 			must(t, os.Mkdir(dir, 0o700))
 			must(t, os.Chown(dir, 12345, 12345))
-		}, "another user owns it"},
+		}, "belongs to another user"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tmp := t.TempDir()

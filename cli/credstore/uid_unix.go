@@ -9,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
 func strconvUID() string { return strconv.Itoa(os.Getuid()) }
@@ -32,18 +33,8 @@ func privateTempDir(dir string) (string, error) {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("no home directory, and %s cannot be created: %w; set HOME or XDG_CONFIG_HOME", dir, err)
 	}
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("no home directory, and %s cannot be read: %w; set HOME or XDG_CONFIG_HOME", dir, err)
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	switch {
-	case !info.IsDir():
-		return "", fmt.Errorf("refusing to keep credentials in %s: it is not a directory (a link or a file someone else may have made); remove it, or set HOME or XDG_CONFIG_HOME", dir)
-	case !ok || int(st.Uid) != os.Getuid():
-		return "", fmt.Errorf("refusing to keep credentials in %s: another user owns it; remove it, or set HOME or XDG_CONFIG_HOME", dir)
-	case info.Mode().Perm()&0o077 != 0:
-		return "", fmt.Errorf("refusing to keep credentials in %s: its mode %#o lets others in; run chmod 700 %s, or set HOME or XDG_CONFIG_HOME", dir, info.Mode().Perm(), dir)
+	if err := privatedir.Check(dir); err != nil {
+		return "", fmt.Errorf("refusing to keep credentials there: %w; or set HOME or XDG_CONFIG_HOME", err)
 	}
 	return dir, nil
 }

@@ -100,6 +100,11 @@ func (r *run) kube() (dynamic.Interface, string) {
 	default:
 		return nil, needsLogin
 	}
+	// cluster.api has said why already; this holds the rule for the
+	// config the credential actually goes out with.
+	if why, _ := unverified(cfg); why != "" {
+		return nil, "the kubeconfig's cluster " + why + ", so no credential is sent to it (cluster.api)"
+	}
 	dyn, err := r.d.Dynamic(cfg)
 	if err != nil {
 		return nil, fmt.Sprintf("no cluster client: %v", err)
@@ -141,7 +146,7 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 		}
 		// The rule the login's credential keeps holds for an
 		// administrator's too, which is worth more.
-		if why, fix := adminUnverified(r.d.Admin); why != "" {
+		if why, fix := unverified(r.d.Admin); why != "" {
 			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: %s", why, fix), false
 		}
 		dyn, err := r.d.Dynamic(r.d.Admin)
@@ -160,12 +165,26 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 	return dyn, Result{}, true
 }
 
-// adminUnverified says how cfg's connection leaves the server unverified,
-// and what to change ("" when it does not). Only https is allowed: a
-// server without a scheme is plain http to client-go.
-func adminUnverified(cfg *rest.Config) (why, fix string) {
-	if u, err := url.Parse(cfg.Host); err != nil || !strings.EqualFold(u.Scheme, "https") {
-		return "names no https:// server (" + cfg.Host + ")", "set its cluster's server to the https:// address"
+// serverURL is the URL client-go reaches cfg's server at. A server
+// without a scheme is https to client-go only when cfg has a CA, a client
+// certificate or insecure-skip-tls-verify, and plain http otherwise, so
+// the scheme is taken from client-go itself rather than from cfg.Host.
+func serverURL(cfg *rest.Config) (*url.URL, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	return u, err
+}
+
+// unverified says how a connection made with cfg leaves the server
+// unverified, and what to change ("" when it does not): the one rule for
+// sending a credential, the login's or --admin-kubeconfig's. Only https
+// that checks the server's certificate is allowed.
+func unverified(cfg *rest.Config) (why, fix string) {
+	u, err := serverURL(cfg)
+	if err != nil {
+		return fmt.Sprintf("names no usable server (%v)", err), "set its cluster's server to the https:// address"
+	}
+	if !strings.EqualFold(u.Scheme, "https") {
+		return fmt.Sprintf("names no https:// server (%s, which client-go reaches as %s://%s)", cfg.Host, u.Scheme, u.Host), "set its cluster's server to the https:// address"
 	}
 	if cfg.Insecure {
 		return "turns off certificate checks (insecure-skip-tls-verify)", "remove insecure-skip-tls-verify from its cluster, and set certificate-authority-data if the server's certificate is not publicly trusted"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -29,10 +29,16 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	if r.anon == nil {
 		return skip("needs the context (kubeconfig.context)")
 	}
-	if u, err := url.Parse(r.anon.Host); err == nil && u.Scheme == "http" {
+	u, err := serverURL(r.anon)
+	if err != nil {
+		r.clusterUnsafe = "the cluster's server is not a URL, so no credential is sent to it (cluster.api)"
+		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL (%v): fix it in the kubeconfig", r.anon.Host, err))
+	}
+	if why, _ := unverified(r.anon); why != "" && !strings.EqualFold(u.Scheme, "https") {
 		// Not even asked: nothing is to be learnt from a clear-text answer.
+		// A server without a scheme and without a CA is http to client-go.
 		r.clusterUnsafe = "the cluster's server is plain http, so no credential is sent to it (cluster.api)"
-		return fail("http: "+r.anon.Host, fmt.Sprintf("the cluster's server %s is plain http, so kubectl sends your credential in clear text: set its https address and certificate-authority-data in the kubeconfig, or %s", r.anon.Host, regenerate))
+		return fail("http: "+r.anon.Host, fmt.Sprintf("the cluster's server %s is plain http (client-go reaches it as %s://%s), so kubectl sends your credential in clear text: set its https address and certificate-authority-data in the kubeconfig, or %s", r.anon.Host, u.Scheme, u.Host, regenerate))
 	}
 	if r.anon.Insecure {
 		// Asked anonymously all the same: whether it answers is still news.
@@ -42,7 +48,7 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the kubeconfig's cluster settings are unusable (%v): fix the cluster's server and certificate-authority", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.anon.Host+"/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(u.String(), "/")+"/version", nil)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL: fix it in the kubeconfig", r.anon.Host))
 	}

@@ -8,7 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // Status is a check's outcome.
@@ -96,26 +97,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 // authenticator conditions, usernames), and an escape sequence in it must
 // not drive the terminal (retitle it, clear it, hide lines).
 func oneLine(s string) string {
-	return visible(strings.Join(strings.Fields(s), " "))
-}
-
-// visible replaces C0 and C1 control characters and DEL (and invalid
-// UTF-8) with Go escapes (\x1b, \u009b).
-func visible(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch {
-		case c == utf8.RuneError:
-			b.WriteString(`\ufffd`)
-		case c < 0x20 || c == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, c)
-		case c >= 0x80 && c < 0xa0:
-			fmt.Fprintf(&b, `\u%04x`, c)
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
+	return termsafe.Visible(strings.Join(strings.Fields(s), " "))
 }
 
 // escapeC1 writes C1 control characters in JSON as \u escapes: encoding/json

@@ -486,3 +486,31 @@ func (c readOnlyCaches) Open(mode string, warn io.Writer) (cache.Store, error) {
 	c.t.Errorf("doctor opened the login's store for %q", mode)
 	return c.Caches.Open(mode, warn)
 }
+
+// TestSchemelessClusterGetsNoCredential: a kubeconfig server given as
+// host:port with no CA is plain http to client-go, so the login's cached
+// credential must not reach it, as with an http:// server.
+func TestSchemelessClusterGetsNoCredential(t *testing.T) {
+	b := newBed(t)
+	var mu sync.Mutex
+	var sent []string
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" {
+			sent = append(sent, r.Method+" "+r.URL.Path)
+		}
+		mu.Unlock()
+		b.api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(plain.Close)
+	b.server = strings.TrimPrefix(plain.URL, "http://")
+	b.clusterCA = []byte{} // no CA: client-go picks http for a bare host:port
+	r := b.report()
+	want(t, r, "cluster.api", Fail, "plain http", "https address")
+	want(t, r, "you.identity", Skip, "plain http")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) > 0 {
+		t.Errorf("the cached credential went over plain http: %v", sent)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -106,9 +107,13 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	start := e.now()
 	key := c.CredentialKey(exec.KeyCluster())
 	creds := e.credCache()
-	if cred, ok := e.cached(ctx, creds, key); ok {
-		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), cred.ExpirationTimestamp.Format(time.RFC3339))
-		return e.write(exec, cred)
+	hit, ok, err := e.cached(ctx, creds, key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
+		return e.write(exec, hit)
 	}
 	e.debug("cluster credential: none cached that is valid for 30 s more")
 	// One login per key across processes: the rest wait here, then find
@@ -118,8 +123,12 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		return err
 	}
 	defer unlock()
-	if cred, ok := e.cached(ctx, creds, key); ok {
-		return e.write(exec, cred)
+	hit, ok, err = e.cached(ctx, creds, key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return e.write(exec, hit)
 	}
 
 	tokens, refreshed, err := e.idToken(ctx, c, exec)
@@ -249,16 +258,25 @@ func (e *Engine) credCache() *credcache.Cache {
 	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir}
 }
 
-func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool) {
+// cached is the valid credential cached under key, if any. A cache that
+// breaks the rule of a private directory (a link, another user's file, a
+// directory others may enter) is an error, not a miss: logging in again
+// would write over what is there, and the person would never learn why.
+func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool, error) {
 	if c == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	cred, ok, err := c.Get(ctx, key)
-	if err != nil {
-		e.UI.Warn("the credential cache is unreadable ("+err.Error()+")", "logging in again")
-		return nil, false
+	if errors.Is(err, privatedir.ErrNotPrivate) {
+		return nil, false, fmt.Errorf("refusing the credential cache: %w", err)
 	}
-	return cred, ok
+	if err != nil {
+		// Anything else (a corrupt entry, a keyring that does not answer)
+		// costs only a new login.
+		e.UI.Warn("the credential cache is unreadable ("+err.Error()+")", "logging in again")
+		return nil, false, nil //nolint:nilerr // a miss, said to the person
+	}
+	return cred, ok, nil
 }
 
 func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func(), error) {
@@ -302,7 +320,11 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
 func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
-	if session := e.usableSession(ctx, sk, c); session != nil {
+	session, err := e.loadSession(ctx, sk)
+	if err != nil {
+		return nil, false, err
+	}
+	if session := e.usable(session, c); session != nil {
 		e.debug("session: the cached ID token is good until %s", session.IDTokenExpiry.Format(time.RFC3339))
 		return session, false, nil
 	}
@@ -316,10 +338,12 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		return nil, false, err
 	}
 	defer unlock()
-	if session := e.usableSession(ctx, sk, c); session != nil {
+	if session, err = e.loadSession(ctx, sk); err != nil {
+		return nil, false, err
+	}
+	if session := e.usable(session, c); session != nil {
 		return session, false, nil
 	}
-	session := e.loadSession(ctx, sk)
 
 	p, err := e.Discover(ctx)
 	if err != nil {
@@ -425,17 +449,21 @@ func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, strin
 	return user, pass, nil
 }
 
-// loadSession reads a saved session (nil without a cache).
-func (e *Engine) loadSession(ctx context.Context, key string) *sessions.Tokens {
+// loadSession reads a saved session (nil without a cache). A cache that
+// breaks the private-directory rule is an error, as for credentials.
+func (e *Engine) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
 	if e.Store == nil {
-		return nil
+		return nil, nil
 	}
-	return e.sessions().Get(ctx, key)
+	s, err := e.sessions().Load(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("refusing the session cache: %w", err)
+	}
+	return s, nil
 }
 
-// usableSession is the saved session when its tokens serve c as they are.
-func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) *sessions.Tokens {
-	s := e.loadSession(ctx, key)
+// usable is s when its tokens serve c as they are.
+func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 	if s == nil {
 		return nil
 	}

@@ -642,3 +642,72 @@ func TestSessionRecordsItsIssuer(t *testing.T) {
 	}
 	check("after a refresh")
 }
+
+// TestCacheBreakingPrivacyIsRefused: a cache directory others may enter
+// is refused with the fix, before any login: logging in again would
+// write over what is there, and the person would never learn why.
+func TestCacheBreakingPrivacyIsRefused(t *testing.T) {
+	h := newHarness(t)
+	r := h.request(true)
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive); err != nil {
+		t.Fatal(err)
+	}
+	grants := h.idp.AuthCodeGrants.Load()
+	if err := os.Chmod(h.store.Dir, 0o755); err != nil { //nolint:gosec // the loose mode under test
+		t.Fatal(err)
+	}
+	h.clk.add(2 * time.Hour) // nothing cached is usable: a login would follow
+	err := h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive)
+	if err == nil || !strings.Contains(err.Error(), "chmod 700 "+h.store.Dir) {
+		t.Fatalf("a 0755 cache: %v, want a refusal naming chmod 700", err)
+	}
+	if h.idp.AuthCodeGrants.Load() != grants || h.idp.RefreshGrants.Load() != 0 {
+		t.Error("logged in over a cache that breaks the rule")
+	}
+	if info, _ := os.Stat(h.store.Dir); info.Mode().Perm() != 0o755 {
+		t.Errorf("the directory was changed to %v behind the person's back", info.Mode().Perm())
+	}
+}
+
+// TestSessionLinkIsRefused: a link planted under a session's name is
+// refused with the fix, not taken for no session and logged in over.
+func TestSessionLinkIsRefused(t *testing.T) {
+	h := newHarness(t)
+	r := h.request(false)
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(h.store.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linked := 0
+	for _, e := range entries {
+		name := filepath.Join(h.store.Dir, e.Name())
+		if b, _ := os.ReadFile(name); bytes.Contains(b, []byte("refresh")) { //nolint:gosec // the test's own cache
+			if err := os.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, name); err != nil {
+				t.Fatal(err)
+			}
+			linked++
+		}
+	}
+	if linked != 1 {
+		t.Fatalf("%d session files", linked)
+	}
+	grants := h.idp.AuthCodeGrants.Load()
+	h.clk.add(2 * time.Hour) // the cached credential has expired: the session is read
+	err = h.engine(io.Discard).LoginOIDC(context.Background(), r, interactive)
+	if err == nil || !strings.Contains(err.Error(), "is a link") {
+		t.Fatalf("a linked session: %v, want a refusal", err)
+	}
+	if h.idp.AuthCodeGrants.Load() != grants {
+		t.Error("logged in over a linked session")
+	}
+}

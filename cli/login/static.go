@@ -21,16 +21,24 @@ func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcr
 	}
 	key := c.CredentialKey(exec.KeyCluster())
 	creds := e.credCache()
-	if cred, ok := e.cached(ctx, creds, key); ok {
-		return e.write(exec, cred)
+	hit, ok, err := e.cached(ctx, creds, key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return e.write(exec, hit)
 	}
 	unlock, err := e.lock(ctx, key, false)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if cred, ok := e.cached(ctx, creds, key); ok {
-		return e.write(exec, cred)
+	hit, ok, err = e.cached(ctx, creds, key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return e.write(exec, hit)
 	}
 	cc, err := e.Exchange(ctx, c.Concierge, c.Token)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -34,6 +33,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/lazy"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
 // Rules are one JWTAuthenticator's compiled claim rules.
@@ -42,6 +42,8 @@ type Rules struct {
 	mapper   authenticationcel.CELMapper
 	required map[string]string
 	usesCEL  bool
+	// budget is CostBudget (tests lower it to reach the run-time check).
+	budget int64
 }
 
 // Upstream Pinniped's defaults for spec.claims.
@@ -111,15 +113,23 @@ func Compile(spec authv1alpha1.JWTAuthenticatorSpec) (*Rules, error) {
 			"the agent's client certificates cannot carry extra values; map what RBAC needs into the username or groups"))
 	}
 	cfg := Model(spec)
-	mapper, verrs := apiservervalidation.CompileAndValidateJWTAuthenticator(compiler{}, cfg, nil)
+	// Too many rules are refused before any is compiled: compiling costs too.
+	if tooMany := overBudget(cfg, nil); len(tooMany) > 0 {
+		return nil, append(errs, tooMany...).ToAggregate()
+	}
+	c := &compiler{}
+	mapper, verrs := apiservervalidation.CompileAndValidateJWTAuthenticator(c, cfg, nil)
 	for _, e := range verrs {
 		e.Field = specPath(e.Field)
 		errs = append(errs, e)
 	}
+	if len(errs) == 0 {
+		errs = overBudget(cfg, c.estimates)
+	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	r := &Rules{cfg: cfg, mapper: mapper, required: map[string]string{}}
+	r := &Rules{cfg: cfg, mapper: mapper, required: map[string]string{}, budget: CostBudget}
 	for _, v := range cfg.ClaimValidationRules {
 		if v.Claim != "" {
 			r.required[v.Claim] = v.RequiredValue
@@ -152,27 +162,13 @@ func specPath(p string) string {
 	return "spec." + p
 }
 
-// compiler builds the CEL environment on first use and shares it: it costs
-// several MiB and a good part of a second, which an agent whose
-// authenticators use claim names only never pays.
-type compiler struct{}
-
-var sharedCompiler = sync.OnceValue(authenticationcel.NewDefaultCompiler)
-
-func (compiler) CompileClaimsExpression(e authenticationcel.ExpressionAccessor) (authenticationcel.CompilationResult, error) {
-	return sharedCompiler().CompileClaimsExpression(e)
-}
-
-func (compiler) CompileUserExpression(e authenticationcel.ExpressionAccessor) (authenticationcel.CompilationResult, error) {
-	return sharedCompiler().CompileUserExpression(e)
-}
-
 // User applies the rules to the claims of a token whose signature, issuer,
 // audience and times are already verified.
 func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*user.DefaultInfo, error) {
 	var claimsValue *lazy.MapValue
 	if r.usesCEL {
 		claimsValue = claimsToCEL(claims)
+		ctx = context.WithValue(ctx, budgetKey{}, &budget{left: r.budget})
 	}
 	name, err := r.username(ctx, claims, claimsValue)
 	if err != nil {
@@ -195,7 +191,9 @@ func (r *Rules) User(ctx context.Context, claims map[string]json.RawMessage) (*u
 			return nil, fmt.Errorf("required claim %q is not a string", claim)
 		}
 		if got != want {
-			return nil, fmt.Errorf("required claim %q is %q, not %q", claim, got, want)
+			// The value is the person's (their domain, tenant, role):
+			// the rule goes in the message, the value only in Detail.
+			return nil, &tokenauth.RefusedError{By: fmt.Sprintf("the claim validation rule that claim %q be %q", claim, want), Detail: fmt.Sprintf("the token's %q is %q", claim, got)}
 		}
 	}
 	if r.mapper.ClaimValidationRules != nil {
@@ -223,7 +221,7 @@ func (r *Rules) username(ctx context.Context, claims map[string]json.RawMessage,
 	if r.mapper.Username != nil {
 		res, err := r.mapper.Username.EvalClaimMapping(ctx, cv)
 		if err != nil {
-			return "", fmt.Errorf("claimMappings.username.expression: %w", err)
+			return "", evalRefusal("claimMappings.username.expression", err)
 		}
 		name, ok := res.EvalResult.Value().(string)
 		if res.EvalResult.Type() != celgo.StringType || !ok {
@@ -292,7 +290,7 @@ func (r *Rules) groups(ctx context.Context, claims map[string]json.RawMessage, c
 	}
 	res, err := r.mapper.Groups.EvalClaimMapping(ctx, cv)
 	if err != nil {
-		return nil, fmt.Errorf("claimMappings.groups.expression: %w", err)
+		return nil, evalRefusal("claimMappings.groups.expression", err)
 	}
 	groups, err := stringList(res.EvalResult)
 	if err != nil {
@@ -318,7 +316,7 @@ func (r *Rules) uid(ctx context.Context, claims map[string]json.RawMessage, cv *
 	}
 	res, err := r.mapper.UID.EvalClaimMapping(ctx, cv)
 	if err != nil {
-		return "", fmt.Errorf("claimMappings.uid.expression: %w", err)
+		return "", evalRefusal("claimMappings.uid.expression", err)
 	}
 	uid, ok := res.EvalResult.Value().(string)
 	if res.EvalResult.Type() != celgo.StringType || !ok {
@@ -342,7 +340,7 @@ func distributed(claims map[string]json.RawMessage, claim string) bool {
 // failed: evalErr), naming it and its message.
 func allTrue(what string, results []authenticationcel.EvaluationResult, evalErr error) error {
 	if evalErr != nil {
-		return fmt.Errorf("%s: %w", what, evalErr)
+		return evalRefusal(what, evalErr)
 	}
 	for _, res := range results {
 		ok, isBool := res.EvalResult.Value().(bool)
@@ -361,6 +359,25 @@ func allTrue(what string, results []authenticationcel.EvaluationResult, evalErr 
 		}
 	}
 	return nil
+}
+
+// evalRefusal is an expression that failed on a token's claims. CEL's own
+// words may quote a claim's value (a failed conversion does), and values
+// are the person's: the message names the expression (kube's mapper puts
+// it before CEL's error), CEL's words go only in Detail, which the
+// exchange logs when identities may be logged. Running out of the cost
+// budget quotes nothing and stays in the message.
+func evalRefusal(what string, err error) error {
+	if errors.Is(err, errOverBudget) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	by := what + " (its expression failed to evaluate)"
+	if inner := errors.Unwrap(err); inner != nil {
+		if outer, ok := strings.CutSuffix(err.Error(), ": "+inner.Error()); ok && !strings.Contains(outer, inner.Error()) {
+			by = what + " (" + outer + ")"
+		}
+	}
+	return &tokenauth.RefusedError{By: by, Detail: err.Error()}
 }
 
 // stringOrList reads a claim that is a string or a list of strings.

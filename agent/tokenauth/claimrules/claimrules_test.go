@@ -283,3 +283,72 @@ func TestCompileErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// costlyRules are n distinct claim validation rules, each estimated at
+// least at the per-expression limit (a regular expression on each element
+// of a list claim).
+func costlyRules(n int) []authv1alpha1.ClaimValidationRule {
+	var rules []authv1alpha1.ClaimValidationRule
+	for i := range n {
+		rules = append(rules, authv1alpha1.ClaimValidationRule{Expression: fmt.Sprintf(`dyn(claims.groups).all(g, dyn(g).matches('^team-%d-'))`, i)})
+	}
+	return rules
+}
+
+// TestCostBudgetIsKeptAtCompile: rules whose estimated costs together pass
+// the per-token budget are refused, naming the expression that passes it;
+// two of them are within it.
+func TestCostBudgetIsKeptAtCompile(t *testing.T) {
+	if _, err := claimrules.Compile(spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) { s.ClaimValidationRules = costlyRules(2) })); err != nil {
+		t.Fatalf("two costly rules: %v", err)
+	}
+	_, err := claimrules.Compile(spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) { s.ClaimValidationRules = costlyRules(20) }))
+	if err == nil || !strings.Contains(err.Error(), "spec.claimValidationRules[2].expression: Forbidden") || !strings.Contains(err.Error(), "budget") {
+		t.Fatalf("twenty costly rules: %v; want spec.claimValidationRules[2].expression refused for the budget", err)
+	}
+}
+
+// TestRuleCountIsCapped: more rules than MaxRules in either list are
+// refused, naming the list, before any is compiled.
+func TestRuleCountIsCapped(t *testing.T) {
+	var claimRules []authv1alpha1.ClaimValidationRule
+	var userRules []authv1alpha1.UserValidationRule
+	for i := range claimrules.MaxRules + 1 {
+		claimRules = append(claimRules, authv1alpha1.ClaimValidationRule{Claim: fmt.Sprintf("c%d", i), RequiredValue: "v"})
+		userRules = append(userRules, authv1alpha1.UserValidationRule{Expression: fmt.Sprintf(`user.username != 'u%d'`, i)})
+	}
+	for want, s := range map[string]authv1alpha1.JWTAuthenticatorSpec{
+		"spec.claimValidationRules: Too many: 65": spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) { s.ClaimValidationRules = claimRules }),
+		"spec.userValidationRules: Too many: 65":  spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) { s.UserValidationRules = userRules }),
+	} {
+		if _, err := claimrules.Compile(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q, got %v", want, err)
+		}
+	}
+	if _, err := claimrules.Compile(spec(nil, func(s *authv1alpha1.JWTAuthenticatorSpec) {
+		s.ClaimValidationRules, s.UserValidationRules = claimRules[:claimrules.MaxRules], userRules[:claimrules.MaxRules]
+	})); err != nil {
+		t.Errorf("%d rules of each kind: %v", claimrules.MaxRules, err)
+	}
+}
+
+// TestUsualRulesStayWithinBudget: the e2e suite's rules on Dex, and more of
+// the kind, compile and still admit a token.
+func TestUsualRulesStayWithinBudget(t *testing.T) {
+	s := spec(&authv1alpha1.ClaimMappings{
+		Username: authv1alpha1.PrefixedClaimOrExpression{Claim: "email", Prefix: ptr("rules:")},
+		Groups:   authv1alpha1.PrefixedClaimOrExpression{Expression: `dyn(claims.groups).map(g, claims.federated_claims.connector_id + "/" + g)`},
+		UID:      authv1alpha1.ClaimOrExpression{Expression: `claims.federated_claims.user_id`},
+	}, func(s *authv1alpha1.JWTAuthenticatorSpec) {
+		s.ClaimValidationRules = []authv1alpha1.ClaimValidationRule{
+			{Expression: `!("viewers" in claims.groups)`, Message: "viewers may not use this cluster"},
+			{Expression: `claims.email_verified == true`},
+			{Expression: `claims.hd == 'example.com'`},
+			{Claim: "tenant", RequiredValue: "t1"},
+		}
+		s.UserValidationRules = []authv1alpha1.UserValidationRule{{Expression: `!user.username.startsWith('system:')`}}
+	})
+	got, err := ours(t, ruleCase{spec: s, claims: map[string]any{"email": "a@example.com", "email_verified": true, "hd": "example.com", "tenant": "t1",
+		"groups": []string{"devs"}, "federated_claims": map[string]any{"connector_id": "ldap", "user_id": "u1"}}})
+	checkUser(t, "", got, err, &user.DefaultInfo{Name: "rules:a@example.com", UID: "u1", Groups: []string{"ldap/devs"}})
+}

@@ -18,6 +18,7 @@ import (
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect/redirecttest"
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/claimrules"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
@@ -404,4 +405,29 @@ func TestClaimRulesErrorNamesTheCondition(t *testing.T) {
 // to https, and never resend a body to another origin.
 func TestHTTPClientRedirects(t *testing.T) {
 	redirecttest.Check(t, jwt.HTTPClient)
+}
+
+// TestClaimRulesOverBudgetNameTheField: rules over the per-token cost
+// budget, or too many of them, fail ClaimRulesValid naming the field.
+func TestClaimRulesOverBudgetNameTheField(t *testing.T) {
+	iss := jwttest.New(t)
+	var costly, many []authv1alpha1.ClaimValidationRule
+	for i := range 20 {
+		costly = append(costly, authv1alpha1.ClaimValidationRule{Expression: fmt.Sprintf(`dyn(claims.groups).all(g, dyn(g).matches('^team-%d-'))`, i)})
+	}
+	for i := range claimrules.MaxRules + 1 {
+		many = append(many, authv1alpha1.ClaimValidationRule{Claim: fmt.Sprintf("c%d", i), RequiredValue: "v"})
+	}
+	for want, rules := range map[string][]authv1alpha1.ClaimValidationRule{
+		"spec.claimValidationRules[2].expression: Forbidden": costly,
+		"spec.claimValidationRules: Too many":                many,
+	} {
+		_, err := jwt.New(context.Background(), jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{
+			Issuer: iss.URL, Audience: "a", ClaimValidationRules: rules,
+		}, CABundle: iss.CABundle})
+		var step *jwt.StepError
+		if !errors.As(err, &step) || step.Condition != jwt.CondClaimRulesValid || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %s in ClaimRulesValid, got %v", want, err)
+		}
+	}
 }

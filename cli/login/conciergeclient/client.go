@@ -28,6 +28,7 @@ import (
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // timeout bounds one exchange, its retries included; attemptTimeout one
@@ -112,7 +113,7 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(raw, &st)
-		msg := st.Message
+		msg := termsafe.Visible(st.Message)
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
@@ -133,7 +134,7 @@ func ExchangeAt(ctx context.Context, c *config.Concierge, token string, now func
 		return nil, fmt.Errorf("exchange token at %s: unreadable answer: %w", c.Endpoint, err)
 	}
 	if out.Status.Message != nil {
-		return nil, fmt.Errorf("%w: %s (log in again, or ask an admin to check the %s %q)", ErrRefused, *out.Status.Message, kind, c.AuthenticatorName)
+		return nil, fmt.Errorf("%w: %s (log in again, or ask an admin to check the %s %q)", ErrRefused, termsafe.Visible(*out.Status.Message), kind, c.AuthenticatorName)
 	}
 	cred := out.Status.Credential
 	if cred == nil || (cred.Token == "" && (cred.ClientCertificateData == "" || cred.ClientKeyData == "")) || cred.ExpirationTimestamp.IsZero() {

@@ -21,6 +21,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // BrowserOptions tune the browser flow.
@@ -235,9 +236,15 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	ui.Step("exchanging the authorization code")
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("exchange the authorization code: %w", err)
+		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(err))
 	}
 	return p.tokens(ctx, tok, nonce)
+}
+
+// deniedError is the identity provider's refusal of a login, its words
+// made safe for the terminal.
+func deniedError(code, description string) error {
+	return fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, termsafe.Visible(code), termsafe.Visible(description))
 }
 
 var errBadPaste = errors.New("that does not look like an authorization code or redirect URL; try again")
@@ -260,7 +267,7 @@ func codeFromPaste(in, state string) (string, error) {
 			if q.Get("state") != state {
 				return "", errBadPaste
 			}
-			return "", fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, q.Get("error_description"))
+			return "", deniedError(e, q.Get("error_description"))
 		}
 		if q.Get("state") != state {
 			return "", fmt.Errorf("%w (its state belongs to a different login)", errBadPaste)
@@ -315,7 +322,7 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 		if e := r.Form.Get("error"); e != "" {
 			sendPage(w, http.StatusBadRequest, "Login failed", html.EscapeString(e+": "+r.Form.Get("error_description")))
 			select {
-			case results <- callbackResult{err: fmt.Errorf("%w: %s %s", loginview.ErrLoginDenied, e, r.Form.Get("error_description"))}:
+			case results <- callbackResult{err: deniedError(e, r.Form.Get("error_description"))}:
 			default: // the login has its result already
 			}
 			return

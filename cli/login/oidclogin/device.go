@@ -6,6 +6,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // DeviceLogin runs the OAuth 2.0 device authorization grant (RFC 8628): the
@@ -17,9 +18,10 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui loginview.Flow) (*session
 	}
 	da, err := p.oauth.DeviceAuth(p.ctx(ctx), p.authorizeParams()...)
 	if err != nil {
-		return nil, fmt.Errorf("start %w: %w", loginview.ErrDeviceLogin, err)
+		return nil, fmt.Errorf("start %w: %w", loginview.ErrDeviceLogin, termsafe.Error(err))
 	}
-	ui.ShowDeviceCode(da.VerificationURI, da.UserCode, da.VerificationURIComplete)
+	// Shown as the provider sent them, but never able to drive the terminal.
+	ui.ShowDeviceCode(termsafe.Visible(da.VerificationURI), termsafe.Visible(da.UserCode), termsafe.Visible(da.VerificationURIComplete))
 	ui.Step("waiting for you to approve the login on the other device")
 	if !da.Expiry.IsZero() {
 		var cancel context.CancelFunc
@@ -55,7 +57,7 @@ func (p *Provider) DeviceLogin(ctx context.Context, ui loginview.Flow) (*session
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w not completed: %w", loginview.ErrDeviceLogin, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("%w: %w", loginview.ErrDeviceLogin, err)
+		return nil, fmt.Errorf("%w: %w", loginview.ErrDeviceLogin, termsafe.Error(err))
 	}
 	return p.tokens(ctx, tok, "")
 }

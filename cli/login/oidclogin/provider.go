@@ -23,6 +23,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // signingAlgs are the asymmetric algorithms accepted for ID tokens; HS256
@@ -233,7 +234,7 @@ func stringList(v any) []string {
 func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.TokenSource(p.ctx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
-		return nil, fmt.Errorf("refresh: %w", err)
+		return nil, fmt.Errorf("refresh: %w", termsafe.Error(err))
 	}
 	if tok.RefreshToken == "" {
 		tok.RefreshToken = refreshToken
@@ -246,7 +247,7 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*sessions.
 func (p *Provider) PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.PasswordCredentialsToken(p.ctx(ctx), username, password)
 	if err != nil {
-		return nil, fmt.Errorf("password login: %w", err)
+		return nil, fmt.Errorf("password login: %w", termsafe.Error(err))
 	}
 	return p.tokens(ctx, tok, "")
 }

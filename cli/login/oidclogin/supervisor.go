@@ -15,6 +15,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // What a Pinniped Supervisor adds to OIDC (its list of identity providers
@@ -124,7 +125,7 @@ func (p *Provider) CLIPasswordLogin(ctx context.Context, up config.Upstream, lis
 	}
 	code := q.Get("code")
 	if code == "" {
-		e, d := q.Get("error"), q.Get("error_description")
+		e, d := termsafe.Visible(q.Get("error")), termsafe.Visible(q.Get("error_description"))
 		if e == "access_denied" {
 			return nil, fmt.Errorf("%w by %s: %s", ErrPasswordRefused, up.Name, d)
 		}
@@ -132,7 +133,7 @@ func (p *Provider) CLIPasswordLogin(ctx context.Context, up config.Upstream, lis
 	}
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("exchange the authorization code: %w", err)
+		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(err))
 	}
 	return p.tokens(ctx, tok, nonce)
 }

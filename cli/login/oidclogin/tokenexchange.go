@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // ExchangeForAudience trades an access token for an ID token whose audience
@@ -45,7 +47,7 @@ func (p *Provider) ExchangeForAudience(ctx context.Context, accessToken, audienc
 	}
 	_ = json.Unmarshal(body, &out)
 	if resp.StatusCode != http.StatusOK || out.AccessToken == "" {
-		return "", time.Time{}, fmt.Errorf("token exchange for audience %q: HTTP %d %s %s", audience, resp.StatusCode, out.Error, out.ErrorDesc)
+		return "", time.Time{}, fmt.Errorf("token exchange for audience %q: HTTP %d %s %s", audience, resp.StatusCode, termsafe.Visible(out.Error), termsafe.Visible(out.ErrorDesc))
 	}
 	if out.IssuedTokenType != "urn:ietf:params:oauth:token-type:jwt" {
 		return "", time.Time{}, fmt.Errorf("token exchange for audience %q returned a %q, not a JWT", audience, out.IssuedTokenType)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
 )
 
@@ -44,6 +45,8 @@ func (p *Login) Step(msg string) { fmt.Fprintf(p.Err, "• %s\n", msg) }
 
 // Warn implements loginview.View.
 func (p *Login) Warn(problem, next string) {
+	// A problem often quotes an error, which may quote a provider.
+	problem, next = termsafe.Visible(problem), termsafe.Visible(next)
 	if next == "" {
 		fmt.Fprintf(p.Err, "! %s\n", problem)
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // LoginOptions configure Login.
@@ -149,7 +150,8 @@ func (l *Login) Warn(problem, next string) {
 		l.o.Plain.Warn(problem, next)
 		return
 	}
-	l.send(warnMsg{problem, next})
+	// A problem often quotes an error, which may quote a provider.
+	l.send(warnMsg{termsafe.Visible(problem), termsafe.Visible(next)})
 }
 
 // ShowLoginURL implements loginview.View; the screen starts here.
@@ -247,7 +249,7 @@ func (l *Login) Finish(err error) error {
 		if errors.Is(err, ErrCanceled) {
 			fmt.Fprintln(l.o.Out, "✗ Login cancelled. Nothing was cached; run the command again to log in.")
 		} else {
-			fmt.Fprintf(l.o.Out, "✗ Login failed: %v\n  Next: %s\n", err, NextStep(err))
+			fmt.Fprintf(l.o.Out, "✗ Login failed: %s\n  Next: %s\n", termsafe.Lines(err.Error()), NextStep(err))
 		}
 		return &ShownError{Err: err}
 	}

@@ -65,6 +65,11 @@ type Provider struct {
 	// and may change its redirect, or answer itself (returning true): a
 	// hostile or broken Supervisor.
 	Tamper func(w http.ResponseWriter, redirect *url.URL) bool
+	// Hostile, when set, is put into what the provider says that the CLI
+	// shows: the device answer's user_code and verification_uri, and a
+	// failed refresh's error_description, and a token exchange that fails
+	// with it (a provider that tries to drive the user's terminal).
+	Hostile string
 	// ClientSecret, when set, is required at the token endpoint, as
 	// Google requires one of its Desktop app clients.
 	ClientSecret string
@@ -126,8 +131,8 @@ func New(t testing.TB) *Provider {
 				return
 			}
 		}
-		writeJSON(w, 200, map[string]any{"device_code": "dev-code", "user_code": "ABCD-EFGH",
-			"verification_uri": p.URL + "/activate", "expires_in": 60, "interval": 1})
+		writeJSON(w, 200, map[string]any{"device_code": "dev-code", "user_code": "ABCD-EFGH" + p.Hostile,
+			"verification_uri": p.URL + "/activate" + p.Hostile, "expires_in": 60, "interval": 1})
 	})
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -216,7 +221,7 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		delete(p.refreshTokens, f.Get("refresh_token"))
 		p.mu.Unlock()
 		if p.FailRefresh.Load() || f.Get("refresh_token") == "" || (p.SingleUseRefresh.Load() && !unused) {
-			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked, expired or already used"})
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked, expired or already used" + p.Hostile})
 			return
 		}
 		p.RefreshGrants.Add(1)
@@ -234,6 +239,10 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		p.DeviceGrants.Add(1)
 	case "urn:ietf:params:oauth:grant-type:token-exchange":
 		p.ExchangeGrants.Add(1)
+		if p.Hostile != "" {
+			writeJSON(w, 400, map[string]string{"error": "invalid_request", "error_description": "audience refused" + p.Hostile})
+			return
+		}
 		tokenType := "N_A"
 		if p.ExchangeTokenType != "" {
 			tokenType = p.ExchangeTokenType

@@ -1,0 +1,50 @@
+// Package privatedir holds the one rule for a directory that keeps login
+// secrets (cached credentials, sessions, their lock files), the rule ssh
+// keeps for ~/.ssh: the directory is a real directory (not a link), owned
+// by this user, with no group or other permission bits; a file in it is
+// opened without following links and must be a regular file owned by this
+// user. Anyone else who could enter the directory could plant a link named
+// for one cluster's key that points at another cluster's credential, and
+// kubectl would present it to the wrong cluster.
+package privatedir
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
+
+// ErrNotPrivate is in every refusal of a directory or a file that breaks
+// the rule; the error says what is wrong and how to fix it.
+var ErrNotPrivate = errors.New("not private to this user")
+
+func notPrivate(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotPrivate}, args...)...)
+}
+
+// judgeDir applies the rule to a directory's mode and owner (owned is
+// false when the owner is not this user).
+func judgeDir(dir string, mode fs.FileMode, owned bool) error {
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return notPrivate("%s is a link, not a directory, and is not followed for secrets: make it a real directory (mkdir -m 700), or point the cache elsewhere", dir)
+	case !mode.IsDir():
+		return notPrivate("%s is not a directory: remove it, or point the cache elsewhere", dir)
+	case !owned:
+		return notPrivate("%s belongs to another user: remove it (or have its owner remove it), or point the cache elsewhere", dir)
+	case mode.Perm()&0o077 != 0:
+		return notPrivate("%s has mode %#o, which lets others in: run chmod 700 %s", dir, mode.Perm(), dir)
+	}
+	return nil
+}
+
+// judgeFile applies the rule to a file's mode and owner.
+func judgeFile(name string, mode fs.FileMode, owned bool) error {
+	switch {
+	case !mode.IsRegular():
+		return notPrivate("%s is not a regular file: remove it (rm %s)", name, name)
+	case !owned:
+		return notPrivate("%s belongs to another user: remove it (rm %s)", name, name)
+	}
+	return nil
+}
