@@ -252,6 +252,7 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	key, sk := login.CredentialKey(cluster), login.SessionKey()
 	removed := false
 	var held []*sessions.Tokens
+	var failure error
 	for _, c := range all {
 		had, session, err := forget(ctx, c, key, sk, o.LoginWait)
 		if session != nil {
@@ -262,11 +263,15 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
 				continue
 			}
-			return err
+			// What was read from the keyring is gone from it already: a
+			// second logout would not find it to revoke it.
+			failure = err
+			break
 		}
 		removed = removed || had
 	}
 	switch {
+	case failure != nil:
 	case removed:
 		fmt.Fprintf(errOut, "Logged out of %s: the next kubectl call will log in again.\n", contextName)
 	case login.MayUsePassword() && login.Username == "":
@@ -285,7 +290,7 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 		// No ID token to hint with; the issuer then asks which session to end.
 		ender.end(ctx, login, nil)
 	}
-	return nil
+	return failure
 }
 
 // forget removes one credential and one session from c; it reports whether

@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -372,4 +374,46 @@ func TestLogoutEndSession(t *testing.T) {
 		t.Errorf("without an end_session_endpoint: %v\n%s", err, out)
 	}
 	noTokenIn(t, out)
+}
+
+// failingStore is a file fallback that answers every request with err, as
+// one whose directory another user owns does.
+type failingStore struct {
+	cache.Store
+	err error
+}
+
+func (f failingStore) Get(context.Context, string) ([]byte, error) { return nil, f.err }
+func (f failingStore) Set(context.Context, string, []byte) error   { return f.err }
+func (f failingStore) Delete(context.Context, string) error        { return f.err }
+
+// withFiles makes st the file fallback logout looks in, beside setup's keyring.
+func withFiles(t *testing.T, st cache.Store) {
+	t.Helper()
+	b := testCaches.(bothStores)
+	b.files = st
+	testCaches = b
+}
+
+// TestLogoutRevokesWhatItRemovedWhenTheFilesFail: the keyring's session is
+// removed, then the file fallback fails: the refresh token read from the
+// keyring is no longer anywhere a second logout could find it, so it is
+// revoked before the failure is reported.
+func TestLogoutRevokesWhatItRemovedWhenTheFilesFail(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.RevocationEndpoint = ti.URL + "/revoke"
+	args := ti.args()
+	kr, files, kubeconfig := setup(t, args, nil)
+	cacheSession(t, kr, args, session())
+	withFiles(t, failingStore{files, fs.ErrPermission})
+	out, err := runLogout(t, nil, "--kubeconfig="+kubeconfig)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("logout did not report the file fallback's failure: %v\n%s", err, out)
+	}
+	empty(t, kr)
+	noTokenIn(t, out+err.Error())
+	got := ti.received()
+	if len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
+		t.Fatalf("the issuer received %d revocations, want the refresh and access tokens:\n%s", len(got), out)
+	}
 }
