@@ -314,12 +314,11 @@ func forget(ctx context.Context, c caches, key, sessionKey string, loginWait tim
 		return hadCred, nil, err
 	}
 	session := c.sess.Get(ctx, sessionKey)
+	// Returned even when Delete fails: it may have removed the session and
+	// failed on the index, and a session not found again is never revoked.
+	// One still cached after a revocation fails its next refresh, which
+	// asks for a login.
 	hadSession, err := c.sess.Delete(ctx, sessionKey)
-	if err != nil {
-		// Still there: revoking it would leave a cached session that no
-		// longer works, and the person told to run logout again.
-		session = nil
-	}
 	return hadCred || hadSession, session, err
 }
 

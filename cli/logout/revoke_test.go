@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -412,6 +413,42 @@ func TestLogoutRevokesWhatItRemovedWhenTheFilesFail(t *testing.T) {
 	}
 	empty(t, kr)
 	noTokenIn(t, out+err.Error())
+	got := ti.received()
+	if len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
+		t.Fatalf("the issuer received %d revocations, want the refresh and access tokens:\n%s", len(got), out)
+	}
+}
+
+// indexFails is a keyring that stops taking writes to the session index,
+// so that removing a session removes its value and then fails.
+type indexFails struct{ memKeyring }
+
+func (k indexFails) Set(service, user, value string) error {
+	if strings.Contains(user, "pinniped-session-index") {
+		return errors.New("the keyring refused the write")
+	}
+	return k.memKeyring.Set(service, user, value)
+}
+
+// TestLogoutRevokesASessionWhoseRemovalFailedPartway: the session's value
+// is deleted and the index update fails: the session read before is
+// revoked all the same, since nothing will find it again to revoke it.
+func TestLogoutRevokesASessionWhoseRemovalFailedPartway(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.RevocationEndpoint = ti.URL + "/revoke"
+	args := ti.args()
+	kr, _, kubeconfig := setup(t, args, nil)
+	cacheSession(t, kr, args, session())
+	store := kr.(*keyringstore.Store)
+	store.Backend = indexFails{store.Backend.(memKeyring)}
+	out, err := runLogout(t, nil, "--kubeconfig="+kubeconfig)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	noTokenIn(t, out)
+	if !strings.Contains(out, "OS keyring") || !strings.Contains(out, "was not removed") {
+		t.Errorf("did not report the keyring's failure:\n%s", out)
+	}
 	got := ti.received()
 	if len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
 		t.Fatalf("the issuer received %d revocations, want the refresh and access tokens:\n%s", len(got), out)
