@@ -98,12 +98,16 @@ func (o *Options) Run(ctx context.Context) error {
 	errOut := o.f.IO.ErrOut
 	ender := newEnder(o.f, o.EndSession)
 	if o.All {
-		n, removed, err := forgetAll(ctx, o.f.Caches, errOut)
+		n, removed, err := forgetAll(ctx, o.f.Caches, errOut, o.LoginWait)
+		if err == nil {
+			fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
+		}
+		// Before any failure is returned: what was removed is nowhere a
+		// second logout would find it.
+		endAll(ctx, ender, removed)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
-		endAll(ctx, ender, removed)
 		return ender.err()
 	}
 	if err := o.logoutContext(ctx, ender); err != nil {
@@ -174,9 +178,9 @@ func cachesFor(places cmdutil.Caches, mode string) ([]caches, error) {
 }
 
 // forgetAll clears every store, each with its own index, and returns the
-// sessions it removed, for revoking. A keyring that does not answer is
-// reported, not fatal: the files are still cleared.
-func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (int, []*sessions.Tokens, error) {
+// sessions it removed, for revoking, also when it fails partway. A keyring
+// that does not answer is reported, not fatal: the files are still cleared.
+func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, loginWait time.Duration) (int, []*sessions.Tokens, error) {
 	all, err := cachesFor(places, "keyring")
 	if err != nil {
 		return 0, nil, err
@@ -184,29 +188,62 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (in
 	total := 0
 	var removed []*sessions.Tokens
 	for _, c := range all {
-		var held []*sessions.Tokens
-		for _, k := range c.sess.Keys(ctx) {
-			if t := c.sess.Get(ctx, k); t != nil {
-				held = append(held, t)
-			}
-		}
-		n, err := c.creds.Clear(ctx)
-		if err == nil {
-			var m int
-			m, err = c.sess.Clear(ctx)
-			n += m
-		}
+		n, held, err := clearStore(ctx, c, loginWait)
+		total += n
+		removed = append(removed, held...)
 		if err != nil {
 			if isKeyring(c.store) {
-				fmt.Fprintf(errOut, "! %s: %v; what it holds was not removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
+				fmt.Fprintf(errOut, "! %s: %v; not all it holds was removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
 				continue
 			}
 			return total, removed, err
 		}
-		total += n
-		removed = append(removed, held...)
 	}
 	return total, removed, nil
+}
+
+// clearStore removes each session of c under its login lock, then every
+// credential and whatever the index still lists. Without the lock, a
+// refresh running meanwhile could rotate the refresh token between the read
+// and the removal: the spent token would be revoked (an issuer answers 200
+// for a token it does not know) and the new one removed unrevoked.
+func clearStore(ctx context.Context, c caches, loginWait time.Duration) (int, []*sessions.Tokens, error) {
+	n := 0
+	var held []*sessions.Tokens
+	for _, k := range c.sess.Keys(ctx) {
+		had, t, err := forgetSession(ctx, c, k, loginWait)
+		if t != nil {
+			held = append(held, t)
+		}
+		if had {
+			n++
+		}
+		if err != nil {
+			return n, held, err
+		}
+	}
+	m, err := c.creds.Clear(ctx)
+	n += m
+	if err != nil {
+		return n, held, err
+	}
+	// Left in the index: entries whose value was already gone.
+	_, err = c.sess.Clear(ctx)
+	return n, held, err
+}
+
+// forgetSession removes the session under key, holding the lock a login or
+// refresh of it holds; it returns the session it read, for revoking, also
+// when the removal failed partway.
+func forgetSession(ctx context.Context, c caches, key string, loginWait time.Duration) (bool, *sessions.Tokens, error) {
+	unlock, err := holdLoginLock(ctx, c.lockDir, key, loginWait)
+	if err != nil {
+		return false, nil, err
+	}
+	defer unlock()
+	t := c.sess.Get(ctx, key)
+	had, err := c.sess.Delete(ctx, key)
+	return had, t, err
 }
 
 func (o *Options) logoutContext(ctx context.Context, ender *ender) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
+	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -453,4 +454,96 @@ func TestLogoutRevokesASessionWhoseRemovalFailedPartway(t *testing.T) {
 	if len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
 		t.Fatalf("the issuer received %d revocations, want the refresh and access tokens:\n%s", len(got), out)
 	}
+}
+
+// TestLogoutAllWaitsForARefreshInProgress: a refresh holding a session's
+// lock rotates its refresh token while logout --all waits: the token
+// revoked is the new one, read under the lock, and no session is left.
+func TestLogoutAllWaitsForARefreshInProgress(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.RevocationEndpoint = ti.URL + "/revoke"
+	args := ti.args()
+	kr, files, _ := setup(t, args, nil)
+	cacheSession(t, kr, args, session())
+	c, err := flagset.ParseOIDC(args[2:], func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := testCaches.LockDir("keyring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := lock.Acquire(context.Background(), dir, c.SessionKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runLogout(t, nil, "--all")
+		done <- result{out, err}
+	}()
+	// The refresh finishes while logout waits (10 s) for its lock.
+	time.Sleep(300 * time.Millisecond)
+	rotated := session()
+	rotated.RefreshToken, rotated.AccessToken = "REFRESH-TOKEN-xyz-rotated", "ACCESS-TOKEN-xyz-rotated"
+	cacheSession(t, kr, args, rotated)
+	_ = held.Unlock()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.out)
+	}
+	empty(t, kr, files)
+	noTokenIn(t, r.out)
+	var tokens []string
+	for _, got := range ti.received() {
+		tokens = append(tokens, got.Form.Get("token"))
+	}
+	if strings.Join(tokens, " ") != "REFRESH-TOKEN-xyz-rotated ACCESS-TOKEN-xyz-rotated" {
+		t.Fatalf("the issuer received revocations of %q, want the rotated refresh and access tokens", tokens)
+	}
+}
+
+// TestLogoutAllUnderARunningLogin: a session whose login lock stays held
+// is neither removed nor revoked, and logout --all says to run it again.
+func TestLogoutAllUnderARunningLogin(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.RevocationEndpoint = ti.URL + "/revoke"
+	args := ti.args()
+	kr, files, _ := setup(t, args, nil)
+	cacheSession(t, files, args, session())
+	c, err := flagset.ParseOIDC(args[2:], func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := testCaches.LockDir("keyring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := lock.Acquire(context.Background(), dir, c.SessionKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Unlock() }()
+	var out bytes.Buffer
+	f := cmdutil.Test(nil, &out, &out, nil)
+	f.Now, f.Caches = time.Now, testCaches
+	cmd := NewCmdLogout(f, func(ctx context.Context, o *Options) error {
+		o.LoginWait = 100 * time.Millisecond
+		return o.Run(ctx)
+	})
+	cmd.SetArgs([]string{"--all"})
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("logout --all under a running login: %v\n%s", err, out.String())
+	}
+	if got := (&sessions.Cache{Store: files}).Get(context.Background(), c.SessionKey()); got == nil || got.RefreshToken != "REFRESH-TOKEN-xyz" {
+		t.Error("the session of the running login was removed")
+	}
+	if got := ti.received(); len(got) != 0 {
+		t.Errorf("the issuer received %d revocations", len(got))
+	}
+	empty(t, kr)
 }
