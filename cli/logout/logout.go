@@ -62,12 +62,13 @@ reported and the exit code is 1. With --all, a session logged in with
 its context first). Sessions cached by an older pinniped did not record
 their issuer: --all removes them without revoking them.
 
---end-session also opens your browser at the issuer's end_session_endpoint
-(OpenID Connect RP-initiated logout), with the session's ID token as
-id_token_hint and the client ID, so that the issuer's browser session ends
-too and the next login asks for your password again. Where no browser can be
-opened, the link is printed on stderr for you to open; it carries your ID
-token, so it is printed only then.
+--end-session also ends the issuer's browser session (OpenID Connect
+RP-initiated logout), so that the next login asks for your password again:
+it opens your browser at a one-shot page on 127.0.0.1 that posts the
+session's ID token (as id_token_hint) and the client ID to the issuer's
+end_session_endpoint, and waits up to 2 minutes for the browser to load it.
+The ID token is never in a URL or on a command line. Where no browser can be
+opened, it says where to sign out at the issuer instead.
 
 Cluster credentials already handed to kubectl stay valid until they expire
 (minutes).`,
@@ -80,7 +81,7 @@ Cluster credentials already handed to kubectl stay valid until they expire
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")
 	cmd.Flags().BoolVar(&o.All, "all", false, "end and forget every cached session and credential")
-	cmd.Flags().BoolVar(&o.EndSession, "end-session", false, "also open the browser at the issuer's end_session_endpoint to end its browser session")
+	cmd.Flags().BoolVar(&o.EndSession, "end-session", false, "also end the issuer's browser session (RP-initiated logout, in your browser)")
 	cmd.Flags().StringVar(&o.CredentialCache, "credential-cache", "", "override the cache the context's login uses")
 	return cmd
 }

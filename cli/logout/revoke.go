@@ -76,18 +76,20 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens)
 	if len(toRevoke) == 0 && !wantEnd {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, issuerWait)
+	issuerCtx, cancel := context.WithTimeout(ctx, issuerWait)
 	defer cancel()
-	p, err := e.discover(ctx, login)
+	p, err := e.discover(issuerCtx, login)
 	if err != nil {
 		e.failed++
 		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): its refresh token stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
 		return
 	}
-	e.revoke(ctx, login, p, t, toRevoke)
+	e.revoke(issuerCtx, login, p, t, toRevoke)
 	if wantEnd {
 		e.ended[endKey] = true
-		e.openEndSession(login, p, t.IDToken)
+		// Not bound by issuerWait: the person's browser, not the issuer,
+		// takes its time.
+		e.openEndSession(ctx, login, p, t.IDToken)
 	}
 }
 
@@ -135,11 +137,17 @@ func until(t time.Time) string {
 	return " (" + t.Local().Format(time.RFC3339) + ")"
 }
 
-// openEndSession opens the browser at the issuer's end_session_endpoint.
-// The URL carries the ID token (id_token_hint), so it is printed only when
-// no browser could be opened and the person must open it themselves.
-func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToken string) {
-	u, err := p.EndSessionURL(idToken)
+// endSessionWait bounds the wait for the browser to fetch the end-session
+// page.
+var endSessionWait = 2 * time.Minute
+
+// openEndSession has the browser POST the ID token to the issuer's
+// end_session_endpoint, through a one-shot page on a loopback listener:
+// neither the browser's command line nor its history sees the token. Where
+// no browser opens, the person is told to sign out at the issuer; the
+// token is never printed.
+func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, idToken string) {
+	endpoint, form, err := p.EndSessionForm(idToken)
 	switch {
 	case errors.Is(err, oidclogin.ErrNoEndSessionEndpoint):
 		fmt.Fprintf(e.errOut, "! %s: the issuer has no end_session_endpoint: your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer)
@@ -149,11 +157,25 @@ func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToke
 		fmt.Fprintf(e.errOut, "! %s: %v; your browser stays signed in there\n", login.Issuer, err)
 		return
 	}
-	if err := e.f.Browser(u); err != nil {
-		fmt.Fprintf(e.errOut, "No browser could be opened (%v). To end your session at %s in your browser, open this link yourself; it carries your ID token (as the issuer asks), so do not share it:\n  %s\n", err, login.Issuer, u)
+	signOut := fmt.Sprintf("To end your session at %s in your browser, sign out there (its logout page is %s).", login.Issuer, endpoint)
+	page, err := oidclogin.ServeFormPost(ctx, endpoint, form)
+	if err != nil {
+		fmt.Fprintf(e.errOut, "! could not serve the page that ends your session at the issuer (%v). %s\n", err, signOut)
 		return
 	}
-	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s.\n", login.Issuer)
+	defer page.Close()
+	if err := e.f.Browser(page.URL); err != nil {
+		fmt.Fprintf(e.errOut, "No browser could be opened (%v). %s\n", err, signOut)
+		return
+	}
+	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s; waiting up to %s for it to load the page...\n", login.Issuer, endSessionWait)
+	wctx, cancel := context.WithTimeout(ctx, endSessionWait)
+	defer cancel()
+	if err := page.Wait(wctx); err != nil {
+		fmt.Fprintf(e.errOut, "! the browser did not load the page within %s. %s\n", endSessionWait, signOut)
+		return
+	}
+	fmt.Fprintf(e.errOut, "Your browser was sent to end your session at %s.\n", login.Issuer)
 }
 
 // err is what the command returns: non-zero when a revocation or the

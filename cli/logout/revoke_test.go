@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	xhtml "golang.org/x/net/html"
+
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
@@ -327,46 +329,147 @@ func TestLogoutAllRevokesEachSession(t *testing.T) {
 	}
 }
 
-// TestLogoutEndSession: --end-session opens the browser at the issuer's
-// end_session_endpoint with the ID token as id_token_hint and the client
-// ID, and prints that link (it carries the ID token) only when no browser
-// opens; an issuer without the endpoint is said to have none.
+// fetchedPage is what a browser found at the end-session page's URL.
+type fetchedPage struct {
+	header        http.Header
+	action        string
+	form          url.Values
+	again, others int
+}
+
+// browse fetches u as a browser would, reads the form the page posts, and
+// fetches u again and another path of its server.
+func browse(t *testing.T, u string) fetchedPage {
+	t.Helper()
+	resp, err := http.Get(u) //nolint:noctx // a test's browser
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the page answered HTTP %d", resp.StatusCode)
+	}
+	doc, err := xhtml.Parse(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fetchedPage{header: resp.Header, form: url.Values{}}
+	forms := 0
+	var walk func(*xhtml.Node)
+	walk = func(n *xhtml.Node) {
+		if n.Type == xhtml.ElementNode {
+			attr := map[string]string{}
+			for _, a := range n.Attr {
+				attr[a.Key] = a.Val
+			}
+			switch n.Data {
+			case "form":
+				forms++
+				p.action = attr["action"]
+				if !strings.EqualFold(attr["method"], "post") {
+					t.Errorf("the form's method is %q", attr["method"])
+				}
+			case "input":
+				p.form.Add(attr["name"], attr["value"])
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if forms != 1 {
+		t.Errorf("the page has %d forms", forms)
+	}
+	status := func(u string) int {
+		resp, err := http.Get(u) //nolint:noctx // a test's browser
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	p.again = status(u)
+	other, _ := url.Parse(u)
+	other.Path = "/not-the-page"
+	p.others = status(other.String())
+	return p
+}
+
+// TestLogoutEndSession: --end-session opens the browser at a one-shot
+// loopback page (its URL carries no token) that posts the ID token as
+// id_token_hint and the client ID to the issuer's end_session_endpoint;
+// the page is served once, to its own path only. Without a browser, the
+// person is told to sign out at the issuer and no token is printed; an
+// issuer without the endpoint is said to have none.
 func TestLogoutEndSession(t *testing.T) {
 	ti := newTestIssuer(t)
 	ti.RevocationEndpoint = ti.URL + "/revoke"
-	ti.EndSessionEndpoint = ti.URL + "/end_session?ui_locales=en"
+	ti.EndSessionEndpoint = ti.URL + `/end_session?ui_locales=en&x="><b>`
 	args := ti.args()
 
 	kr, files, kubeconfig := setup(t, args, nil)
 	cacheSession(t, kr, args, session())
 	var opened []string
-	out, err := runLogout(t, func(u string) error { opened = append(opened, u); return nil }, "--kubeconfig="+kubeconfig, "--end-session")
+	var page fetchedPage
+	out, err := runLogout(t, func(u string) error {
+		opened = append(opened, u)
+		page = browse(t, u)
+		return nil
+	}, "--kubeconfig="+kubeconfig, "--end-session")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	empty(t, kr, files)
 	noTokenIn(t, out)
 	if len(opened) != 1 {
-		t.Fatalf("opened %q", opened)
+		t.Fatalf("opened %d pages", len(opened))
 	}
+	noTokenIn(t, opened[0])
 	u, err := url.Parse(opened[0])
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || len(u.Path) < 40 || u.RawQuery != "" {
+		t.Errorf("opened %s, want a loopback page at an unguessable path", opened[0])
 	}
-	q := u.Query()
-	if u.Scheme+"://"+u.Host != ti.URL || u.Path != "/end_session" || q.Get("id_token_hint") != "ID-TOKEN-xyz" || q.Get("client_id") != "pinniped-cli" || q.Get("ui_locales") != "en" {
-		t.Errorf("opened %s", opened[0])
+	want := url.Values{"id_token_hint": {"ID-TOKEN-xyz"}, "client_id": {"pinniped-cli"}}
+	if page.action != ti.EndSessionEndpoint || page.form.Encode() != want.Encode() {
+		t.Errorf("the page posts %v to %s, want %v to %s", page.form, page.action, want, ti.EndSessionEndpoint)
+	}
+	csp := page.header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "form-action https:") ||
+		page.header.Get("Cache-Control") != "no-store" || page.header.Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("the page's headers: %v", page.header)
+	}
+	if page.again != http.StatusNotFound || page.others != http.StatusNotFound {
+		t.Errorf("a second fetch answered %d, another path %d; want 404 for both", page.again, page.others)
+	}
+	if !strings.Contains(out, "Your browser was sent to end your session at "+ti.URL) {
+		t.Errorf("said:\n%s", out)
 	}
 	if len(ti.received()) != 2 {
 		t.Errorf("--end-session did not revoke too: %+v", ti.received())
 	}
+	if _, err := http.Get(opened[0]); err == nil { //nolint:noctx,bodyclose // must fail: the listener is closed
+		t.Error("the page's listener still answers after logout")
+	}
 
-	// No browser: the person is given the link.
+	// No browser: the person is told where to sign out, without a token.
 	cacheSession(t, kr, args, session())
 	out, err = runLogout(t, nil, "--kubeconfig="+kubeconfig, "--end-session")
-	if err != nil || !strings.Contains(out, opened[0]) || !strings.Contains(out, "do not share it") {
+	endpoint, _ := url.Parse(ti.EndSessionEndpoint)
+	if err != nil || !strings.Contains(out, "No browser could be opened") || !strings.Contains(out, "sign out there (its logout page is "+endpoint.String()+")") {
 		t.Errorf("without a browser: %v\n%s", err, out)
 	}
+	noTokenIn(t, out)
+
+	// A browser that never comes: the wait ends, and says so.
+	defer func(d time.Duration) { endSessionWait = d }(endSessionWait)
+	endSessionWait = 50 * time.Millisecond
+	cacheSession(t, kr, args, session())
+	out, err = runLogout(t, func(string) error { return nil }, "--kubeconfig="+kubeconfig, "--end-session")
+	if err != nil || !strings.Contains(out, "waiting up to 50ms") || !strings.Contains(out, "the browser did not load the page within 50ms") {
+		t.Errorf("with a browser that never loads the page: %v\n%s", err, out)
+	}
+	noTokenIn(t, out)
 
 	// No end_session_endpoint.
 	ti.EndSessionEndpoint = ""
