@@ -58,8 +58,9 @@ refresh token stays valid there until it expires; the exit code is still 0.
 A revocation that fails (an error answer, an unreachable issuer, or a
 revocation endpoint that is not https, to which no token is sent) is
 reported and the exit code is 1. With --all, a session logged in with
---client-secret is not revoked: sessions do not keep the secret (log out of
-its context first). Sessions cached by an older pinniped did not record
+--client-secret is revoked with the client ID alone, since sessions do not
+keep the secret; an issuer that wants the secret refuses, which is reported
+as a warning (log out of its context first to revoke it). Sessions cached by an older pinniped did not record
 their issuer: --all removes them without revoking them.
 
 --end-session also ends the issuer's browser session (OpenID Connect
@@ -120,26 +121,22 @@ func (o *Options) Run(ctx context.Context) error {
 // endAll ends each removed session at its issuer, with what the session
 // recorded of its login: --all has no kubeconfig to read it from.
 func endAll(ctx context.Context, ender *ender, removed []*sessions.Tokens) {
-	older, withSecret := 0, 0
+	older := 0
 	for _, t := range removed {
-		switch {
-		case t.Issuer == nil:
+		if t.Issuer == nil {
 			if t.RefreshToken != "" || t.AccessToken != "" {
 				older++
 			}
-		case t.Issuer.HasClientSecret:
-			withSecret++
-		default:
-			ender.end(ctx, &config.OIDC{Issuer: t.Issuer.URL, ClientID: t.Issuer.ClientID, CABundle: t.Issuer.CABundle}, t)
+			continue
 		}
+		// A session logged in with --client-secret does not keep it: it is
+		// revoked with the client ID alone, which many issuers accept
+		// (RFC 7009 lets them), and a refusal is only a warning.
+		ender.end(ctx, &config.OIDC{Issuer: t.Issuer.URL, ClientID: t.Issuer.ClientID, CABundle: t.Issuer.CABundle}, t, t.Issuer.HasClientSecret)
 	}
 	if older > 0 {
 		fmt.Fprintf(ender.errOut, "! %d session(s) were cached by an older pinniped, which did not record their issuer: they were removed here but not revoked, "+
 			"and their refresh tokens stay valid at the issuer until they expire\n", older)
-	}
-	if withSecret > 0 {
-		fmt.Fprintf(ender.errOut, "! %d session(s) were logged in with --client-secret, which sessions do not keep: they were removed here but not revoked, "+
-			"and their refresh tokens stay valid at the issuer until they expire (next time, run pinniped logout --context=NAME for them before --all)\n", withSecret)
 	}
 }
 
@@ -322,11 +319,11 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	// After the removal: nothing the issuer does (fail, hang, be
 	// interrupted) can leave the local copies behind.
 	for _, t := range held {
-		ender.end(ctx, login, t)
+		ender.end(ctx, login, t, false)
 	}
 	if len(held) == 0 && o.EndSession {
 		// No ID token to hint with; the issuer then asks which session to end.
-		ender.end(ctx, login, nil)
+		ender.end(ctx, login, nil, false)
 	}
 	return failure
 }

@@ -61,7 +61,9 @@ func (e *ender) discover(ctx context.Context, login *config.OIDC) (*oidclogin.Pr
 // end revokes the tokens of t (which may be nil: then only --end-session
 // has anything to do), a session of login, whose local copies are already
 // removed. Failures are reported on stderr and counted in e.failed.
-func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens) {
+// withoutItsSecret: login has a client secret that is not at hand, so an
+// issuer refusing the client ID alone is a warning.
+func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens, withoutItsSecret bool) {
 	if t == nil {
 		t = &sessions.Tokens{}
 	}
@@ -84,7 +86,7 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens)
 		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): its refresh token stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
 		return
 	}
-	e.revoke(issuerCtx, login, p, t, toRevoke)
+	e.revoke(issuerCtx, login, p, t, toRevoke, withoutItsSecret)
 	if wantEnd {
 		e.ended[endKey] = true
 		// Not bound by issuerWait: the person's browser, not the issuer,
@@ -95,7 +97,7 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens)
 
 type revocation struct{ token, hint string }
 
-func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, t *sessions.Tokens, toRevoke []revocation) {
+func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, t *sessions.Tokens, toRevoke []revocation, withoutItsSecret bool) {
 	for _, r := range toRevoke {
 		// Once, whatever the answer: the other copies are the same token.
 		e.revoked[sha256.Sum256([]byte(r.token))] = true
@@ -114,6 +116,11 @@ func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Pro
 				what = "access token"
 			}
 			fmt.Fprintf(e.errOut, "! %s: the issuer has no revocation endpoint: the %s stays valid there until it expires; the local copies were removed\n", login.Issuer, what)
+			return
+		case errors.Is(err, oidclogin.ErrClientAuthentication) && withoutItsSecret:
+			// Its other tokens would be refused alike.
+			fmt.Fprintf(e.errOut, "! %s: the session was logged in with --client-secret, which sessions do not keep, and the issuer does not revoke without it: "+
+				"its refresh token stays valid there until it expires (next time, run pinniped logout --context=NAME for it before --all); the local copies were removed\n", login.Issuer)
 			return
 		case errors.Is(err, oidclogin.ErrUnsupportedTokenType) && r.hint == oidclogin.HintAccessToken:
 			// Many issuers revoke the access tokens of a grant with its

@@ -292,8 +292,7 @@ func (r *recorder) count() int { r.mu.Lock(); defer r.mu.Unlock(); return r.n }
 
 // TestLogoutAllRevokesEachSession: --all revokes every session with what
 // it recorded of its login (issuer, client ID, CA); a session cached
-// before sessions recorded that, or logged in with a client secret the
-// session does not keep, is removed and said not to be revoked.
+// before sessions recorded that is removed and said not to be revoked.
 func TestLogoutAllRevokesEachSession(t *testing.T) {
 	a, b := newTestIssuer(t), newTestIssuer(t)
 	a.RevocationEndpoint, b.RevocationEndpoint = a.URL+"/revoke", b.URL+"/revoke"
@@ -307,7 +306,6 @@ func TestLogoutAllRevokesEachSession(t *testing.T) {
 	if err := (&sessions.Cache{Store: files}).Put(context.Background(), "sess-older", older); err != nil {
 		t.Fatal(err)
 	}
-	cacheSession(t, files, b.args("--client-secret=s3cret"), session())
 
 	out, err := runLogout(t, nil, "--all")
 	if err != nil {
@@ -321,7 +319,7 @@ func TestLogoutAllRevokesEachSession(t *testing.T) {
 	if got := b.received(); len(got) != 1 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz-b" || got[0].Form.Get("client_secret") != "" {
 		t.Errorf("issuer b received %+v", got)
 	}
-	for _, want := range []string{"1 session(s) were cached by an older pinniped", "1 session(s) were logged in with --client-secret",
+	for _, want := range []string{"1 session(s) were cached by an older pinniped",
 		"Revoked the session's refresh token at " + a.URL, "Revoked the session's refresh token at " + b.URL} {
 		if !strings.Contains(out, want) {
 			t.Errorf("did not say %q:\n%s", want, out)
@@ -649,4 +647,40 @@ func TestLogoutAllUnderARunningLogin(t *testing.T) {
 		t.Errorf("the issuer received %d revocations", len(got))
 	}
 	empty(t, kr)
+}
+
+// TestLogoutAllRevokesWithoutTheClientSecret: sessions do not keep the
+// client secret of their login; --all revokes them with the client ID
+// alone, and an issuer that wants the secret (invalid_client) is a
+// warning, not a failure.
+func TestLogoutAllRevokesWithoutTheClientSecret(t *testing.T) {
+	accepts, refuses := newTestIssuer(t), newTestIssuer(t)
+	accepts.RevocationEndpoint, refuses.RevocationEndpoint = accepts.URL+"/revoke", refuses.URL+"/revoke"
+	refuses.RevokeStatus, refuses.RevokeBody = http.StatusUnauthorized, `{"error":"invalid_client"}`
+	kr, files, _ := setup(t, accepts.args(), nil)
+	sa, sr := session(), session()
+	sa.RefreshToken, sa.AccessToken = "REFRESH-TOKEN-xyz-a", ""
+	sr.RefreshToken, sr.AccessToken = "REFRESH-TOKEN-xyz-r", "ACCESS-TOKEN-xyz-r"
+	cacheSession(t, kr, accepts.args("--client-secret=s3cret"), sa)
+	cacheSession(t, files, refuses.args("--client-secret=s3cret"), sr)
+
+	out, err := runLogout(t, nil, "--all")
+	if err != nil {
+		t.Fatalf("a refusal of the client ID alone failed logout: %v\n%s", err, out)
+	}
+	empty(t, kr, files)
+	noTokenIn(t, out)
+	if got := accepts.received(); len(got) != 1 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz-a" || got[0].Form.Get("client_id") != "pinniped-cli" || got[0].Form.Has("client_secret") {
+		t.Errorf("the issuer that accepts the client ID alone received %+v", got)
+	}
+	if got := refuses.received(); len(got) != 1 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz-r" {
+		t.Errorf("the issuer that wants the secret received %d requests, want the refresh token once", len(got))
+	}
+	for _, want := range []string{"Revoked the session's refresh token at " + accepts.URL,
+		"! " + refuses.URL + ": the session was logged in with --client-secret, which sessions do not keep, and the issuer does not revoke without it",
+		"run pinniped logout --context=NAME for it before --all"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("did not say %q:\n%s", want, out)
+		}
+	}
 }

@@ -35,6 +35,10 @@ var (
 	// type (RFC 7009's unsupported_token_type), usually access tokens that
 	// are JWTs and live out their minutes.
 	ErrUnsupportedTokenType = errors.New("the issuer does not revoke tokens of this type")
+	// ErrClientAuthentication: the issuer did not accept the client's
+	// authentication (invalid_client, unauthorized_client), as when a
+	// client that has a secret revokes without it.
+	ErrClientAuthentication = errors.New("the issuer did not accept the client's authentication")
 )
 
 // oauthErrorCode is what of an issuer's error response may be shown: the
@@ -80,8 +84,11 @@ func (p *Provider) Revoke(ctx context.Context, token, hint string) error {
 		Error string `json:"error"`
 	}
 	_ = json.Unmarshal(body, &e)
-	if e.Error == "unsupported_token_type" {
+	switch e.Error {
+	case "unsupported_token_type":
 		return ErrUnsupportedTokenType
+	case "invalid_client", "unauthorized_client":
+		return fmt.Errorf("%w (HTTP %d, %s)", ErrClientAuthentication, resp.StatusCode, e.Error)
 	}
 	if oauthErrorCode.MatchString(e.Error) {
 		return fmt.Errorf("the issuer's revocation endpoint answered HTTP %d (%s)", resp.StatusCode, e.Error)
