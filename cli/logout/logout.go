@@ -71,8 +71,10 @@ end_session_endpoint, and waits up to 2 minutes for the browser to load it.
 The ID token is never in a URL or on a command line. Where no browser can be
 opened, it says where to sign out at the issuer instead.
 
-Cluster credentials already handed to kubectl stay valid until they expire
-(minutes).`,
+What logout cannot recall: cluster credentials already handed to kubectl
+stay valid until they expire (a Concierge's within minutes; without a
+Concierge the ID token is the credential, valid as long as the issuer made
+it, often an hour), and so does the session's ID token.`,
 		Example: `  pinniped logout
   pinniped logout --context=prod --end-session
   pinniped logout --all`,

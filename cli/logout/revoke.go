@@ -32,8 +32,13 @@ type ender struct {
 	// keyring and its file fallback), by hash.
 	revoked map[[32]byte]bool
 	// ended are the issuer and client pairs whose end-session page was opened.
-	ended  map[string]bool
-	failed int
+	ended map[string]bool
+	// unreachable are the issuers whose discovery failed, said once each.
+	unreachable map[string]bool
+	failed      int
+	// revokeFailed: a token to revoke was not, rather than only the
+	// browser session left.
+	revokeFailed bool
 }
 
 type discovered struct {
@@ -43,7 +48,7 @@ type discovered struct {
 
 func newEnder(f *cmdutil.Factory, endSession bool) *ender {
 	return &ender{f: f, errOut: f.IO.ErrOut, endSession: endSession,
-		providers: map[string]discovered{}, revoked: map[[32]byte]bool{}, ended: map[string]bool{}}
+		providers: map[string]discovered{}, revoked: map[[32]byte]bool{}, ended: map[string]bool{}, unreachable: map[string]bool{}}
 }
 
 func (e *ender) discover(ctx context.Context, login *config.OIDC) (*oidclogin.Provider, error) {
@@ -82,8 +87,18 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens,
 	defer cancel()
 	p, err := e.discover(issuerCtx, login)
 	if err != nil {
+		// Once per issuer: --all may have many sessions there.
+		if e.unreachable[login.Issuer] {
+			return
+		}
+		e.unreachable[login.Issuer] = true
 		e.failed++
-		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): its refresh token stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
+		if len(toRevoke) == 0 {
+			fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document (%v): your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer, err)
+			return
+		}
+		e.revokeFailed = true
+		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): what was to be revoked stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
 		return
 	}
 	e.revoke(issuerCtx, login, p, t, toRevoke, withoutItsSecret)
@@ -128,6 +143,7 @@ func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Pro
 			fmt.Fprintf(e.errOut, "! %s: the issuer does not revoke access tokens on their own: the session's access token stays valid there until it expires%s\n", login.Issuer, until(t.AccessTokenExpiry))
 		default:
 			e.failed++
+			e.revokeFailed = true
 			what := "refresh token"
 			if r.hint == oidclogin.HintAccessToken {
 				what = "access token"
@@ -190,6 +206,10 @@ func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidcl
 func (e *ender) err() error {
 	if e.failed == 0 {
 		return nil
+	}
+	if !e.revokeFailed {
+		return fmt.Errorf("%d request(s) to end the session at the issuer failed (see above): the local copies were removed, "+
+			"but your browser may still be signed in there; sign out on the issuer's own page", e.failed)
 	}
 	return fmt.Errorf("%d request(s) to end the session at the issuer failed (see above): the local copies were removed, "+
 		"but what was not revoked stays valid at the issuer until it expires; sign out at the issuer, or ask its administrator to end the session", e.failed)

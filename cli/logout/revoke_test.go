@@ -684,3 +684,45 @@ func TestLogoutAllRevokesWithoutTheClientSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestLogoutAcceptsAny2xx: an issuer answering 204 No Content revoked
+// the token; it is not a failure.
+func TestLogoutAcceptsAny2xx(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.RevocationEndpoint, ti.RevokeStatus = ti.URL+"/revoke", http.StatusNoContent
+	args := ti.args()
+	kr, _, kubeconfig := setup(t, args, nil)
+	cacheSession(t, kr, args, session())
+	out, err := runLogout(t, nil, "--kubeconfig="+kubeconfig)
+	if err != nil || !strings.Contains(out, "Revoked the session's refresh token at "+ti.URL) {
+		t.Fatalf("an issuer answering 204: %v\n%s", err, out)
+	}
+}
+
+// TestLogoutUnreachableIssuer: with --all, an issuer that cannot be
+// reached is said once however many sessions it had; with only
+// --end-session to do (no session cached), no refresh token is said to
+// stay valid.
+func TestLogoutUnreachableIssuer(t *testing.T) {
+	ti := newTestIssuer(t)
+	args := ti.args()
+	kr, files, kubeconfig := setup(t, args, nil)
+	ti.srv.Close()
+	s1, s2 := session(), session()
+	s2.RefreshToken, s2.AccessToken = "REFRESH-TOKEN-xyz-2", "ACCESS-TOKEN-xyz-2"
+	cacheSession(t, kr, args, s1)
+	cacheSession(t, files, ti.args("--scopes=openid,offline_access,email"), s2)
+	out, err := runLogout(t, nil, "--all")
+	if err == nil {
+		t.Fatalf("logout --all with an unreachable issuer succeeded:\n%s", out)
+	}
+	empty(t, kr, files)
+	if n := strings.Count(out, "could not read the issuer's discovery document"); n != 1 {
+		t.Errorf("the unreachable issuer was said %d times, want once:\n%s", n, out)
+	}
+
+	out, err = runLogout(t, nil, "--kubeconfig="+kubeconfig, "--end-session")
+	if err == nil || !strings.Contains(out, "could not read the issuer's discovery document") || strings.Contains(out, "refresh token") || strings.Contains(out, "stays valid") {
+		t.Errorf("--end-session alone with an unreachable issuer: %v\n%s", err, out)
+	}
+}

@@ -77,7 +77,8 @@ func (p *Provider) Revoke(ctx context.Context, token, hint string) error {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode == http.StatusOK {
+	// RFC 7009 says 200, but any success is one: some answer 204.
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	var e struct {
