@@ -3,12 +3,15 @@ package logout
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +22,7 @@ import (
 
 	xhtml "golang.org/x/net/html"
 
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
@@ -40,7 +44,9 @@ type request struct {
 type testIssuer struct {
 	URL string
 	CA  []byte
-	srv *httptest.Server
+	// ClientID is what its logins use.
+	ClientID string
+	srv      *httptest.Server
 
 	// RevocationEndpoint and EndSessionEndpoint are advertised when set
 	// ("/revoke" and "/end_session" are served).
@@ -58,7 +64,14 @@ type testIssuer struct {
 }
 
 func newTestIssuer(t *testing.T) *testIssuer {
-	ti := &testIssuer{}
+	return newTestIssuerWith(t, "pinniped-cli", nil)
+}
+
+// newTestIssuerWith is a testIssuer whose logins use clientID; with ca,
+// its serving certificate is ca's (otherwise httptest's own, which every
+// httptest server shares).
+func newTestIssuerWith(t *testing.T, clientID string, ca *certauthority.CA) *testIssuer {
+	ti := &testIssuer{ClientID: clientID}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		ti.mu.Lock()
@@ -90,10 +103,25 @@ func newTestIssuer(t *testing.T) *testIssuer {
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
 	})
-	ti.srv = httptest.NewTLSServer(mux)
+	ti.srv = httptest.NewUnstartedServer(mux)
+	if ca != nil {
+		issued, err := ca.IssueServingCert("test issuer", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ti.srv.StartTLS()
 	t.Cleanup(ti.srv.Close)
 	ti.URL = ti.srv.URL
 	ti.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ti.srv.Certificate().Raw})
+	if ca != nil {
+		ti.CA = ca.CertPEM()
+	}
 	return ti
 }
 
@@ -112,7 +140,7 @@ func (ti *testIssuer) received() []request {
 
 // args are a kubeconfig's login arguments for this issuer.
 func (ti *testIssuer) args(extra ...string) []string {
-	return append([]string{"login", "oidc", "--issuer=" + ti.URL, "--client-id=pinniped-cli",
+	return append([]string{"login", "oidc", "--issuer=" + ti.URL, "--client-id=" + ti.ClientID,
 		"--ca-bundle-data=" + base64.StdEncoding.EncodeToString(ti.CA)}, extra...)
 }
 
@@ -291,11 +319,32 @@ func newRecorder(t *testing.T) *recorder {
 func (r *recorder) count() int { r.mu.Lock(); defer r.mu.Unlock(); return r.n }
 
 // TestLogoutAllRevokesEachSession: --all revokes every session with what
-// it recorded of its login (issuer, client ID, CA); a session cached
-// before sessions recorded that is removed and said not to be revoked.
+// it recorded of its login: each issuer receives its own sessions' tokens
+// with their own client ID, reached through the CA that session's login
+// trusted (issuer b's certificate is of a CA of its own, which issuer a's
+// does not verify); a session cached before sessions recorded that is
+// removed and said not to be revoked.
 func TestLogoutAllRevokesEachSession(t *testing.T) {
-	a, b := newTestIssuer(t), newTestIssuer(t)
+	caB, err := certauthority.New("issuer b's CA", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := newTestIssuer(t), newTestIssuerWith(t, "client-of-b", caB)
 	a.RevocationEndpoint, b.RevocationEndpoint = a.URL+"/revoke", b.URL+"/revoke"
+	// Each CA verifies only its own issuer: a revocation that reached b
+	// went through b's CA.
+	for _, c := range []struct {
+		ca   []byte
+		srv  *httptest.Server
+		want bool
+	}{{a.CA, a.srv, true}, {a.CA, b.srv, false}, {b.CA, b.srv, true}, {b.CA, a.srv, false}} {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(c.ca)
+		_, err := c.srv.Certificate().Verify(x509.VerifyOptions{Roots: pool})
+		if (err == nil) != c.want {
+			t.Fatalf("the test's CAs do not each verify only their own issuer: %v", err)
+		}
+	}
 	kr, files, _ := setup(t, a.args(), nil)
 	cacheSession(t, kr, a.args(), session())
 	sb := session()
@@ -303,6 +352,7 @@ func TestLogoutAllRevokesEachSession(t *testing.T) {
 	cacheSession(t, files, b.args(), sb)
 	older := session()
 	older.Issuer = nil
+	older.RefreshToken, older.AccessToken = "REFRESH-TOKEN-xyz-older", ""
 	if err := (&sessions.Cache{Store: files}).Put(context.Background(), "sess-older", older); err != nil {
 		t.Fatal(err)
 	}
@@ -313,11 +363,17 @@ func TestLogoutAllRevokesEachSession(t *testing.T) {
 	}
 	empty(t, kr, files)
 	noTokenIn(t, out)
-	if got := a.received(); len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
-		t.Errorf("issuer a received %+v", got)
+	got := a.received()
+	if len(got) != 2 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz" || got[1].Form.Get("token") != "ACCESS-TOKEN-xyz" {
+		t.Errorf("issuer a received %d revocations, want its refresh and access tokens", len(got))
 	}
-	if got := b.received(); len(got) != 1 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz-b" || got[0].Form.Get("client_secret") != "" {
-		t.Errorf("issuer b received %+v", got)
+	for _, r := range got {
+		if r.Form.Get("client_id") != "pinniped-cli" {
+			t.Errorf("issuer a received client_id %q", r.Form.Get("client_id"))
+		}
+	}
+	if got := b.received(); len(got) != 1 || got[0].Form.Get("token") != "REFRESH-TOKEN-xyz-b" || got[0].Form.Get("client_id") != "client-of-b" || got[0].Form.Has("client_secret") {
+		t.Errorf("issuer b received %d revocations, want its refresh token with client_id client-of-b", len(got))
 	}
 	for _, want := range []string{"1 session(s) were cached by an older pinniped",
 		"Revoked the session's refresh token at " + a.URL, "Revoked the session's refresh token at " + b.URL} {
