@@ -31,6 +31,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin/oidctest"
 )
 
 // request is what the test issuer's endpoints received.
@@ -781,4 +783,41 @@ func TestLogoutUnreachableIssuer(t *testing.T) {
 	if err == nil || !strings.Contains(out, "could not read the issuer's discovery document") || strings.Contains(out, "refresh token") || strings.Contains(out, "stays valid") {
 		t.Errorf("--end-session alone with an unreachable issuer: %v\n%s", err, out)
 	}
+}
+
+// TestLogoutRevokedTokenStopsWorking: against a provider that refuses a
+// revoked refresh token, the session's refresh token no longer refreshes
+// after logout, while another session's still does.
+func TestLogoutRevokedTokenStopsWorking(t *testing.T) {
+	ctx := context.Background()
+	op := oidctest.New(t)
+	login := &config.OIDC{Issuer: op.URL, ClientID: op.ClientID, CABundle: op.CABundle}
+	p, err := oidclogin.Discover(ctx, login, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loggedOut, other := passwordSession(t, p), passwordSession(t, p)
+	args := []string{"login", "oidc", "--issuer=" + op.URL, "--client-id=" + op.ClientID, "--ca-bundle-data=" + base64.StdEncoding.EncodeToString(op.CABundle)}
+	kr, _, kubeconfig := setup(t, args, nil)
+	cacheSession(t, kr, args, loggedOut)
+	out, err := runLogout(t, nil, "--kubeconfig="+kubeconfig)
+	if err != nil || !strings.Contains(out, "Revoked the session's refresh token at "+op.URL) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := p.Refresh(ctx, loggedOut.RefreshToken); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Errorf("the logged-out session's refresh token still refreshes (%v)", err)
+	}
+	if _, err := p.Refresh(ctx, other.RefreshToken); err != nil {
+		t.Errorf("another session's refresh token no longer refreshes: %v", err)
+	}
+}
+
+// passwordSession is a new session at p's test provider.
+func passwordSession(t *testing.T, p *oidclogin.Provider) *sessions.Tokens {
+	t.Helper()
+	s, err := p.PasswordGrant(context.Background(), "alice", "password")
+	if err != nil || s.RefreshToken == "" {
+		t.Fatalf("no session from the test provider: %v", err)
+	}
+	return s
 }
