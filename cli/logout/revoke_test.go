@@ -623,7 +623,8 @@ func TestLogoutAllWaitsForARefreshInProgress(t *testing.T) {
 	ti.RevocationEndpoint = ti.URL + "/revoke"
 	args := ti.args()
 	kr, files, _ := setup(t, args, nil)
-	cacheSession(t, kr, args, session())
+	// The files, not the test keyring, which is not safe for concurrent use.
+	cacheSession(t, files, args, session())
 	c, err := flagset.ParseOIDC(args[2:], func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -649,7 +650,7 @@ func TestLogoutAllWaitsForARefreshInProgress(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	rotated := session()
 	rotated.RefreshToken, rotated.AccessToken = "REFRESH-TOKEN-xyz-rotated", "ACCESS-TOKEN-xyz-rotated"
-	cacheSession(t, kr, args, rotated)
+	cacheSession(t, files, args, rotated)
 	_ = held.Unlock()
 	r := <-done
 	if r.err != nil {
