@@ -58,19 +58,23 @@ refresh token stays valid there until it expires; the exit code is still 0.
 A revocation that fails (an error answer, an unreachable issuer, or a
 revocation endpoint that is not https, to which no token is sent) is
 reported and the exit code is 1. With --all, a session logged in with
---client-secret is not revoked: sessions do not keep the secret (log out of
-its context first). Sessions cached by an older pinniped did not record
+--client-secret is revoked with the client ID alone, since sessions do not
+keep the secret; an issuer that wants the secret refuses, which is reported
+as a warning (log out of its context first to revoke it). Sessions cached by an older pinniped did not record
 their issuer: --all removes them without revoking them.
 
---end-session also opens your browser at the issuer's end_session_endpoint
-(OpenID Connect RP-initiated logout), with the session's ID token as
-id_token_hint and the client ID, so that the issuer's browser session ends
-too and the next login asks for your password again. Where no browser can be
-opened, the link is printed on stderr for you to open; it carries your ID
-token, so it is printed only then.
+--end-session also ends the issuer's browser session (OpenID Connect
+RP-initiated logout), so that the next login asks for your password again:
+it opens your browser at a one-shot page on 127.0.0.1 that posts the
+session's ID token (as id_token_hint) and the client ID to the issuer's
+end_session_endpoint, and waits up to 2 minutes for the browser to load it.
+The ID token is never in a URL or on a command line. Where no browser can be
+opened, it says where to sign out at the issuer instead.
 
-Cluster credentials already handed to kubectl stay valid until they expire
-(minutes).`,
+What logout cannot recall: cluster credentials already handed to kubectl
+stay valid until they expire (a Concierge's within minutes; without a
+Concierge the ID token is the credential, valid as long as the issuer made
+it, often an hour), and so does the session's ID token.`,
 		Example: `  pinniped logout
   pinniped logout --context=prod --end-session
   pinniped logout --all`,
@@ -80,7 +84,7 @@ Cluster credentials already handed to kubectl stay valid until they expire
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")
 	cmd.Flags().BoolVar(&o.All, "all", false, "end and forget every cached session and credential")
-	cmd.Flags().BoolVar(&o.EndSession, "end-session", false, "also open the browser at the issuer's end_session_endpoint to end its browser session")
+	cmd.Flags().BoolVar(&o.EndSession, "end-session", false, "also end the issuer's browser session (RP-initiated logout, in your browser)")
 	cmd.Flags().StringVar(&o.CredentialCache, "credential-cache", "", "override the cache the context's login uses")
 	return cmd
 }
@@ -98,12 +102,16 @@ func (o *Options) Run(ctx context.Context) error {
 	errOut := o.f.IO.ErrOut
 	ender := newEnder(o.f, o.EndSession)
 	if o.All {
-		n, removed, err := forgetAll(ctx, o.f.Caches, errOut)
+		n, removed, err := forgetAll(ctx, o.f.Caches, errOut, o.LoginWait)
+		if err == nil {
+			fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
+		}
+		// Before any failure is returned: what was removed is nowhere a
+		// second logout would find it.
+		endAll(ctx, ender, removed)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(errOut, "Removed %d cached credentials and sessions.\n", n)
-		endAll(ctx, ender, removed)
 		return ender.err()
 	}
 	if err := o.logoutContext(ctx, ender); err != nil {
@@ -115,26 +123,22 @@ func (o *Options) Run(ctx context.Context) error {
 // endAll ends each removed session at its issuer, with what the session
 // recorded of its login: --all has no kubeconfig to read it from.
 func endAll(ctx context.Context, ender *ender, removed []*sessions.Tokens) {
-	older, withSecret := 0, 0
+	older := 0
 	for _, t := range removed {
-		switch {
-		case t.Issuer == nil:
+		if t.Issuer == nil {
 			if t.RefreshToken != "" || t.AccessToken != "" {
 				older++
 			}
-		case t.Issuer.HasClientSecret:
-			withSecret++
-		default:
-			ender.end(ctx, &config.OIDC{Issuer: t.Issuer.URL, ClientID: t.Issuer.ClientID, CABundle: t.Issuer.CABundle}, t)
+			continue
 		}
+		// A session logged in with --client-secret does not keep it: it is
+		// revoked with the client ID alone, which many issuers accept
+		// (RFC 7009 lets them), and a refusal is only a warning.
+		ender.end(ctx, &config.OIDC{Issuer: t.Issuer.URL, ClientID: t.Issuer.ClientID, CABundle: t.Issuer.CABundle}, t, t.Issuer.HasClientSecret)
 	}
 	if older > 0 {
 		fmt.Fprintf(ender.errOut, "! %d session(s) were cached by an older pinniped, which did not record their issuer: they were removed here but not revoked, "+
 			"and their refresh tokens stay valid at the issuer until they expire\n", older)
-	}
-	if withSecret > 0 {
-		fmt.Fprintf(ender.errOut, "! %d session(s) were logged in with --client-secret, which sessions do not keep: they were removed here but not revoked, "+
-			"and their refresh tokens stay valid at the issuer until they expire (next time, run pinniped logout --context=NAME for them before --all)\n", withSecret)
 	}
 }
 
@@ -174,9 +178,9 @@ func cachesFor(places cmdutil.Caches, mode string) ([]caches, error) {
 }
 
 // forgetAll clears every store, each with its own index, and returns the
-// sessions it removed, for revoking. A keyring that does not answer is
-// reported, not fatal: the files are still cleared.
-func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (int, []*sessions.Tokens, error) {
+// sessions it removed, for revoking, also when it fails partway. A keyring
+// that does not answer is reported, not fatal: the files are still cleared.
+func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, loginWait time.Duration) (int, []*sessions.Tokens, error) {
 	all, err := cachesFor(places, "keyring")
 	if err != nil {
 		return 0, nil, err
@@ -184,29 +188,62 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer) (in
 	total := 0
 	var removed []*sessions.Tokens
 	for _, c := range all {
-		var held []*sessions.Tokens
-		for _, k := range c.sess.Keys(ctx) {
-			if t := c.sess.Get(ctx, k); t != nil {
-				held = append(held, t)
-			}
-		}
-		n, err := c.creds.Clear(ctx)
-		if err == nil {
-			var m int
-			m, err = c.sess.Clear(ctx)
-			n += m
-		}
+		n, held, err := clearStore(ctx, c, loginWait)
+		total += n
+		removed = append(removed, held...)
 		if err != nil {
 			if isKeyring(c.store) {
-				fmt.Fprintf(errOut, "! %s: %v; what it holds was not removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
+				fmt.Fprintf(errOut, "! %s: %v; not all it holds was removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
 				continue
 			}
 			return total, removed, err
 		}
-		total += n
-		removed = append(removed, held...)
 	}
 	return total, removed, nil
+}
+
+// clearStore removes each session of c under its login lock, then every
+// credential and whatever the index still lists. Without the lock, a
+// refresh running meanwhile could rotate the refresh token between the read
+// and the removal: the spent token would be revoked (an issuer answers 200
+// for a token it does not know) and the new one removed unrevoked.
+func clearStore(ctx context.Context, c caches, loginWait time.Duration) (int, []*sessions.Tokens, error) {
+	n := 0
+	var held []*sessions.Tokens
+	for _, k := range c.sess.Keys(ctx) {
+		had, t, err := forgetSession(ctx, c, k, loginWait)
+		if t != nil {
+			held = append(held, t)
+		}
+		if had {
+			n++
+		}
+		if err != nil {
+			return n, held, err
+		}
+	}
+	m, err := c.creds.Clear(ctx)
+	n += m
+	if err != nil {
+		return n, held, err
+	}
+	// Left in the index: entries whose value was already gone.
+	_, err = c.sess.Clear(ctx)
+	return n, held, err
+}
+
+// forgetSession removes the session under key, holding the lock a login or
+// refresh of it holds; it returns the session it read, for revoking, also
+// when the removal failed partway.
+func forgetSession(ctx context.Context, c caches, key string, loginWait time.Duration) (bool, *sessions.Tokens, error) {
+	unlock, err := holdLoginLock(ctx, c.lockDir, key, loginWait)
+	if err != nil {
+		return false, nil, err
+	}
+	defer unlock()
+	t := c.sess.Get(ctx, key)
+	had, err := c.sess.Delete(ctx, key)
+	return had, t, err
 }
 
 func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
@@ -252,6 +289,7 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	key, sk := login.CredentialKey(cluster), login.SessionKey()
 	removed := false
 	var held []*sessions.Tokens
+	var failure error
 	for _, c := range all {
 		had, session, err := forget(ctx, c, key, sk, o.LoginWait)
 		if session != nil {
@@ -262,11 +300,15 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
 				continue
 			}
-			return err
+			// What was read from the keyring is gone from it already: a
+			// second logout would not find it to revoke it.
+			failure = err
+			break
 		}
 		removed = removed || had
 	}
 	switch {
+	case failure != nil:
 	case removed:
 		fmt.Fprintf(errOut, "Logged out of %s: the next kubectl call will log in again.\n", contextName)
 	case login.MayUsePassword() && login.Username == "":
@@ -279,13 +321,13 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	// After the removal: nothing the issuer does (fail, hang, be
 	// interrupted) can leave the local copies behind.
 	for _, t := range held {
-		ender.end(ctx, login, t)
+		ender.end(ctx, login, t, false)
 	}
 	if len(held) == 0 && o.EndSession {
 		// No ID token to hint with; the issuer then asks which session to end.
-		ender.end(ctx, login, nil)
+		ender.end(ctx, login, nil, false)
 	}
-	return nil
+	return failure
 }
 
 // forget removes one credential and one session from c; it reports whether
@@ -309,12 +351,11 @@ func forget(ctx context.Context, c caches, key, sessionKey string, loginWait tim
 		return hadCred, nil, err
 	}
 	session := c.sess.Get(ctx, sessionKey)
+	// Returned even when Delete fails: it may have removed the session and
+	// failed on the index, and a session not found again is never revoked.
+	// One still cached after a revocation fails its next refresh, which
+	// asks for a login.
 	hadSession, err := c.sess.Delete(ctx, sessionKey)
-	if err != nil {
-		// Still there: revoking it would leave a cached session that no
-		// longer works, and the person told to run logout again.
-		session = nil
-	}
 	return hadCred || hadSession, session, err
 }
 

@@ -32,8 +32,13 @@ type ender struct {
 	// keyring and its file fallback), by hash.
 	revoked map[[32]byte]bool
 	// ended are the issuer and client pairs whose end-session page was opened.
-	ended  map[string]bool
-	failed int
+	ended map[string]bool
+	// unreachable are the issuers whose discovery failed, said once each.
+	unreachable map[string]bool
+	failed      int
+	// revokeFailed: a token to revoke was not, rather than only the
+	// browser session left.
+	revokeFailed bool
 }
 
 type discovered struct {
@@ -43,7 +48,7 @@ type discovered struct {
 
 func newEnder(f *cmdutil.Factory, endSession bool) *ender {
 	return &ender{f: f, errOut: f.IO.ErrOut, endSession: endSession,
-		providers: map[string]discovered{}, revoked: map[[32]byte]bool{}, ended: map[string]bool{}}
+		providers: map[string]discovered{}, revoked: map[[32]byte]bool{}, ended: map[string]bool{}, unreachable: map[string]bool{}}
 }
 
 func (e *ender) discover(ctx context.Context, login *config.OIDC) (*oidclogin.Provider, error) {
@@ -61,7 +66,9 @@ func (e *ender) discover(ctx context.Context, login *config.OIDC) (*oidclogin.Pr
 // end revokes the tokens of t (which may be nil: then only --end-session
 // has anything to do), a session of login, whose local copies are already
 // removed. Failures are reported on stderr and counted in e.failed.
-func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens) {
+// withoutItsSecret: login has a client secret that is not at hand, so an
+// issuer refusing the client ID alone is a warning.
+func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens, withoutItsSecret bool) {
 	if t == nil {
 		t = &sessions.Tokens{}
 	}
@@ -76,24 +83,36 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens)
 	if len(toRevoke) == 0 && !wantEnd {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, issuerWait)
+	issuerCtx, cancel := context.WithTimeout(ctx, issuerWait)
 	defer cancel()
-	p, err := e.discover(ctx, login)
+	p, err := e.discover(issuerCtx, login)
 	if err != nil {
+		// Once per issuer: --all may have many sessions there.
+		if e.unreachable[login.Issuer] {
+			return
+		}
+		e.unreachable[login.Issuer] = true
 		e.failed++
-		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): its refresh token stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
+		if len(toRevoke) == 0 {
+			fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document (%v): your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer, err)
+			return
+		}
+		e.revokeFailed = true
+		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): what was to be revoked stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
 		return
 	}
-	e.revoke(ctx, login, p, t, toRevoke)
+	e.revoke(issuerCtx, login, p, t, toRevoke, withoutItsSecret)
 	if wantEnd {
 		e.ended[endKey] = true
-		e.openEndSession(login, p, t.IDToken)
+		// Not bound by issuerWait: the person's browser, not the issuer,
+		// takes its time.
+		e.openEndSession(ctx, login, p, t.IDToken)
 	}
 }
 
 type revocation struct{ token, hint string }
 
-func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, t *sessions.Tokens, toRevoke []revocation) {
+func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, t *sessions.Tokens, toRevoke []revocation, withoutItsSecret bool) {
 	for _, r := range toRevoke {
 		// Once, whatever the answer: the other copies are the same token.
 		e.revoked[sha256.Sum256([]byte(r.token))] = true
@@ -113,12 +132,18 @@ func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Pro
 			}
 			fmt.Fprintf(e.errOut, "! %s: the issuer has no revocation endpoint: the %s stays valid there until it expires; the local copies were removed\n", login.Issuer, what)
 			return
+		case errors.Is(err, oidclogin.ErrClientAuthentication) && withoutItsSecret:
+			// Its other tokens would be refused alike.
+			fmt.Fprintf(e.errOut, "! %s: the session was logged in with --client-secret, which sessions do not keep, and the issuer does not revoke without it: "+
+				"its refresh token stays valid there until it expires (next time, run pinniped logout --context=NAME for it before --all); the local copies were removed\n", login.Issuer)
+			return
 		case errors.Is(err, oidclogin.ErrUnsupportedTokenType) && r.hint == oidclogin.HintAccessToken:
 			// Many issuers revoke the access tokens of a grant with its
 			// refresh token, or issue JWTs that cannot be recalled.
 			fmt.Fprintf(e.errOut, "! %s: the issuer does not revoke access tokens on their own: the session's access token stays valid there until it expires%s\n", login.Issuer, until(t.AccessTokenExpiry))
 		default:
 			e.failed++
+			e.revokeFailed = true
 			what := "refresh token"
 			if r.hint == oidclogin.HintAccessToken {
 				what = "access token"
@@ -135,11 +160,17 @@ func until(t time.Time) string {
 	return " (" + t.Local().Format(time.RFC3339) + ")"
 }
 
-// openEndSession opens the browser at the issuer's end_session_endpoint.
-// The URL carries the ID token (id_token_hint), so it is printed only when
-// no browser could be opened and the person must open it themselves.
-func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToken string) {
-	u, err := p.EndSessionURL(idToken)
+// endSessionWait bounds the wait for the browser to fetch the end-session
+// page.
+var endSessionWait = 2 * time.Minute
+
+// openEndSession has the browser POST the ID token to the issuer's
+// end_session_endpoint, through a one-shot page on a loopback listener:
+// neither the browser's command line nor its history sees the token. Where
+// no browser opens, the person is told to sign out at the issuer; the
+// token is never printed.
+func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, idToken string) {
+	endpoint, form, err := p.EndSessionForm(idToken)
 	switch {
 	case errors.Is(err, oidclogin.ErrNoEndSessionEndpoint):
 		fmt.Fprintf(e.errOut, "! %s: the issuer has no end_session_endpoint: your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer)
@@ -149,11 +180,25 @@ func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToke
 		fmt.Fprintf(e.errOut, "! %s: %v; your browser stays signed in there\n", login.Issuer, err)
 		return
 	}
-	if err := e.f.Browser(u); err != nil {
-		fmt.Fprintf(e.errOut, "No browser could be opened (%v). To end your session at %s in your browser, open this link yourself; it carries your ID token (as the issuer asks), so do not share it:\n  %s\n", err, login.Issuer, u)
+	signOut := fmt.Sprintf("To end your session at %s in your browser, sign out there (its logout page is %s).", login.Issuer, endpoint)
+	page, err := oidclogin.ServeFormPost(ctx, endpoint, form)
+	if err != nil {
+		fmt.Fprintf(e.errOut, "! could not serve the page that ends your session at the issuer (%v). %s\n", err, signOut)
 		return
 	}
-	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s.\n", login.Issuer)
+	defer page.Close()
+	if err := e.f.Browser(page.URL); err != nil {
+		fmt.Fprintf(e.errOut, "No browser could be opened (%v). %s\n", err, signOut)
+		return
+	}
+	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s; waiting up to %s for it to load the page...\n", login.Issuer, endSessionWait)
+	wctx, cancel := context.WithTimeout(ctx, endSessionWait)
+	defer cancel()
+	if err := page.Wait(wctx); err != nil {
+		fmt.Fprintf(e.errOut, "! the browser did not load the page within %s. %s\n", endSessionWait, signOut)
+		return
+	}
+	fmt.Fprintf(e.errOut, "Your browser was sent to end your session at %s.\n", login.Issuer)
 }
 
 // err is what the command returns: non-zero when a revocation or the
@@ -161,6 +206,10 @@ func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToke
 func (e *ender) err() error {
 	if e.failed == 0 {
 		return nil
+	}
+	if !e.revokeFailed {
+		return fmt.Errorf("%d request(s) to end the session at the issuer failed (see above): the local copies were removed, "+
+			"but your browser may still be signed in there; sign out on the issuer's own page", e.failed)
 	}
 	return fmt.Errorf("%d request(s) to end the session at the issuer failed (see above): the local copies were removed, "+
 		"but what was not revoked stays valid at the issuer until it expires; sign out at the issuer, or ask its administrator to end the session", e.failed)

@@ -345,7 +345,11 @@ func callbackHandler(state, issuer string, results chan<- callbackResult) http.H
 // passes the result on: the login may end, closing the server, before a
 // handler returns, and a page still buffered would be cut off.
 func sendPage(w http.ResponseWriter, status int, title, text string) {
-	body := fmt.Sprintf(page, title, text)
+	writeWhole(w, status, fmt.Sprintf(page, title, text))
+}
+
+// writeWhole writes body as an HTML page, with its length, and flushes it.
+func writeWhole(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
@@ -30,6 +35,10 @@ var (
 	// type (RFC 7009's unsupported_token_type), usually access tokens that
 	// are JWTs and live out their minutes.
 	ErrUnsupportedTokenType = errors.New("the issuer does not revoke tokens of this type")
+	// ErrClientAuthentication: the issuer did not accept the client's
+	// authentication (invalid_client, unauthorized_client), as when a
+	// client that has a secret revokes without it.
+	ErrClientAuthentication = errors.New("the issuer did not accept the client's authentication")
 )
 
 // oauthErrorCode is what of an issuer's error response may be shown: the
@@ -68,15 +77,19 @@ func (p *Provider) Revoke(ctx context.Context, token, hint string) error {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode == http.StatusOK {
+	// RFC 7009 says 200, but any success is one: some answer 204.
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	var e struct {
 		Error string `json:"error"`
 	}
 	_ = json.Unmarshal(body, &e)
-	if e.Error == "unsupported_token_type" {
+	switch e.Error {
+	case "unsupported_token_type":
 		return ErrUnsupportedTokenType
+	case "invalid_client", "unauthorized_client":
+		return fmt.Errorf("%w (HTTP %d, %s)", ErrClientAuthentication, resp.StatusCode, e.Error)
 	}
 	if oauthErrorCode.MatchString(e.Error) {
 		return fmt.Errorf("the issuer's revocation endpoint answered HTTP %d (%s)", resp.StatusCode, e.Error)
@@ -84,27 +97,130 @@ func (p *Provider) Revoke(ctx context.Context, token, hint string) error {
 	return fmt.Errorf("the issuer's revocation endpoint answered HTTP %d", resp.StatusCode)
 }
 
-// EndSessionURL is the address that ends the person's session at the
-// issuer in their browser (OpenID Connect RP-Initiated Logout 1.0), with
-// idToken (if any) as id_token_hint and the login's client_id. The URL
-// carries the ID token: it is for the browser, not for a log.
-func (p *Provider) EndSessionURL(idToken string) (string, error) {
-	endpoint := p.doc.EndSessionEndpoint
+// EndSessionForm is the request that ends the person's session at the
+// issuer in their browser (OpenID Connect RP-Initiated Logout 1.0): a POST
+// to endpoint (which the specification requires an issuer to accept) of
+// form, which holds idToken (if any) as id_token_hint and the login's
+// client_id. A POST keeps the ID token out of URLs, which end up in a
+// browser's history, a proxy's log and an opener's command line; endpoint
+// itself carries no token and may be shown.
+func (p *Provider) EndSessionForm(idToken string) (endpoint string, form url.Values, err error) {
+	endpoint = p.doc.EndSessionEndpoint
 	if endpoint == "" {
-		return "", ErrNoEndSessionEndpoint
+		return "", nil, ErrNoEndSessionEndpoint
 	}
 	if err := httpsurl.Check("the issuer's end_session_endpoint", endpoint); err != nil {
-		return "", fmt.Errorf("refused to open it: %w", err)
+		return "", nil, fmt.Errorf("refused to send the ID token there: %w", err)
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return "", fmt.Errorf("the issuer's end_session_endpoint: %w", err)
+		return "", nil, fmt.Errorf("the issuer's end_session_endpoint: %w", err)
 	}
-	q := u.Query()
+	form = url.Values{"client_id": {p.cfg.ClientID}}
 	if idToken != "" {
-		q.Set("id_token_hint", idToken)
+		form.Set("id_token_hint", idToken)
 	}
-	q.Set("client_id", p.cfg.ClientID)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String(), form, nil
+}
+
+// FormPage is a one-shot page on a loopback listener that has the browser
+// POST a form: the browser is opened at its URL, which carries no secret
+// but an unguessable path, instead of at a URL carrying the form's values.
+type FormPage struct {
+	// URL is the page's address, for the browser.
+	URL string
+
+	srv     *http.Server
+	fetched chan struct{}
+}
+
+// ServeFormPost starts a FormPage that posts form to action. It serves the
+// page once, to GET at its URL; anything else, and any later request, is
+// answered 404. Close it when done.
+func ServeFormPost(ctx context.Context, action string, form url.Values) (*FormPage, error) {
+	secretPath, err := randomString()
+	if err != nil {
+		return nil, err
+	}
+	nonce, err := randomString()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen on 127.0.0.1 for the browser: %w", err)
+	}
+	host := ln.Addr().String()
+	fp := &FormPage{URL: "http://" + host + "/" + secretPath, fetched: make(chan struct{})}
+	body := formPostPage(action, form, nonce)
+	var once sync.Once
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The Host check turns away a page of another site whose name
+		// was made to resolve to 127.0.0.1 (DNS rebinding).
+		if r.Method != http.MethodGet || r.URL.Path != "/"+secretPath || r.Host != host {
+			http.NotFound(w, r)
+			return
+		}
+		served := false
+		once.Do(func() {
+			served = true
+			h := w.Header()
+			// Only this page's own script runs, the form goes only to
+			// https (an issuer may redirect the POST to another of its
+			// hosts, and browsers hold redirects to form-action too), and
+			// nothing keeps or passes on the page, which holds the ID token.
+			h.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; form-action https:; base-uri 'none'; frame-ancestors 'none'")
+			h.Set("Cache-Control", "no-store")
+			h.Set("Pragma", "no-cache")
+			h.Set("Referrer-Policy", "no-referrer")
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("X-Frame-Options", "DENY")
+			writeWhole(w, http.StatusOK, body)
+			close(fp.fetched)
+		})
+		if !served {
+			http.NotFound(w, r)
+		}
+	})
+	fp.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = fp.srv.Serve(ln) }()
+	return fp, nil
+}
+
+// Wait returns nil once the page was fetched, or ctx's error.
+func (fp *FormPage) Wait(ctx context.Context) error {
+	select {
+	case <-fp.fetched:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Close stops the listener. The page was written whole and flushed before
+// it counted as fetched, so closing (rather than shutting down, which
+// waits for a browser's spare connection) does not cut it off.
+func (fp *FormPage) Close() { _ = fp.srv.Close() }
+
+// formPostPage is the page that posts form to action at once (a button
+// where scripts do not run), every value HTML-escaped.
+func formPostPage(action string, form url.Values, nonce string) string {
+	var b strings.Builder
+	b.WriteString(`<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer"><title>pinniped</title></head><body>`)
+	b.WriteString(`<h1>Signing you out</h1><p>Sending you to your identity provider to end your session there.</p>`)
+	b.WriteString(`<form id="f" method="post" action="` + html.EscapeString(action) + `">`)
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range form[k] {
+			b.WriteString(`<input type="hidden" name="` + html.EscapeString(k) + `" value="` + html.EscapeString(v) + `">`)
+		}
+	}
+	b.WriteString(`<noscript><button type="submit">Continue</button></noscript></form>`)
+	b.WriteString(`<script nonce="` + nonce + `">document.getElementById("f").submit();</script></body></html>`)
+	return b.String()
 }

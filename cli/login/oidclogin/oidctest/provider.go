@@ -48,6 +48,10 @@ type Provider struct {
 	deviceApproved atomic.Bool
 	// refreshTokens are the refresh tokens not yet used.
 	refreshTokens map[string]bool
+	// revoked are the tokens revoked at /revoke: a refresh with one fails.
+	revoked map[string]bool
+	// Revocations counts what /revoke accepted.
+	Revocations atomic.Int64
 
 	// IDPs, when set, make the provider play a Pinniped Supervisor with
 	// these identity providers: its discovery names them, and authorize
@@ -93,7 +97,7 @@ type codeInfo struct{ challenge, nonce, redirect string }
 func New(t testing.TB) *Provider {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	p := &Provider{ClientID: "pinniped-cli", key: key, codes: map[string]codeInfo{}, refreshTokens: map[string]bool{}, Now: time.Now}
+	p := &Provider{ClientID: "pinniped-cli", key: key, codes: map[string]codeInfo{}, refreshTokens: map[string]bool{}, revoked: map[string]bool{}, Now: time.Now}
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
@@ -102,6 +106,7 @@ func New(t testing.TB) *Provider {
 			"authorization_endpoint":           p.URL + "/auth",
 			"token_endpoint":                   p.URL + "/token",
 			"device_authorization_endpoint":    p.URL + "/device",
+			"revocation_endpoint":              p.URL + "/revoke",
 			"code_challenge_methods_supported": []string{"S256"},
 		}
 		if p.IDPs != nil {
@@ -123,6 +128,7 @@ func New(t testing.TB) *Provider {
 	})
 	mux.HandleFunc("/auth", p.auth)
 	mux.HandleFunc("/token", p.token)
+	mux.HandleFunc("/revoke", p.revoke)
 	mux.HandleFunc("/device", func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		for k, v := range p.RequireAuthParams {
@@ -219,8 +225,9 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		unused := p.refreshTokens[f.Get("refresh_token")]
 		delete(p.refreshTokens, f.Get("refresh_token"))
+		revoked := p.revoked[f.Get("refresh_token")]
 		p.mu.Unlock()
-		if p.FailRefresh.Load() || f.Get("refresh_token") == "" || (p.SingleUseRefresh.Load() && !unused) {
+		if p.FailRefresh.Load() || f.Get("refresh_token") == "" || revoked || (p.SingleUseRefresh.Load() && !unused) {
 			writeJSON(w, 400, map[string]string{"error": "invalid_grant", "error_description": "refresh token revoked, expired or already used" + p.Hostile})
 			return
 		}
@@ -269,6 +276,30 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		"access_token": access, "token_type": "bearer", "expires_in": 3600,
 		"refresh_token": refresh, "id_token": p.sign(p.ClientID, nonce, hashed),
 	})
+}
+
+// revoke is an RFC 7009 revocation endpoint: the client authenticates as
+// at the token endpoint, and any token, known or not, is answered 200.
+func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeJSON(w, 405, map[string]string{"error": "invalid_request"})
+		return
+	}
+	if err := r.ParseForm(); err != nil || r.PostForm.Get("token") == "" {
+		writeJSON(w, 400, map[string]string{"error": "invalid_request"})
+		return
+	}
+	f := r.PostForm
+	if f.Get("client_id") != p.ClientID || (p.ClientSecret != "" && f.Get("client_secret") != p.ClientSecret) {
+		writeJSON(w, 401, map[string]string{"error": "invalid_client"})
+		return
+	}
+	p.mu.Lock()
+	p.revoked[f.Get("token")] = true
+	delete(p.refreshTokens, f.Get("token"))
+	p.mu.Unlock()
+	p.Revocations.Add(1)
+	w.WriteHeader(http.StatusOK)
 }
 
 // sign makes an ID token; with an access token, its at_hash (ES256: the
