@@ -28,6 +28,22 @@ type Tokens struct {
 	// Username and Groups are read from the verified ID token, for display.
 	Username string   `json:"username,omitempty"`
 	Groups   []string `json:"groups,omitempty"`
+	// Issuer is the login the tokens came from, so that `pinniped logout
+	// --all`, which has no kubeconfig to read it from, can revoke them
+	// there. Nil in sessions cached before it was recorded.
+	Issuer *Issuer `json:"issuer,omitempty"`
+}
+
+// Issuer is what revoking a session at its issuer needs, and what the
+// session itself can keep: the client secret (of --client-secret) stays in
+// the kubeconfig, and HasClientSecret only says there is one.
+type Issuer struct {
+	URL      string `json:"url"`
+	ClientID string `json:"clientID"`
+	// CABundle is the issuer's CA (PEM) as the login trusted it; empty
+	// means the system's roots.
+	CABundle        []byte `json:"caBundle,omitempty"`
+	HasClientSecret bool   `json:"hasClientSecret,omitempty"`
 }
 
 // indexKey names the list of session keys.

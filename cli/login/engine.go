@@ -330,7 +330,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 		e.UI.Step("refreshing your session")
 		fresh, err := p.Refresh(ctx, session.RefreshToken)
 		if err == nil {
-			e.saveSession(ctx, sk, fresh)
+			e.saveSession(ctx, sk, c, fresh)
 			return fresh, true, nil
 		}
 		e.UI.Warn("could not refresh the session ("+err.Error()+")", "logging in again")
@@ -345,7 +345,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 	if ctx.Err() != nil {
 		return nil, false, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 	}
-	e.saveSession(ctx, sk, tokens)
+	e.saveSession(ctx, sk, c, tokens)
 	return tokens, false, nil
 }
 
@@ -467,10 +467,11 @@ func (e *Engine) usableSession(ctx context.Context, key string, c *config.OIDC) 
 	return nil
 }
 
-func (e *Engine) saveSession(ctx context.Context, key string, t *sessions.Tokens) {
+func (e *Engine) saveSession(ctx context.Context, key string, c *config.OIDC, t *sessions.Tokens) {
 	if e.Store == nil {
 		return
 	}
+	t.Issuer = &sessions.Issuer{URL: c.Issuer, ClientID: c.ClientID, CABundle: c.CABundle, HasClientSecret: c.ClientSecret != ""}
 	if err := e.sessions().Put(ctx, key, t); err != nil {
 		e.UI.Warn("could not save the session ("+err.Error()+")", "the next login will ask you again")
 	}

@@ -25,6 +25,7 @@ import (
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -593,4 +594,51 @@ func decodeSegment(t *testing.T, seg string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSessionRecordsItsIssuer: a saved session records its login's issuer,
+// client ID and CA (never the client secret), after a login and after a
+// refresh, which also fills them in for a session cached without them:
+// `pinniped logout --all` revokes sessions with them.
+func TestSessionRecordsItsIssuer(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r := h.request(false)
+	r.ClientSecret = "s3cret"
+	h.idp.ClientSecret = "s3cret"
+	cache := &sessions.Cache{Store: h.store}
+	check := func(when string) {
+		t.Helper()
+		s := cache.Get(ctx, r.SessionKey())
+		if s == nil || s.Issuer == nil {
+			t.Fatalf("%s: the session records no issuer: %+v", when, s)
+		}
+		want := sessions.Issuer{URL: h.idp.URL, ClientID: h.idp.ClientID, CABundle: h.idp.CABundle, HasClientSecret: true}
+		if s.Issuer.URL != want.URL || s.Issuer.ClientID != want.ClientID || !bytes.Equal(s.Issuer.CABundle, want.CABundle) || !s.Issuer.HasClientSecret {
+			t.Fatalf("%s: the session records %+v, want %+v", when, s.Issuer, want)
+		}
+	}
+	e := h.engine(io.Discard)
+	e.Discover = func(ctx context.Context) (login.Provider, error) { return oidclogin.Discover(ctx, r, h.clk.now) }
+	if err := e.LoginOIDC(ctx, r, interactive); err != nil {
+		t.Fatal(err)
+	}
+	check("after a login")
+	raw, err := h.store.Get(ctx, r.SessionKey())
+	if err != nil || bytes.Contains(raw, []byte("s3cret")) {
+		t.Fatalf("the session holds the client secret (or cannot be read: %v)", err)
+	}
+	older := cache.Get(ctx, r.SessionKey())
+	older.Issuer = nil
+	if err := cache.Put(ctx, r.SessionKey(), older); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.add(2 * time.Hour)
+	if err := e.LoginOIDC(ctx, r, interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.idp.RefreshGrants.Load() != 1 {
+		t.Fatalf("refresh grants %d, want 1", h.idp.RefreshGrants.Load())
+	}
+	check("after a refresh")
 }

@@ -94,6 +94,14 @@ func setup(t *testing.T, args []string, env map[string]string) (keyringStore, fi
 var ldapArgs = []string{"login", "oidc", "--issuer=https://supervisor.example.com", "--client-id=pinniped-cli",
 	"--upstream-identity-provider-name=LDAP", "--upstream-identity-provider-type=ldap", "--upstream-identity-provider-flow=cli_password"}
 
+// supervisorLDAPArgs are ldapArgs for a Supervisor of the test's own: a
+// logout asks the issuer of a session it removes to revoke it.
+func supervisorLDAPArgs(t *testing.T) []string {
+	ti := newTestIssuer(t)
+	ti.Supervisor = true
+	return ti.args(ldapArgs[4:]...)
+}
+
 // cacheLogin caches a credential and a session in st under the keys the
 // login of args (with env) uses for the kubeconfig's cluster.
 func cacheLogin(t *testing.T, st cache.Store, args []string, env map[string]string) {
@@ -129,9 +137,10 @@ func empty(t *testing.T, stores ...cache.Store) {
 // kubeconfig's own environment, whatever this shell has.
 func TestLogoutReachesTheKeyringAndItsFiles(t *testing.T) {
 	env := map[string]string{"PINNIPED_USERNAME": "alice"}
-	kr, files, kubeconfig := setup(t, ldapArgs, env)
-	cacheLogin(t, kr, ldapArgs, env)
-	cacheLogin(t, files, ldapArgs, env)
+	args := supervisorLDAPArgs(t)
+	kr, files, kubeconfig := setup(t, args, env)
+	cacheLogin(t, kr, args, env)
+	cacheLogin(t, files, args, env)
 	out, err := runCmd(t, map[string]string{"PINNIPED_USERNAME": "someone-else"}, "logout", "--kubeconfig="+kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -215,9 +224,10 @@ func TestIsPinniped(t *testing.T) {
 // delete; logout does not report success under it.
 func TestLogoutWaitsForALoginInProgress(t *testing.T) {
 	env := map[string]string{"PINNIPED_USERNAME": "alice"}
-	kr, files, kubeconfig := setup(t, ldapArgs, env)
-	cacheLogin(t, kr, ldapArgs, env)
-	c, err := flagset.ParseOIDC(ldapArgs[2:], func(k string) string { return env[k] })
+	args := supervisorLDAPArgs(t)
+	kr, files, kubeconfig := setup(t, args, env)
+	cacheLogin(t, kr, args, env)
+	c, err := flagset.ParseOIDC(args[2:], func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,12 @@ type Document struct {
 	ScopesSupported             []string `json:"scopes_supported"`
 	ResponseModesSupported      []string `json:"response_modes_supported"`
 	IDTokenSigningAlgs          []string `json:"id_token_signing_alg_values_supported"`
+	// RevocationEndpoint (RFC 7009) and EndSessionEndpoint (RP-initiated
+	// logout) are for `pinniped logout`, which checks that they are https
+	// where it uses them: it must be able to tell the person that the
+	// issuer has one it refuses, not that it has none.
+	RevocationEndpoint string `json:"revocation_endpoint"`
+	EndSessionEndpoint string `json:"end_session_endpoint"`
 	// Supervisor is set by a Pinniped Supervisor only.
 	Supervisor *struct {
 		IdentityProvidersEndpoint string `json:"pinniped_identity_providers_endpoint"`

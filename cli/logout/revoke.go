@@ -1,0 +1,167 @@
+package logout
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+)
+
+// issuerWait bounds what one issuer may take to answer discovery and the
+// revocations: logout has already removed the local copies, and a person
+// waits for it.
+const issuerWait = 30 * time.Second
+
+// ender ends sessions at their issuers: it revokes their tokens (RFC 7009)
+// and, with --end-session, opens the browser at the issuer's
+// end_session_endpoint. It reads each issuer's discovery document once.
+type ender struct {
+	f          *cmdutil.Factory
+	errOut     io.Writer
+	endSession bool
+
+	providers map[string]discovered
+	// revoked are the tokens already sent (a session is often in both the
+	// keyring and its file fallback), by hash.
+	revoked map[[32]byte]bool
+	// ended are the issuer and client pairs whose end-session page was opened.
+	ended  map[string]bool
+	failed int
+}
+
+type discovered struct {
+	p   *oidclogin.Provider
+	err error
+}
+
+func newEnder(f *cmdutil.Factory, endSession bool) *ender {
+	return &ender{f: f, errOut: f.IO.ErrOut, endSession: endSession,
+		providers: map[string]discovered{}, revoked: map[[32]byte]bool{}, ended: map[string]bool{}}
+}
+
+func (e *ender) discover(ctx context.Context, login *config.OIDC) (*oidclogin.Provider, error) {
+	key := fmt.Sprintf("%s\x00%s\x00%x\x00%x", login.Issuer, login.ClientID, sha256.Sum256(login.CABundle), sha256.Sum256([]byte(login.ClientSecret)))
+	if d, ok := e.providers[key]; ok {
+		return d.p, d.err
+	}
+	// Discover uses the CLI's one HTTP client, trusting the issuer's CA as
+	// the login did.
+	p, err := oidclogin.Discover(ctx, login, e.f.Now)
+	e.providers[key] = discovered{p, err}
+	return p, err
+}
+
+// end revokes the tokens of t (which may be nil: then only --end-session
+// has anything to do), a session of login, whose local copies are already
+// removed. Failures are reported on stderr and counted in e.failed.
+func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens) {
+	if t == nil {
+		t = &sessions.Tokens{}
+	}
+	var toRevoke []revocation
+	for _, r := range []revocation{{t.RefreshToken, oidclogin.HintRefreshToken}, {t.AccessToken, oidclogin.HintAccessToken}} {
+		if r.token != "" && !e.revoked[sha256.Sum256([]byte(r.token))] {
+			toRevoke = append(toRevoke, r)
+		}
+	}
+	endKey := login.Issuer + "\x00" + login.ClientID
+	wantEnd := e.endSession && !e.ended[endKey]
+	if len(toRevoke) == 0 && !wantEnd {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, issuerWait)
+	defer cancel()
+	p, err := e.discover(ctx, login)
+	if err != nil {
+		e.failed++
+		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): its refresh token stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
+		return
+	}
+	e.revoke(ctx, login, p, t, toRevoke)
+	if wantEnd {
+		e.ended[endKey] = true
+		e.openEndSession(login, p, t.IDToken)
+	}
+}
+
+type revocation struct{ token, hint string }
+
+func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, t *sessions.Tokens, toRevoke []revocation) {
+	for _, r := range toRevoke {
+		// Once, whatever the answer: the other copies are the same token.
+		e.revoked[sha256.Sum256([]byte(r.token))] = true
+		err := p.Revoke(ctx, r.token, r.hint)
+		switch {
+		case err == nil:
+			if r.hint == oidclogin.HintRefreshToken {
+				fmt.Fprintf(e.errOut, "Revoked the session's refresh token at %s.\n", login.Issuer)
+			} else {
+				fmt.Fprintf(e.errOut, "Revoked the session's access token at %s.\n", login.Issuer)
+			}
+		case errors.Is(err, oidclogin.ErrNoRevocationEndpoint):
+			// Nothing else can be revoked there either.
+			what := "refresh token"
+			if t.RefreshToken == "" {
+				what = "access token"
+			}
+			fmt.Fprintf(e.errOut, "! %s: the issuer has no revocation endpoint: the %s stays valid there until it expires; the local copies were removed\n", login.Issuer, what)
+			return
+		case errors.Is(err, oidclogin.ErrUnsupportedTokenType) && r.hint == oidclogin.HintAccessToken:
+			// Many issuers revoke the access tokens of a grant with its
+			// refresh token, or issue JWTs that cannot be recalled.
+			fmt.Fprintf(e.errOut, "! %s: the issuer does not revoke access tokens on their own: the session's access token stays valid there until it expires%s\n", login.Issuer, until(t.AccessTokenExpiry))
+		default:
+			e.failed++
+			what := "refresh token"
+			if r.hint == oidclogin.HintAccessToken {
+				what = "access token"
+			}
+			fmt.Fprintf(e.errOut, "! %s: revoking the session's %s failed (%v): it stays valid there until it expires; the local copies were removed\n", login.Issuer, what, err)
+		}
+	}
+}
+
+func until(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " (" + t.Local().Format(time.RFC3339) + ")"
+}
+
+// openEndSession opens the browser at the issuer's end_session_endpoint.
+// The URL carries the ID token (id_token_hint), so it is printed only when
+// no browser could be opened and the person must open it themselves.
+func (e *ender) openEndSession(login *config.OIDC, p *oidclogin.Provider, idToken string) {
+	u, err := p.EndSessionURL(idToken)
+	switch {
+	case errors.Is(err, oidclogin.ErrNoEndSessionEndpoint):
+		fmt.Fprintf(e.errOut, "! %s: the issuer has no end_session_endpoint: your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer)
+		return
+	case err != nil:
+		e.failed++
+		fmt.Fprintf(e.errOut, "! %s: %v; your browser stays signed in there\n", login.Issuer, err)
+		return
+	}
+	if err := e.f.Browser(u); err != nil {
+		fmt.Fprintf(e.errOut, "No browser could be opened (%v). To end your session at %s in your browser, open this link yourself; it carries your ID token (as the issuer asks), so do not share it:\n  %s\n", err, login.Issuer, u)
+		return
+	}
+	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s.\n", login.Issuer)
+}
+
+// err is what the command returns: non-zero when a revocation or the
+// end-session request failed, after every local copy was removed.
+func (e *ender) err() error {
+	if e.failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d request(s) to end the session at the issuer failed (see above): the local copies were removed, "+
+		"but what was not revoked stays valid at the issuer until it expires; sign out at the issuer, or ask its administrator to end the session", e.failed)
+}
