@@ -52,12 +52,13 @@ verify-generated: generate
 	  git status --short -- agent/apis install/crds; git diff --stat -- agent/apis install/crds; \
 	  echo "Generated files are stale: run 'make generate' and commit the result."; exit 1; fi
 
-## unit: unit tests with the race detector, the e2e test Supervisor's own tests
-## (its own module), then a bounded fuzz run of the
+## unit: unit tests with the race detector, the e2e test Supervisor's and second
+## OpenID provider's own tests (their own modules), then a bounded fuzz run of the
 ## proxy's identity invariant (its seeds also run in the unit tests)
 unit:
 	go test -race -count=1 ./...
 	cd e2e/tools/supervisor && go test -count=1 ./...
+	cd e2e/tools/oidcop && go test -count=1 ./...
 	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
 
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)

@@ -24,6 +24,7 @@ type browserKubectl struct {
 	stdout, stderr bytes.Buffer
 	done           chan error
 	cmd            *exec.Cmd
+	name           string
 }
 
 // startBrowserKubectl starts kubectl args with env (KUBECONFIG and the
@@ -31,14 +32,21 @@ type browserKubectl struct {
 // asks for a browser.
 func startBrowserKubectl(t *testing.T, env []string, stdin io.Reader, args ...string) *browserKubectl {
 	t.Helper()
+	return startBrowserCommand(t, env, stdin, "kubectl", args...)
+}
+
+// startBrowserCommand is startBrowserKubectl for any program, e.g. `pinniped login oidc`
+// run on its own. A XDG_CONFIG_HOME in env replaces the one of its own.
+func startBrowserCommand(t *testing.T, env []string, stdin io.Reader, name string, args ...string) *browserKubectl {
+	t.Helper()
 	dir := t.TempDir()
 	urlFile := filepath.Join(dir, "url")
 	opener := filepath.Join(dir, "open-browser")
 	if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b := &browserKubectl{done: make(chan error, 1)}
-	b.cmd = exec.CommandContext(context.Background(), "kubectl", args...)
+	b := &browserKubectl{done: make(chan error, 1), name: filepath.Base(name)}
+	b.cmd = exec.CommandContext(context.Background(), name, args...)
 	b.cmd.Env = append(append(BedEnv(), "BROWSER="+opener, "XDG_CONFIG_HOME="+filepath.Join(dir, "config")), env...)
 	b.cmd.Stdin = stdin
 	b.cmd.Stdout, b.cmd.Stderr = &b.stdout, &b.stderr
@@ -60,19 +68,19 @@ func startBrowserKubectl(t *testing.T, env []string, stdin io.Reader, args ...st
 	return b
 }
 
-// wait returns kubectl's stdout once it ends, failing the test if it does
+// wait returns the program's stdout once it ends, failing the test if it does
 // not end within d or fails.
 func (b *browserKubectl) wait(t *testing.T, d time.Duration, page func() string) string {
 	t.Helper()
 	select {
 	case err := <-b.done:
 		if err != nil {
-			t.Fatalf("kubectl: %v\n%s\n%s", err, b.stdout.String(), b.stderr.String())
+			t.Fatalf("%s: %v\n%s\n%s", b.name, err, b.stdout.String(), b.stderr.String())
 		}
 		return b.stdout.String()
 	case <-time.After(d):
 		_ = b.cmd.Process.Kill()
-		t.Fatalf("kubectl did not finish after the browser login:\n%s\n%s", b.stderr.String(), page())
+		t.Fatalf("%s did not finish after the browser login:\n%s\n%s", b.name, b.stderr.String(), page())
 		return ""
 	}
 }

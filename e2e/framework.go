@@ -475,11 +475,12 @@ func pageState(bctx context.Context) string {
 }
 
 // Browser starts headless Chromium with a fresh profile that trusts exactly the bed's Dex
-// and test Supervisor serving keys (by SPKI hash) and returns a chromedp context.
+// test Supervisor and second OpenID provider (oidcop) serving keys (by SPKI hash) and
+// returns a chromedp context.
 func Browser(t testing.TB, ctx context.Context) (context.Context, context.CancelFunc) {
 	t.Helper()
 	var hashes []string
-	for _, cert := range []string{"dex.crt", "supervisor.crt"} {
+	for _, cert := range []string{"dex.crt", "supervisor.crt", "oidcop.crt"} {
 		h, err := spkiHash(filepath.Join(Bed.Config().PKIDir(), cert))
 		if err != nil {
 			t.Fatal(err)

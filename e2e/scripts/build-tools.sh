@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the test bed's pinned toolchain (Kubernetes v1.34.x, etcd, Dex, pause) from the
+# Builds the test bed's pinned toolchain (Kubernetes v1.34.x, etcd, Dex, the test Supervisor, oidcop, pause) from the
 # e2e/tools Go module into a cache outside the repository, keyed by the toolchain's
 # version and a hash of the tools module, so only the first run pays the ~8 minute build.
 #
@@ -51,6 +51,8 @@ build pause "$tools" ./cmd/pause "$tools/cmd/pause"
 build dex "$tools/dex" . "$tools/dex"
 # The test double of upstream Pinniped's Supervisor (fosite-based), also its own module.
 build supervisor "$tools/supervisor" . "$tools/supervisor"
+# A second OpenID provider with token revocation (zitadel/oidc's example OP), its own module.
+build oidcop "$tools/oidcop" . "$tools/oidcop"
 
 # A stable name for "the current toolchain", for people and scripts.
 ln -sfn "$bin" "$cache/bin/current"

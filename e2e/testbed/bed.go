@@ -44,7 +44,7 @@ func (b *Bed) logf(format string, args ...any) {
 func (b *Bed) configFile() string { return filepath.Join(b.cfg.StateDir, "bed.json") }
 
 // the daemons, in start order; Down stops them in reverse.
-var daemons = []string{"etcd", "kube-apiserver", "containerd", "dex", "supervisor", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", roleLB}
+var daemons = []string{"etcd", "kube-apiserver", "containerd", "dex", "supervisor", "oidcop", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", roleLB}
 
 // Load returns the bed described by the state directory, if one is up there.
 func Load(stateDir string) (*Bed, error) {
@@ -89,7 +89,7 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 	if !InNetNS(cfg) {
 		return nil, fmt.Errorf("testbed.Up must run inside network namespace %s (nsenter --net=%s)", cfg.NetNS(), cfg.NetNSPath())
 	}
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "dex", "supervisor", "pause"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "dex", "supervisor", "oidcop", "pause"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("test bed binary %s missing in %s: run e2e/scripts/build-tools.sh (or set %s)", bin, cfg.BinDir, EnvBinDir)
 		}
@@ -222,6 +222,9 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--upstream-password-client-id", SupervisorLDAPDexClientID); err != nil {
 		return nil, err
 	}
+	if err := b.start("oidcop", nil, bin("oidcop"), cfg.path("oidcop", "config.json")); err != nil {
+		return nil, err
+	}
 
 	if err := b.waitFor(ctx, "containerd socket", "containerd", 30*time.Second, fileExists(cfg.ContainerdSocket())); err != nil {
 		return nil, err
@@ -349,6 +352,9 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 	if err := b.waitFor(ctx, "test Supervisor discovery", "supervisor", 30*time.Second, httpOK(dexClient, cfg.SupervisorIssuer()+"/.well-known/openid-configuration")); err != nil {
 		return nil, err
 	}
+	if err := b.waitFor(ctx, "second OpenID provider (oidcop) discovery", "oidcop", 30*time.Second, httpOK(dexClient, cfg.OIDCOPIssuer()+"/.well-known/openid-configuration")); err != nil {
+		return nil, err
+	}
 	if err := b.writeEnv(); err != nil {
 		return nil, err
 	}
@@ -413,7 +419,9 @@ export PINNIPED_E2E_DEX_ISSUER=%q
 export PINNIPED_E2E_DEX_CA=%q
 export PINNIPED_E2E_DEX_CLIENT_ID=%q
 export PINNIPED_E2E_SUPERVISOR_ISSUER=%q
-`, c.BinDir, c.AdminKubeconfig(), c.Name, c.StateDir, c.DexIssuer(), c.TestbedCAFile(), DexClientID, c.SupervisorIssuer())
+export PINNIPED_E2E_OIDCOP_ISSUER=%q
+export PINNIPED_E2E_OIDCOP_CLIENT_ID=%q
+`, c.BinDir, c.AdminKubeconfig(), c.Name, c.StateDir, c.DexIssuer(), c.TestbedCAFile(), DexClientID, c.SupervisorIssuer(), c.OIDCOPIssuer(), OIDCOPClientID)
 	return os.WriteFile(filepath.Join(c.StateDir, "env.sh"), []byte(env), 0o600)
 }
 

@@ -1,7 +1,7 @@
 // Package testbed brings up and tears down the pinniped end-to-end test bed: a real
 // single-node Kubernetes cluster (etcd, kube-apiserver with the aggregation layer,
 // kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy, bridge
-// CNI), Dex over HTTPS and a minimal LoadBalancer provider, all inside a private network
+// CNI), Dex and a second OpenID provider (e2e/tools/oidcop) over HTTPS and a minimal LoadBalancer provider, all inside a private network
 // namespace so that nothing on the host (links, routes, iptables) is touched.
 //
 // Everything a bed owns lives in its state directory; processes are recorded there by PID
@@ -45,6 +45,9 @@ type Config struct {
 	DexPort       int
 	// SupervisorPort is the test Supervisor's (e2e/tools/supervisor).
 	SupervisorPort int
+	// OIDCOPPort is the second OpenID provider's (e2e/tools/oidcop), the one with token
+	// revocation.
+	OIDCOPPort int
 }
 
 // Env variable names read by ConfigFromEnv.
@@ -82,9 +85,10 @@ func ConfigFromEnv() Config {
 		EtcdPort:       2379,
 		DexPort:        5556,
 		SupervisorPort: 5557,
+		OIDCOPPort:     5558,
 	}
 	c.StateDir = getenv(EnvStateDir, filepath.Join("/var/lib/pinniped-e2e", c.Name))
-	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort} {
+	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort, "PINNIPED_E2E_OIDCOP_PORT": &c.OIDCOPPort} {
 		if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
 			*p = v
 		}
@@ -162,3 +166,7 @@ func (c Config) SupervisorSecretFile() string { return c.path("pki", "supervisor
 
 // DexIssuer is Dex's issuer URL (no path: device flow needs that in this Dex version).
 func (c Config) DexIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeIP, c.DexPort) }
+
+// OIDCOPIssuer is the issuer URL of the bed's second OpenID provider (e2e/tools/oidcop):
+// unlike Dex it revokes tokens (RFC 7009) and ends browser sessions (RP-initiated logout).
+func (c Config) OIDCOPIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeIP, c.OIDCOPPort) }

@@ -218,6 +218,24 @@ healthzBindAddress: 127.0.0.1:10256
 	}
 	files["dex/config.json"] = string(raw)
 
+	users := make([]map[string]string, 0, len(OIDCOPUsers))
+	for _, u := range OIDCOPUsers {
+		users = append(users, map[string]string{"id": u.ID, "username": u.Username, "password": u.Password, "email": u.Email})
+	}
+	raw, err = json.MarshalIndent(map[string]any{
+		"issuer":  cfg.OIDCOPIssuer(),
+		"listen":  fmt.Sprintf("%s:%d", cfg.NodeIP, cfg.OIDCOPPort),
+		"tlsCert": filepath.Join(pki, "oidcop.crt"),
+		"tlsKey":  filepath.Join(pki, "oidcop.key"),
+		"users":   users,
+		// A loopback redirect URI matches on any port (RFC 8252 7.3), as a CLI needs.
+		"clients": []map[string]any{{"id": OIDCOPClientID, "redirectURIs": []string{"http://127.0.0.1/callback"}}},
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	files["oidcop/config.json"] = string(raw)
+
 	if cfg.Profile == ProfileKubeadm {
 		files["manifests/kube-controller-manager.yaml"] = b.kcmStaticPod()
 	}

@@ -185,6 +185,7 @@ func makePKI(cfg Config) error {
 		{frontCA, "front-proxy-client", leaf{cn: "front-proxy-client", client: true}},
 		{bedCA, "dex", leaf{cn: "dex", ips: []net.IP{nodeIP}, dns: []string{"dex", "localhost"}, server: true}},
 		{bedCA, "supervisor", leaf{cn: "supervisor", ips: []net.IP{nodeIP}, dns: []string{"supervisor"}, server: true}},
+		{bedCA, "oidcop", leaf{cn: "oidcop", ips: []net.IP{nodeIP}, dns: []string{"oidcop"}, server: true}},
 	}
 	for _, is := range issues {
 		cp, kp, err := is.ca.issue(is.l)

@@ -261,6 +261,7 @@ func printEnv(c testbed.Config) {
 	fmt.Printf(`Test bed %[1]q is up (profile %[2]s).
   API server:   %[3]s   (reachable only inside network namespace %[4]s)
   Dex issuer:   %[5]s   client %[6]q, CA %[7]s
+  oidcop:       %[11]s   client %[12]q, same CA (a second OpenID provider; revokes tokens, ends sessions)
   State, logs:  %[8]s
 Get a shell with the admin kubeconfig:
   go run ./e2e/cmd/testbed shell --name %[1]s
@@ -268,7 +269,8 @@ or by hand:
   nsenter --net=%[9]s bash        then: source %[10]s
 Tear it down:
   go run ./e2e/cmd/testbed down --name %[1]s
-`, c.Name, c.Profile, c.APIServerURL(), c.NetNS(), c.DexIssuer(), testbed.DexClientID, c.TestbedCAFile(), c.StateDir, c.NetNSPath(), filepath.Join(c.StateDir, "env.sh"))
+`, c.Name, c.Profile, c.APIServerURL(), c.NetNS(), c.DexIssuer(), testbed.DexClientID, c.TestbedCAFile(), c.StateDir, c.NetNSPath(), filepath.Join(c.StateDir, "env.sh"),
+		c.OIDCOPIssuer(), testbed.OIDCOPClientID)
 }
 
 func fail(err error) int {
