@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,28 +95,58 @@ func TestLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		out := runLogout(t, pinniped, append(env, "BROWSER="+opener), "--kubeconfig="+kubeconfig, "--end-session")
-		for _, want := range []string{"Revoked the session's refresh token at " + cfg.OIDCOPIssuer(), "Opened your browser to end your session at " + cfg.OIDCOPIssuer()} {
+		// logout waits for the browser to load its one-shot page, so it runs beside the
+		// browser steps.
+		cmd := exec.CommandContext(ctx, pinniped, "logout", "--kubeconfig="+kubeconfig, "--end-session")
+		cmd.Env = append(BedEnv(), append(env, "BROWSER="+opener)...)
+		var logoutOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logoutOut, &logoutOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var pageURL string
+		for deadline := time.Now().Add(30 * time.Second); pageURL == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if b, err := os.ReadFile(urlFile); err == nil && strings.HasSuffix(string(b), "\n") {
+				pageURL = strings.TrimSpace(string(b))
+			}
+		}
+		if pageURL == "" {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("logout --end-session opened no browser within 30 s:\n%s", logoutOut.String())
+		}
+		// The browser is given a page on this machine, never the ID token in a URL: argv,
+		// history and proxies would keep it.
+		u, err := url.Parse(pageURL)
+		if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.RawQuery != "" || strings.Contains(pageURL, "id_token") {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("the browser was not given a bare loopback page (parse error %v; scheme %q, host %q, a query: %v)", err, u.Scheme, u.Hostname(), u.RawQuery != "")
+		}
+		// The page posts id_token_hint to oidcop's end_session_endpoint, whose answer is
+		// its logged-out page.
+		browserSteps(t, bctx, "open logout's page, which ends the session at oidcop",
+			openPage(pageURL, chromedp.WaitVisible(chromedp.ID("logged-out"))),
+		)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("pinniped logout --end-session: %v\n%s", err, logoutOut.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("pinniped logout --end-session did not end after the browser loaded its page:\n%s", logoutOut.String())
+		}
+		out := logoutOut.String()
+		for _, want := range []string{"Revoked the session's refresh token at " + cfg.OIDCOPIssuer(), "Your browser was sent to end your session at " + cfg.OIDCOPIssuer()} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("logout --end-session does not say %q:\n%s", want, out)
 			}
 		}
-		endURL := strings.TrimSpace(string(mustRead(t, urlFile)))
 		p := discover(t, ctx, cfg.OIDCOPIssuer())
-		var meta struct {
-			EndSession string `json:"end_session_endpoint"`
-		}
-		if err := p.Claims(&meta); err != nil || meta.EndSession == "" {
-			t.Fatalf("oidcop's discovery has no end_session_endpoint (%v)", err)
-		}
-		u, err := url.Parse(endURL)
-		if err != nil || u.Scheme+"://"+u.Host+u.Path != meta.EndSession || u.Query().Get("id_token_hint") == "" {
-			// Not the URL itself: it carries the ID token.
-			t.Fatalf("the browser was not sent to %s with an id_token_hint (%v)", meta.EndSession, err)
-		}
-		browserSteps(t, bctx, "follow the end-session link",
-			openPage(endURL, chromedp.WaitVisible(chromedp.ID("logged-out"))),
-		)
 		// A new authorization request asks for the password again.
 		conf := oauth2.Config{ClientID: testbed.OIDCOPClientID, Endpoint: p.Endpoint(), RedirectURL: "http://127.0.0.1:1/callback", Scopes: []string{oidc.ScopeOpenID}}
 		authURL := conf.AuthCodeURL(randomString(t), oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oidc.Nonce(randomString(t)))
