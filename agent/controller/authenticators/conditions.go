@@ -95,7 +95,7 @@ func readyMessage(spec any) string {
 	}
 	skew := jwt.AllowedClockSkew(s)
 	if skew == 0 {
-		return ready + "; allowedClockSkew 0s: as kube-apiserver, none after its exp, and none whose nbf or iat is more than " + tokentimes.NotBeforeLeeway.String() + " ahead"
+		return ready + "; allowedClockSkew 0s: none after its exp, and none whose nbf or iat is more than " + tokentimes.NotBeforeLeeway.String() + " ahead (kube-apiserver's rules, and iat, which it does not check)"
 	}
 	msg := fmt.Sprintf("%s; allowedClockSkew %s: until %s after its exp, and none whose nbf or iat is more than %s ahead", ready, skew, skew, tokentimes.NotBeforeLeeway+skew)
 	if s.AllowedClockSkew.Duration != skew {

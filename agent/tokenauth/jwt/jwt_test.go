@@ -119,8 +119,9 @@ func TestRejections(t *testing.T) {
 
 // TestExpiredRefusedWithoutSkew: with spec.allowedClockSkew unset, the
 // rules are kube-apiserver's: a token 1 s past its exp is refused, whatever
-// its lifetime and with or without iat, and so is one whose nbf or iat is
-// more than a minute ahead. The error (which the agent logs) names the
+// its lifetime and with or without iat, and so is one whose nbf is more
+// than a minute ahead; so is one whose iat is (kube-apiserver does not
+// check iat). The error (which the agent logs) names the
 // rule and the skew, never a claim's value.
 func TestExpiredRefusedWithoutSkew(t *testing.T) {
 	iss := jwttest.New(t)
