@@ -553,7 +553,7 @@ func TestIssuerClockByWhoChecksTokens(t *testing.T) {
 		"no Concierge, issuer ahead": {withoutConcierge, 2 * time.Minute, Warn,
 			[]string{"nbf (not before)", "no setting for clock skew", "NTP"}, []string{"allowedClockSkew", "JWTAuthenticator", "iat"}},
 		"no Concierge, issuer far behind": {withoutConcierge, -4 * time.Minute, Fail,
-			[]string{"less than about 4m0s", "NTP"}, []string{"allowedClockSkew"}},
+			[]string{"kube-apiserver, which allows no time past exp, refuses those that live less than about", "NTP"}, []string{"allowedClockSkew"}},
 		// Still off this machine's clock, which the CLI's own checks mind.
 		"WebhookAuthenticator, issuer behind": {webhook, -90 * time.Second, Warn,
 			[]string{"1m30s behind this machine's", "fix the issuer's clock (NTP)"}, []string{"allowedClockSkew", "JWTAuthenticator", "agent"}},
