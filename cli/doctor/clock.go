@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
 // Skew thresholds between this machine and the cluster or the issuer.
@@ -165,45 +166,67 @@ func checkClockIssuer(ctx context.Context, r *run) Result {
 		fix = detail + " (and the cluster's agrees with this machine's): ask the provider's administrator to fix the issuer's clock (NTP)"
 	}
 	if r.clusterSkew != nil {
-		// What the agent sees: tokens stamped by the issuer, checked on the cluster's clock.
+		// What the cluster sees: tokens stamped by the issuer, checked on the cluster's clock.
 		vs := s - *r.clusterSkew
 		detail += ", and " + describeSkew(vs, "the cluster's")
-		if st, f := judgeAgentSkew(vs, authenticatorName(r)); st == Fail || (st == Warn && status != Fail) {
+		if st, f := judgeClusterSkew(vs, r.conc); st == Fail || (st == Warn && status != Fail) {
 			status, fix = st, f
 		}
 	}
 	return Result{Status: status, Detail: detail, Fix: fix}
 }
 
-// authenticatorName names the kubeconfig's authenticator for a fix.
-func authenticatorName(r *run) string {
-	if r.conc == nil || r.conc.AuthenticatorName == "" {
-		return "the JWTAuthenticator"
+// judgeClusterSkew judges an issuer's clock vs ahead of the cluster's
+// (negative: behind) by the rules of whatever checks the times of its
+// tokens there:
+//   - no Concierge: kube-apiserver takes the ID token itself; it allows no
+//     time past exp and 1 minute on nbf, does not check iat, and has no
+//     setting for skew;
+//   - a JWTAuthenticator: the agent, by tokentimes.Check, which
+//     spec.allowedClockSkew widens (doctor cannot tell whether it is set);
+//   - a WebhookAuthenticator: the webhook, by its own rules; the agent
+//     checks no token times, so there is nothing to judge here.
+func judgeClusterSkew(vs time.Duration, conc *config.Concierge) (Status, string) {
+	jwt := conc != nil && strings.EqualFold(conc.AuthenticatorType, "jwt")
+	if conc != nil && !jwt {
+		return OK, ""
 	}
-	return fmt.Sprintf("the JWTAuthenticator %q", r.conc.AuthenticatorName)
-}
-
-// judgeAgentSkew judges an issuer's clock vs ahead of the cluster's
-// (negative: behind) as the agent checks tokens (tokentimes.Check): with
-// spec.allowedClockSkew unset, none after exp and none whose iat or nbf is
-// more than tokentimes.NotBeforeLeeway ahead. The fix names the skew to
-// set; doctor cannot tell whether it already is.
-func judgeAgentSkew(vs time.Duration, authenticator string) (Status, string) {
+	checker := "kube-apiserver, which allows no time past exp,"
+	if jwt {
+		checker = "the agent"
+	}
 	var need time.Duration
 	var why string
 	switch {
+	case vs > tokentimes.NotBeforeLeeway && jwt:
+		need = vs - tokentimes.NotBeforeLeeway
+		why = fmt.Sprintf("its tokens are issued (iat) more than the %s the agent allows ahead of the cluster's clock, so the agent refuses them", tokentimes.NotBeforeLeeway)
 	case vs > tokentimes.NotBeforeLeeway:
 		need = vs - tokentimes.NotBeforeLeeway
-		why = fmt.Sprintf("its tokens are issued (iat) more than the %s the agent allows ahead of the cluster's clock", tokentimes.NotBeforeLeeway)
+		why = fmt.Sprintf("kube-apiserver refuses its tokens that carry an nbf (not before) more than the %s it allows ahead of the cluster's clock", tokentimes.NotBeforeLeeway)
 	case -vs > warnSkew:
-		need = -vs
-		why = fmt.Sprintf("its tokens reach the agent %s older than it meant, and one living less than that (a Pinniped Supervisor's cluster-scoped tokens live 2 minutes) has expired on arrival", need)
+		need = (-vs).Round(time.Second)
+		// Only a token that lives less than the skew (plus its time in
+		// transit, hence "about") has expired by the time it arrives.
+		why = fmt.Sprintf("its tokens reach the cluster %s older than it meant, so %s refuses those that live less than about %s (e.g. a Pinniped Supervisor's 2-minute ones)", need, checker, need)
 	default:
 		return OK, ""
 	}
 	need = need.Round(time.Second)
-	if need > tokentimes.MaxClockSkew {
-		return Fail, fmt.Sprintf("the issuer's clock is %s: %s, and no spec.allowedClockSkew allows more than %s: fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), why, tokentimes.MaxClockSkew)
+	clocks := "fix the clock (NTP) of the issuer or of the cluster's nodes"
+	if !jwt {
+		status := Warn
+		if need > failSkew {
+			status = Fail
+		}
+		return status, fmt.Sprintf("the issuer's clock is %s: %s; kube-apiserver has no setting for clock skew: %s", describeSkew(vs, "the cluster's"), why, clocks)
 	}
-	return Warn, fmt.Sprintf("the issuer's clock is %s: %s, so the agent refuses them unless %s has spec.allowedClockSkew of at least %s (its Ready condition states it): ask the cluster's administrator to set that, or to fix the clock (NTP) of the issuer or of the cluster's nodes", describeSkew(vs, "the cluster's"), why, authenticator, need)
+	if need > tokentimes.MaxClockSkew {
+		return Fail, fmt.Sprintf("the issuer's clock is %s: %s, and no spec.allowedClockSkew allows more than %s: %s", describeSkew(vs, "the cluster's"), why, tokentimes.MaxClockSkew, clocks)
+	}
+	name := "the JWTAuthenticator"
+	if conc.AuthenticatorName != "" {
+		name = fmt.Sprintf("the JWTAuthenticator %q", conc.AuthenticatorName)
+	}
+	return Warn, fmt.Sprintf("the issuer's clock is %s: %s unless %s has spec.allowedClockSkew of at least %s (its Ready condition states it): ask the cluster's administrator to set that, or to %s", describeSkew(vs, "the cluster's"), why, name, need, clocks)
 }

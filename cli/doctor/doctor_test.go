@@ -270,7 +270,7 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"issuer clock 2m ahead of the cluster's": {func(b *bed) { b.idp.skew = 2 * time.Minute }, "clock.issuer", Warn,
 			[]string{"2m0s ahead of the cluster's", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m0s`}},
 		"issuer clock 90s behind the cluster's": {func(b *bed) { b.idp.skew = -90 * time.Second }, "clock.issuer", Warn,
-			[]string{"1m30s behind the cluster's", "expired on arrival", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}},
+			[]string{"1m30s behind the cluster's", "refuses those that live less than about 1m30s", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}},
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},
@@ -519,4 +519,57 @@ func TestWebhookLogins(t *testing.T) {
 func mustJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestIssuerClockByWhoChecksTokens: the advice on an issuer's clock off
+// the cluster's follows what checks its tokens' times there. Only a
+// JWTAuthenticator has spec.allowedClockSkew; kube-apiserver (no
+// Concierge) has no such setting, and behind a WebhookAuthenticator the
+// agent checks no token times.
+func TestIssuerClockByWhoChecksTokens(t *testing.T) {
+	withoutConcierge := func(b *bed) {
+		b.args = slices.DeleteFunc(b.args, func(a string) bool {
+			return strings.HasPrefix(a, "--enable-concierge") || strings.HasPrefix(a, "--concierge-")
+		})
+	}
+	webhook := func(b *bed) {
+		b.args = replaceArg(b.args, "--concierge-authenticator-type=", "webhook")
+		b.args = replaceArg(b.args, "--concierge-authenticator-name=", "hook")
+	}
+	for name, tc := range map[string]struct {
+		shape  func(*bed)
+		skew   time.Duration
+		status Status
+		subs   []string
+		not    []string
+	}{
+		"JWTAuthenticator, issuer behind": {func(*bed) {}, -90 * time.Second, Warn,
+			[]string{"the agent refuses those that live less than about 1m30s", "Pinniped Supervisor's 2-minute ones", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}, nil},
+		"JWTAuthenticator, issuer ahead": {func(*bed) {}, 2 * time.Minute, Warn,
+			[]string{"(iat)", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m0s`}, nil},
+		"no Concierge, issuer behind": {withoutConcierge, -90 * time.Second, Warn,
+			[]string{"kube-apiserver, which allows no time past exp, refuses those that live less than about 1m30s", "no setting for clock skew", "NTP"},
+			[]string{"allowedClockSkew", "JWTAuthenticator", "agent"}},
+		"no Concierge, issuer ahead": {withoutConcierge, 2 * time.Minute, Warn,
+			[]string{"nbf (not before)", "no setting for clock skew", "NTP"}, []string{"allowedClockSkew", "JWTAuthenticator", "iat"}},
+		"no Concierge, issuer far behind": {withoutConcierge, -4 * time.Minute, Fail,
+			[]string{"kube-apiserver, which allows no time past exp, refuses those that live less than about", "NTP"}, []string{"allowedClockSkew"}},
+		// Still off this machine's clock, which the CLI's own checks mind.
+		"WebhookAuthenticator, issuer behind": {webhook, -90 * time.Second, Warn,
+			[]string{"1m30s behind this machine's", "fix the issuer's clock (NTP)"}, []string{"allowedClockSkew", "JWTAuthenticator", "agent"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t)
+			tc.shape(b)
+			b.idp.skew = tc.skew
+			r := b.report()
+			want(t, r, "clock.issuer", tc.status, tc.subs...)
+			c := r.Check("clock.issuer")
+			for _, s := range tc.not {
+				if strings.Contains(c.Fix, s) {
+					t.Errorf("the fix names %q: %s", s, c.Fix)
+				}
+			}
+		})
+	}
 }

@@ -67,7 +67,9 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 	resp, err := p.client.Do(req)
 	after := r.d.Now()
 	if err != nil {
-		p.err = err
+		// The client refuses a redirect to http (its error wraps
+		// ErrNotHTTPS): the issuer is not served over https either way.
+		p.err, p.plain = err, errors.Is(err, httpsurl.ErrNotHTTPS)
 		return p
 	}
 	defer func() { _ = resp.Body.Close() }()

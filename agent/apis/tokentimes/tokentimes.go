@@ -46,9 +46,10 @@ func ClampSkew(skew time.Duration) time.Duration {
 	return min(max(skew, 0), MaxClockSkew)
 }
 
-// Check applies kube-apiserver's rules to a token's times, widened by
-// skew (clamped by ClampSkew) each way: refused from exp on (exp itself
-// is still in, as go-oidc has it), and when nbf or iat is more than
+// Check applies kube-apiserver's rules to a token's times, and the nbf
+// rule to iat too (kube-apiserver does not check iat), widened by skew
+// (clamped by ClampSkew) each way: refused from exp on (exp itself is
+// still in, as go-oidc has it), and when nbf or iat is more than
 // NotBeforeLeeway ahead. exp must be present (a token without one would
 // never expire); iat and nbf may be zero (absent). The error is one of
 // the Err values above.

@@ -94,11 +94,13 @@ func readyMessage(spec any) string {
 		return ready
 	}
 	skew := jwt.AllowedClockSkew(s)
-	if skew == 0 {
-		return ready + "; allowedClockSkew 0s: as kube-apiserver, none after its exp, and none whose nbf or iat is more than " + tokentimes.NotBeforeLeeway.String() + " ahead"
-	}
 	msg := fmt.Sprintf("%s; allowedClockSkew %s: until %s after its exp, and none whose nbf or iat is more than %s ahead", ready, skew, skew, tokentimes.NotBeforeLeeway+skew)
-	if s.AllowedClockSkew.Duration != skew {
+	if skew == 0 {
+		msg = ready + "; allowedClockSkew 0s: none after its exp, and none whose nbf or iat is more than " + tokentimes.NotBeforeLeeway.String() + " ahead (kube-apiserver's rules, and iat, which it does not check)"
+	}
+	// A negative value is clamped to 0 too: compare the stored value, not
+	// the clamped one, with 0.
+	if s.AllowedClockSkew != nil && s.AllowedClockSkew.Duration != skew {
 		msg += fmt.Sprintf(" (spec.allowedClockSkew %s is outside 0s to %s)", s.AllowedClockSkew.Duration, tokentimes.MaxClockSkew)
 	}
 	return msg

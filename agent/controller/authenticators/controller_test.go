@@ -141,6 +141,20 @@ func TestReconcileLifecycle(t *testing.T) {
 	if _, err := reg.AuthenticateToken(ctx, tokenauth.Key{Kind: "JWTAuthenticator", Name: "broken"}, late); err != nil {
 		t.Fatalf("a token 90 s past its exp, with 2m of skew allowed: %v", err)
 	}
+	// A value the CRD would refuse (stored under an older CRD, or past it)
+	// is clamped, and the Ready condition says so, either way out of range.
+	for i, c := range []struct{ stored, applied string }{{"-1m", "0s"}, {"5m", "3m0s"}} {
+		out := fixed.DeepCopy()
+		_ = unstructured.SetNestedField(out.Object, c.stored, "spec", "allowedClockSkew")
+		out.SetGeneration(int64(4 + i))
+		if _, err := dyn.Resource(authenticators.JWTAuthenticators).Update(ctx, out, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "broken's Ready condition to state the clamped skew for "+c.stored, func() bool {
+			msg := readyMessage(status("broken"))
+			return strings.Contains(msg, "allowedClockSkew "+c.applied+":") && strings.Contains(msg, "(spec.allowedClockSkew "+c.stored+"0s is outside 0s to 3m0s)")
+		})
+	}
 
 	// Deleting an authenticator removes it from the registry.
 	if err := dyn.Resource(authenticators.JWTAuthenticators).Delete(ctx, "dex", metav1.DeleteOptions{}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,6 +78,9 @@ func TestTimesSameAsKubeAPIServer(t *testing.T) {
 		{"nbf past", map[string]any{"nbf": at(-time.Minute)}, true},
 		{"no iat", map[string]any{"iat": nil}, true},
 		{"iat 30 s ahead", map[string]any{"iat": at(30 * time.Second)}, true},
+		{"exp in a string", map[string]any{"exp": strconv.FormatInt(at(time.Hour), 10)}, true},
+		{"expired, exp in a string", map[string]any{"exp": strconv.FormatInt(at(-time.Second), 10)}, false},
+		{"iat in a string", map[string]any{"iat": strconv.FormatInt(at(0), 10)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			claims := map[string]any{"iss": issuer, "aud": "cluster-a", "username": "alice", "iat": at(0), "exp": at(time.Hour)}
@@ -109,5 +113,19 @@ func TestTimesSameAsKubeAPIServer(t *testing.T) {
 	}
 	if _, ok, err := ours.AuthenticateToken(ctx, token); ok || err == nil {
 		t.Fatal("ours accepts iat 90 s ahead with no skew allowed")
+	}
+
+	// kube-apiserver (go-oidc v2) reads nbf through a json.Number, which
+	// also takes a number in a string; RFC 7519 makes a NumericDate a JSON
+	// number, and ours refuses anything else: stricter, never weaker.
+	// (kube also drops nbf's fraction of a second, ours keeps it: at most
+	// one second stricter.) exp and iat are read by go-oidc on both sides,
+	// the same way: the cases above hold that.
+	token = jwttest.SignWith(t, key, "k", map[string]any{"iss": issuer, "aud": "cluster-a", "username": "alice", "iat": at(0), "nbf": strconv.FormatInt(at(-time.Minute), 10), "exp": at(time.Hour)})
+	if _, ok, err := kube.AuthenticateToken(ctx, token); !ok || err != nil {
+		t.Fatalf("kube-apiserver now refuses an nbf in a string (%v): make this case one of the same above", err)
+	}
+	if _, ok, err := ours.AuthenticateToken(ctx, token); ok || err == nil {
+		t.Fatal("ours accepts an nbf in a string")
 	}
 }

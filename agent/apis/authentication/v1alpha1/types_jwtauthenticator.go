@@ -63,10 +63,11 @@ type JWTAuthenticatorSpec struct {
 
 	// AllowedClockSkew is how far the issuer's clock may be from the
 	// agent's, either way, when a token's times are checked. Unset or 0,
-	// the rules are kube-apiserver's: no token is accepted after its exp,
-	// and none whose nbf or iat is more than a minute ahead. Set, a token
-	// is accepted until this long after its exp and from this much more
-	// before its nbf and iat; a stolen token then works as much longer.
+	// no token is accepted after its exp, nor whose nbf is more than a
+	// minute ahead (kube-apiserver's rules), nor whose iat is (stricter:
+	// kube-apiserver does not check iat). Set, a token is accepted until
+	// this long after its exp and from this much more before its nbf and
+	// iat; a stolen token then works as much longer.
 	// At most 3m (a Go duration, e.g. "2m30s"); the Ready condition
 	// states the value in force.
 	// +optional
