@@ -53,7 +53,18 @@ func startBrowserCommand(t *testing.T, env []string, stdin io.Reader, name strin
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { b.done <- b.cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { b.done <- b.cmd.Wait(); close(exited) }()
+	// A test that fails before wait() would leave the program running (a login or
+	// logout waits minutes for its browser, its loopback listener open).
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = b.cmd.Process.Kill()
+			<-exited
+		}
+	})
 	Eventually(t, 30*time.Second, "the CLI opens the browser", func(context.Context) error {
 		raw, err := os.ReadFile(urlFile)
 		if err != nil {

@@ -529,7 +529,7 @@ func browserSteps(t testing.TB, bctx context.Context, what string, steps ...chro
 	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("%s: %v\n%s(Dex log: %s)", what, err, pageState(bctx), Bed.Config().LogFile("dex"))
+		t.Fatalf("%s: %v\n%s(the identity providers' logs: %s, %s)", what, err, pageState(bctx), Bed.Config().LogFile("dex"), Bed.Config().LogFile("oidcop"))
 	}
 }
 

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +42,8 @@ func TestLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 	bctx, cancel := Browser(t, ctx)
 	defer cancel()
 
-	t.Run("logout revokes the refresh token at the issuer", func(t *testing.T) {
+	// The second subtest relies on the browser session the first one starts.
+	if !t.Run("logout revokes the refresh token at the issuer", func(t *testing.T) {
 		run := startBrowserCommand(t, env, nil, pinniped, args...)
 		browserSteps(t, bctx, "log in at oidcop through the CLI's link",
 			openPage(run.URL, chromedp.WaitVisible(chromedp.ID("username"))),
@@ -78,7 +78,9 @@ func TestLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 		}
 		_, err = issuerRefresh(t, ctx, cfg.OIDCOPIssuer(), testbed.OIDCOPClientID, tok.RefreshToken)
 		wantInvalidGrant(t, err, "the logged-out session's refresh token")
-	})
+	}) {
+		return
+	}
 
 	t.Run("logout --end-session ends the browser's session at the issuer", func(t *testing.T) {
 		// The browser is still signed in at oidcop: this login asks for no password.
@@ -89,40 +91,14 @@ func TestLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 		run.wait(t, 60*time.Second, func() string { return pageState(bctx) })
 		_, refreshToken := cachedRefreshToken(t, config)
 
-		dir := t.TempDir()
-		urlFile := filepath.Join(dir, "url")
-		opener := filepath.Join(dir, "open-browser")
-		if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+urlFile+"\n"), 0o700); err != nil {
-			t.Fatal(err)
-		}
 		// logout waits for the browser to load its one-shot page, so it runs beside the
 		// browser steps.
-		cmd := exec.CommandContext(ctx, pinniped, "logout", "--kubeconfig="+kubeconfig, "--end-session")
-		cmd.Env = append(BedEnv(), append(env, "BROWSER="+opener)...)
-		var logoutOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logoutOut, &logoutOut
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var pageURL string
-		for deadline := time.Now().Add(30 * time.Second); pageURL == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if b, err := os.ReadFile(urlFile); err == nil && strings.HasSuffix(string(b), "\n") {
-				pageURL = strings.TrimSpace(string(b))
-			}
-		}
-		if pageURL == "" {
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("logout --end-session opened no browser within 30 s:\n%s", logoutOut.String())
-		}
+		logout := startBrowserCommand(t, env, nil, pinniped, "logout", "--kubeconfig="+kubeconfig, "--end-session")
+		pageURL := logout.URL
 		// The browser is given a page on this machine, never the ID token in a URL: argv,
 		// history and proxies would keep it.
 		u, err := url.Parse(pageURL)
 		if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.RawQuery != "" || strings.Contains(pageURL, "id_token") {
-			_ = cmd.Process.Kill()
-			<-done
 			t.Fatalf("the browser was not given a bare loopback page (parse error %v; scheme %q, host %q, a query: %v)", err, u.Scheme, u.Hostname(), u.RawQuery != "")
 		}
 		// The page posts id_token_hint to oidcop's end_session_endpoint, whose answer is
@@ -130,17 +106,8 @@ func TestLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 		browserSteps(t, bctx, "open logout's page, which ends the session at oidcop",
 			openPage(pageURL, chromedp.WaitVisible(chromedp.ID("logged-out"))),
 		)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("pinniped logout --end-session: %v\n%s", err, logoutOut.String())
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("pinniped logout --end-session did not end after the browser loaded its page:\n%s", logoutOut.String())
-		}
-		out := logoutOut.String()
+		logout.wait(t, 30*time.Second, func() string { return pageState(bctx) })
+		out := logout.stderr.String()
 		for _, want := range []string{"Revoked the session's refresh token at " + cfg.OIDCOPIssuer(), "Your browser was sent to end your session at " + cfg.OIDCOPIssuer()} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("logout --end-session does not say %q:\n%s", want, out)

@@ -11,7 +11,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$here/tools"
 cache="${PINNIPED_E2E_CACHE:-$HOME/.cache/pinniped-e2e}"
 k8s_version="$(cd "$tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-# Any change of the pinned versions gives a new directory. Our own small mains (dex, pause)
+# Any change of the pinned versions gives a new directory. Our own small mains (dex, supervisor, oidcop, pause)
 # are rebuilt in place when their sources change (see the .stamp files).
 key="$(cd "$tools" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 bin="$cache/bin/$k8s_version-$key"

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -171,7 +172,19 @@ func newHandler(c *Config, logger *slog.Logger) (http.Handler, error) {
 		_, _ = w.Write([]byte(`<!DOCTYPE html><html><body><h1 id="logged-out">Signed out</h1></body></html>`))
 	})
 	mux.Handle("/", provider)
-	return logRequests(logger, mux), nil
+	return logRequests(logger, oneAtATime(mux)), nil
+}
+
+// oneAtATime serves one request at a time: the example storage reads its refresh-token map
+// without its lock when a token is revoked, and a map read during a write is a fatal error
+// that would take the bed's provider down mid-test. A test provider loses nothing by it.
+func oneAtATime(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // logRequests logs method, path and status, never the query (codes, tokens, hints).
