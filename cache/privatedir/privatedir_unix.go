@@ -206,3 +206,75 @@ func statMode(st *unix.Stat_t) fs.FileMode {
 	}
 	return mode
 }
+
+// Remove removes the entry name from dir without following a link: a
+// link there is removed itself, and dir must be this user's own real
+// directory, though it may break the rule otherwise (others let in):
+// removing from one's own directory is safe, and is how a cache that broke
+// the rule is emptied. A missing dir or entry is fs.ErrNotExist.
+func Remove(dir, name string) error {
+	return inOwnDir(dir, func(dfd int) error {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil {
+			return &os.PathError{Op: "remove", Path: filepath.Join(dir, name), Err: err}
+		}
+		return nil
+	})
+}
+
+// RemoveMatching is Remove for every entry of dir whose name matches; it
+// returns how many it removed.
+func RemoveMatching(dir string, match func(name string) bool) (int, error) {
+	n := 0
+	err := inOwnDir(dir, func(dfd int) error {
+		// Its own descriptor: the *os.File closes it.
+		rfd, err := unix.Dup(dfd)
+		if err != nil {
+			return &os.PathError{Op: "dup", Path: dir, Err: err}
+		}
+		d := os.NewFile(uintptr(rfd), dir)
+		names, err := d.Readdirnames(-1)
+		_ = d.Close()
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, name := range names {
+			if !match(name) {
+				continue
+			}
+			if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, &os.PathError{Op: "remove", Path: filepath.Join(dir, name), Err: err})
+				continue
+			}
+			n++
+		}
+		return errors.Join(errs...)
+	})
+	return n, err
+}
+
+// inOwnDir runs f on dir opened without following a link, once it is
+// found a directory owned by this user.
+func inOwnDir(dir string, f func(dfd int) error) error {
+	dfd, err := open(func() (int, error) {
+		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			if cerr := Check(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
+				return cerr
+			}
+		}
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer func() { _ = unix.Close(dfd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	// The mode is not judged: the entries of one's own directory are one's own to remove.
+	if err := judgeDir(dir, statMode(&st)&^0o077, int(st.Uid) == os.Geteuid()); err != nil {
+		return err
+	}
+	return f(dfd)
+}
