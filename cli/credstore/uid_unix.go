@@ -15,7 +15,7 @@ import (
 func strconvUID() string { return strconv.Itoa(os.Getuid()) }
 
 // privateTempDir returns dir if it is, or can be made, a directory owned by
-// this user that nobody else may enter, as ssh demands of ~/.ssh: in a
+// this user that nobody else may enter (privatedir's rule): in a
 // world-writable parent, anyone could have made it first, to read what
 // this user writes there or to plant credentials this user would send.
 func privateTempDir(dir string) (string, error) {
