@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
@@ -96,11 +97,31 @@ func (s *Store) Set(_ context.Context, key string, value []byte) error {
 	return nil
 }
 
-// Delete implements cache.Store.
+// Delete implements cache.Store. It works in a directory of this user's
+// that breaks privatedir's rule by letting others in, so that such a cache
+// can be emptied; it never follows a link, in place of the directory or
+// of the file, to remove the link's target.
 func (s *Store) Delete(_ context.Context, key string) error {
-	err := os.Remove(s.path(key))
+	err := privatedir.Remove(s.Dir, s.name(key))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete cached credential: %w", err)
 	}
 	return nil
+}
+
+// RemoveAll removes every value, without reading any (and so without the
+// indexes of the caches kept in it): for a store whose directory breaks
+// privatedir's rule, which Delete can still empty. It returns how many
+// values it removed.
+func (s *Store) RemoveAll(context.Context) (int, error) {
+	n, err := privatedir.RemoveMatching(s.Dir, func(name string) bool {
+		return strings.HasSuffix(name, ".cred") || strings.HasPrefix(name, ".tmp-")
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return n, nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("delete cached credentials: %w", err)
+	}
+	return n, nil
 }

@@ -1,11 +1,18 @@
 // Package privatedir holds the one rule for a directory that keeps login
-// secrets (cached credentials, sessions, their lock files), the rule ssh
-// keeps for ~/.ssh: the directory is a real directory (not a link), owned
-// by this user, with no group or other permission bits; a file in it is
-// opened without following links and must be a regular file owned by this
-// user. Anyone else who could enter the directory could plant a link named
-// for one cluster's key that points at another cluster's credential, and
-// kubectl would present it to the wrong cluster.
+// secrets (cached credentials, sessions, their lock files): the directory
+// is a real directory, owned by this user, with no group or other
+// permission bits; a file in it is opened without following links and
+// must be a regular file owned by this user. Anyone else who could enter
+// the directory could plant a link named for one cluster's key that points
+// at another cluster's credential, and kubectl would present it to the
+// wrong cluster.
+//
+// It is like ssh's rule for ~/.ssh, but stricter on links (ssh follows a
+// link to the directory; here one is refused, the directory being opened
+// with O_NOFOLLOW and checked on its descriptor) and narrower on the
+// directories above: a writer (Tighten) checks only the parent, and only
+// that nobody else may write to it (CheckParent), where ssh checks every
+// directory up to the root.
 package privatedir
 
 import (

@@ -3,6 +3,8 @@
 package privatedir
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -24,6 +26,10 @@ func Check(dir string) error {
 
 // Tighten: there is no mode to tighten here; it is Check.
 func Tighten(dir string) error { return Check(dir) }
+
+// CheckParent: who may replace an entry is in the parent's ACL here, and
+// a user's profile directories are their own; nothing is checked.
+func CheckParent(string) error { return nil }
 
 // CheckFile applies the rule to the file at path, without following a
 // link there.
@@ -52,4 +58,39 @@ func ReadFile(dir, name string) ([]byte, error) {
 		return nil, err
 	}
 	return os.ReadFile(path) //nolint:gosec // the cache's own file, its directory and kind checked above
+}
+
+// Remove removes the entry name from dir without following a link: a
+// link there is removed itself, and dir must be a real directory. A
+// missing dir or entry is fs.ErrNotExist.
+func Remove(dir, name string) error {
+	if err := Check(dir); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(dir, name))
+}
+
+// RemoveMatching is Remove for every entry of dir whose name matches; it
+// returns how many it removed.
+func RemoveMatching(dir string, match func(name string) bool) (int, error) {
+	if err := Check(dir); err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, e := range entries {
+		if !match(e.Name()) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

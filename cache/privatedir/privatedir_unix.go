@@ -28,14 +28,68 @@ func Check(dir string) error {
 // own real directory, then applies the rule. Only a writer may: it
 // replaces what is in the directory by rename and never reads it, whereas
 // a reader cannot know who put what there while it was open.
+//
+// A writer creates and renames files in dir by path, so dir's parent must
+// not let anyone else replace dir (CheckParent). The mode is changed
+// through the opened directory, never by path: a link swapped in after
+// the check is not followed to tighten, or then trust, its target.
 func Tighten(dir string) error {
+	if err := CheckParent(dir); err != nil {
+		return err
+	}
+	dfd, err := open(func() (int, error) {
+		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		if cerr := Check(dir); cerr != nil {
+			return cerr
+		}
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer func() { _ = unix.Close(dfd) }()
 	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err == nil && statMode(&st).IsDir() && int(st.Uid) == os.Geteuid() && statMode(&st).Perm()&0o077 != 0 {
-		if err := unix.Chmod(dir, 0o700); err != nil {
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if raceHook != nil {
+		raceHook(dir)
+	}
+	if statMode(&st).IsDir() && int(st.Uid) == os.Geteuid() && statMode(&st).Perm()&0o077 != 0 {
+		if err := unix.Fchmod(dfd, 0o700); err != nil {
 			return notPrivate("%s lets other users in and cannot be tightened (%v): run chmod 700 %s", dir, err, dir)
 		}
+		if err := unix.Fstat(dfd, &st); err != nil {
+			return &os.PathError{Op: "stat", Path: dir, Err: err}
+		}
 	}
-	return Check(dir)
+	return judgeDir(dir, statMode(&st), int(st.Uid) == os.Geteuid())
+}
+
+// raceHook, set by tests only, runs in Tighten between the check of the
+// opened directory and the change of its mode: where another process
+// could swap the path for a link.
+var raceHook func(dir string)
+
+// CheckParent refuses dir when its parent lets another user rename or
+// replace it: the parent is writable by its group or others without the
+// sticky bit (as /tmp has), or belongs to another user (other than root)
+// who may write to it. Such a user could swap dir for a link between a
+// check of dir and a write by path into it. Only the parent is checked,
+// not every directory above it.
+func CheckParent(dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	var st unix.Stat_t
+	if err := unix.Stat(parent, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: parent, Err: err}
+	}
+	mode, owner := uint32(st.Mode), int(st.Uid) //nolint:unconvert // uint16 on some systems (darwin)
+	switch {
+	case mode&0o022 != 0 && mode&unix.S_ISVTX == 0:
+		return notPrivate("refusing to keep secrets in %s: others may write to %s (mode %#o, no sticky bit), and could replace what is in it: run chmod go-w %s, or point the cache elsewhere", dir, parent, mode&0o777, parent)
+	case owner != os.Geteuid() && owner != 0 && mode&0o200 != 0:
+		return notPrivate("refusing to keep secrets in %s: %s belongs to another user, who could replace what is in it: point the cache elsewhere", dir, parent)
+	}
+	return nil
 }
 
 // CheckFile applies the rule to the file at path (a lock file, say),
@@ -151,4 +205,76 @@ func statMode(st *unix.Stat_t) fs.FileMode {
 		mode |= fs.ModeIrregular
 	}
 	return mode
+}
+
+// Remove removes the entry name from dir without following a link: a
+// link there is removed itself, and dir must be this user's own real
+// directory, though it may break the rule otherwise (others let in):
+// removing from one's own directory is safe, and is how a cache that broke
+// the rule is emptied. A missing dir or entry is fs.ErrNotExist.
+func Remove(dir, name string) error {
+	return inOwnDir(dir, func(dfd int) error {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil {
+			return &os.PathError{Op: "remove", Path: filepath.Join(dir, name), Err: err}
+		}
+		return nil
+	})
+}
+
+// RemoveMatching is Remove for every entry of dir whose name matches; it
+// returns how many it removed.
+func RemoveMatching(dir string, match func(name string) bool) (int, error) {
+	n := 0
+	err := inOwnDir(dir, func(dfd int) error {
+		// Its own descriptor: the *os.File closes it.
+		rfd, err := unix.Dup(dfd)
+		if err != nil {
+			return &os.PathError{Op: "dup", Path: dir, Err: err}
+		}
+		d := os.NewFile(uintptr(rfd), dir)
+		names, err := d.Readdirnames(-1)
+		_ = d.Close()
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, name := range names {
+			if !match(name) {
+				continue
+			}
+			if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, &os.PathError{Op: "remove", Path: filepath.Join(dir, name), Err: err})
+				continue
+			}
+			n++
+		}
+		return errors.Join(errs...)
+	})
+	return n, err
+}
+
+// inOwnDir runs f on dir opened without following a link, once it is
+// found a directory owned by this user.
+func inOwnDir(dir string, f func(dfd int) error) error {
+	dfd, err := open(func() (int, error) {
+		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			if cerr := Check(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
+				return cerr
+			}
+		}
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer func() { _ = unix.Close(dfd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	// The mode is not judged: the entries of one's own directory are one's own to remove.
+	if err := judgeDir(dir, statMode(&st)&^0o077, int(st.Uid) == os.Geteuid()); err != nil {
+		return err
+	}
+	return f(dfd)
 }

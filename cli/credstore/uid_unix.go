@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
@@ -16,20 +15,18 @@ import (
 func strconvUID() string { return strconv.Itoa(os.Getuid()) }
 
 // privateTempDir returns dir if it is, or can be made, a directory owned by
-// this user that nobody else may enter, as ssh demands of ~/.ssh: in a
+// this user that nobody else may enter (privatedir's rule): in a
 // world-writable parent, anyone could have made it first, to read what
 // this user writes there or to plant credentials this user would send.
 func privateTempDir(dir string) (string, error) {
 	// Only a parent where nobody can rename or remove another user's
 	// entries: not writable by others, or sticky as /tmp is.
-	parent, err := os.Stat(filepath.Dir(dir))
-	if err != nil {
-		return "", fmt.Errorf("no home directory, and %s cannot be read: %w; set HOME or XDG_CONFIG_HOME", filepath.Dir(dir), err)
+	if err := privatedir.CheckParent(dir); errors.Is(err, privatedir.ErrNotPrivate) {
+		return "", fmt.Errorf("no home directory, and %w; or set HOME or XDG_CONFIG_HOME", err)
+	} else if err != nil {
+		return "", fmt.Errorf("no home directory, and %w; set HOME or XDG_CONFIG_HOME", err)
 	}
-	if parent.Mode().Perm()&0o022 != 0 && parent.Mode()&fs.ModeSticky == 0 {
-		return "", fmt.Errorf("refusing to keep credentials under %s: anyone may replace what is in it (others may write to it, and it has no sticky bit); set HOME or XDG_CONFIG_HOME", filepath.Dir(dir))
-	}
-	err = os.Mkdir(dir, 0o700)
+	err := os.Mkdir(dir, 0o700)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("no home directory, and %s cannot be created: %w; set HOME or XDG_CONFIG_HOME", dir, err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // MinIDTokenLifetime: a cached ID token with less left than this is
@@ -197,6 +198,12 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		// What the cluster will see, which the authenticator's mappings
 		// decide: not always the token's own username and groups.
 		who, groups = name, gs
+	}
+	// Both come from the ID token's claims or the cluster's certificate:
+	// text from elsewhere, escaped once here for every view.
+	who, groups = termsafe.Visible(who), slices.Clone(groups)
+	for i := range groups {
+		groups[i] = termsafe.Visible(groups[i])
 	}
 	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return e.write(exec, cred)
@@ -391,7 +398,8 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 	switch {
 	case flow == config.UpstreamFlowPassword:
 		if c.Upstream.Name != "" {
-			e.UI.Step("Log in to " + c.Upstream.Name)
+			// The name is the one the Supervisor listed (ResolveUpstream).
+			e.UI.Step("Log in to " + termsafe.Visible(c.Upstream.Name))
 		}
 		user, pass, err := e.credentials(ctx, c)
 		if err != nil {

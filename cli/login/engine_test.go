@@ -59,9 +59,15 @@ type browserUI struct {
 	// warnings records Warn's problems.
 	mu       sync.Mutex
 	warnings []string
+	// steps records Step's messages.
+	steps []string
 }
 
-func (u *browserUI) Step(string) {}
+func (u *browserUI) Step(msg string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.steps = append(u.steps, msg)
+}
 func (u *browserUI) Warn(problem, _ string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -584,6 +590,52 @@ func TestWhatTheClusterSees(t *testing.T) {
 	err = e.LoginOIDC(context.Background(), req, interactive)
 	if !errors.Is(err, conciergeclient.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// hostile would clear the screen, return to the line's start and open a
+// CSI with the C1 byte, were it printed as it came.
+const hostile = "\x1b[2J\r\u009b31m"
+
+// TestShownIdentityIsEscaped: the username and groups the login shows
+// (here from the cluster's certificate) and the provider name a Supervisor
+// lists reach the view with their control characters escaped.
+func TestShownIdentityIsEscaped(t *testing.T) {
+	h := newHarness(t)
+	ca, err := certauthority.New("cluster", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := h.engine(io.Discard)
+	e.Exchange = func(context.Context, *config.Concierge, string) (*loginv1alpha1.ClusterCredential, error) {
+		issued, err := ca.IssueClientCert("alice"+hostile, "", []string{"devs" + hostile}, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		return &loginv1alpha1.ClusterCredential{ClientCertificateData: string(issued.CertPEM), ClientKeyData: string(issued.KeyPEM),
+			ExpirationTimestamp: metav1.NewTime(issued.NotAfter)}, nil
+	}
+	if err := e.LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	const escaped = `\x1b[2J\x0d\u009b31m`
+	if s := h.ui.summary.Load(); s == nil || s.Username != "alice"+escaped || !slices.Equal(s.Groups, []string{"devs" + escaped}) {
+		t.Fatalf("summary %+v", s)
+	}
+
+	h = supervisorHarness(t)
+	h.idp.IDPs[0].Name = "My LDAP" + hostile
+	r := h.request(true)
+	r.Upstream = config.Upstream{Name: "My LDAP" + hostile, Type: "ldap", Flow: config.UpstreamFlowPassword}
+	r.Username, r.Password = "bob", "bob-password"
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), r, nonInteractive); err != nil {
+		t.Fatal(err)
+	}
+	h.ui.mu.Lock()
+	steps := strings.Join(h.ui.steps, "\n")
+	h.ui.mu.Unlock()
+	if strings.ContainsAny(steps, "\x1b\r\u009b") || !strings.Contains(steps, "Log in to My LDAP"+escaped) {
+		t.Fatalf("steps %q", steps)
 	}
 }
 

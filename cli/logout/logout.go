@@ -5,6 +5,7 @@
 package logout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
@@ -61,7 +63,11 @@ reported and the exit code is 1. With --all, a session logged in with
 --client-secret is revoked with the client ID alone, since sessions do not
 keep the secret; an issuer that wants the secret refuses, which is reported
 as a warning (log out of its context first to revoke it). Sessions cached by an older pinniped did not record
-their issuer: --all removes them without revoking them.
+their issuer: --all removes them without revoking them. A file cache that
+cannot be read because its directory is not private to you (others may
+enter it, or a link was put in its place) is emptied by name without being
+read, never following a link, so the sessions in it are not revoked; the
+problem is reported with its fix and the exit code is 1.
 
 --end-session also ends the issuer's browser session (OpenID Connect
 RP-initiated logout), so that the next login asks for your password again:
@@ -187,6 +193,7 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, log
 	}
 	total := 0
 	var removed []*sessions.Tokens
+	var unsafe error
 	for _, c := range all {
 		n, held, err := clearStore(ctx, c, loginWait)
 		total += n
@@ -196,10 +203,15 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, log
 				fmt.Fprintf(errOut, "! %s: %v; not all it holds was removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
 				continue
 			}
+			if errors.Is(err, privatedir.ErrNotPrivate) {
+				// The other stores are still cleared.
+				unsafe = cmp.Or(unsafe, err)
+				continue
+			}
 			return total, removed, err
 		}
 	}
-	return total, removed, nil
+	return total, removed, unsafe
 }
 
 // clearStore removes each session of c under its login lock, then every
@@ -207,7 +219,26 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, log
 // refresh running meanwhile could rotate the refresh token between the read
 // and the removal: the spent token would be revoked (an issuer answers 200
 // for a token it does not know) and the new one removed unrevoked.
+//
+// A store that breaks the private-directory rule cannot be read, but may
+// hold credentials and sessions all the same: it is emptied without
+// reading (unsafeStore says how).
 func clearStore(ctx context.Context, c caches, loginWait time.Duration) (int, []*sessions.Tokens, error) {
+	n, held, err := clearListed(ctx, c, loginWait)
+	if !errors.Is(err, privatedir.ErrNotPrivate) {
+		return n, held, err
+	}
+	all, ok := c.store.(interface {
+		RemoveAll(context.Context) (int, error)
+	})
+	if !ok {
+		return n, held, err
+	}
+	m, rerr := all.RemoveAll(ctx)
+	return n + m, held, unsafeStore{store: c.store.Describe(), problem: err, removeErr: rerr, what: "everything cached there"}
+}
+
+func clearListed(ctx context.Context, c caches, loginWait time.Duration) (int, []*sessions.Tokens, error) {
 	n := 0
 	var held []*sessions.Tokens
 	for _, k := range c.sess.Keys(ctx) {
@@ -300,6 +331,12 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
 				continue
 			}
+			if errors.Is(err, privatedir.ErrNotPrivate) {
+				// Emptied without reading: the other stores still are.
+				failure = cmp.Or(failure, err)
+				removed = removed || had
+				continue
+			}
 			// What was read from the keyring is gone from it already: a
 			// second logout would not find it to revoke it.
 			failure = err
@@ -332,7 +369,22 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 
 // forget removes one credential and one session from c; it reports whether
 // either was there, and returns the session it removed.
+//
+// A store that breaks the private-directory rule (a planted link, a
+// directory others may enter) cannot be read, but may hold both all the
+// same: they are removed by name, without reading them (a link is removed,
+// never followed), and the error is an unsafeStore that says so and how to
+// fix the store.
 func forget(ctx context.Context, c caches, key, sessionKey string, loginWait time.Duration) (bool, *sessions.Tokens, error) {
+	had, session, err := forgetListed(ctx, c, key, sessionKey, loginWait)
+	if !errors.Is(err, privatedir.ErrNotPrivate) {
+		return had, session, err
+	}
+	rerr := errors.Join(c.store.Delete(ctx, key), c.store.Delete(ctx, sessionKey))
+	return had, session, unsafeStore{store: c.store.Describe(), problem: err, removeErr: rerr, what: "the credential and session of this context"}
+}
+
+func forgetListed(ctx context.Context, c caches, key, sessionKey string, loginWait time.Duration) (bool, *sessions.Tokens, error) {
 	// A login or refresh running now for this context would save its
 	// result after the delete, and the user would stay logged in: wait for
 	// it (the locks it holds), briefly.
@@ -347,10 +399,15 @@ func forget(ctx context.Context, c caches, key, sessionKey string, loginWait tim
 	if err != nil {
 		return false, nil, err
 	}
-	if err := c.creds.Delete(ctx, key); err != nil {
-		return hadCred, nil, err
+	// Read before any removal: an unreadable session stops here, with the
+	// credential still listed, and both are removed by name.
+	session, err := c.sess.Load(ctx, sessionKey)
+	if err != nil {
+		return false, nil, err
 	}
-	session := c.sess.Get(ctx, sessionKey)
+	if err := c.creds.Delete(ctx, key); err != nil {
+		return hadCred, session, err
+	}
 	// Returned even when Delete fails: it may have removed the session and
 	// failed on the index, and a session not found again is never revoked.
 	// One still cached after a revocation fails its next refresh, which
@@ -358,6 +415,22 @@ func forget(ctx context.Context, c caches, key, sessionKey string, loginWait tim
 	hadSession, err := c.sess.Delete(ctx, sessionKey)
 	return hadCred || hadSession, session, err
 }
+
+// unsafeStore is a store that breaks the private-directory rule, emptied
+// (of what) without reading it.
+type unsafeStore struct {
+	store, what        string
+	problem, removeErr error
+}
+
+func (u unsafeStore) Error() string {
+	if u.removeErr != nil {
+		return fmt.Sprintf("%s: %v; %s could not be removed from it either (%v): fix it as said, then run pinniped logout again", u.store, u.problem, u.what, u.removeErr)
+	}
+	return fmt.Sprintf("%s: %v; %s was removed from it by name, without being read, so no session there was revoked at its issuer: fix it as said", u.store, u.problem, u.what)
+}
+
+func (u unsafeStore) Unwrap() error { return u.problem }
 
 func holdLoginLock(ctx context.Context, dir, name string, wait time.Duration) (func(), error) {
 	if dir == "" {
@@ -404,7 +477,7 @@ func status(ctx context.Context, f *cmdutil.Factory) error {
 	any := false
 	for _, c := range all {
 		entries, err := c.creds.List(ctx)
-		if err != nil && isKeyring(c.store) {
+		if err != nil && (isKeyring(c.store) || errors.Is(err, privatedir.ErrNotPrivate)) {
 			fmt.Fprintf(f.IO.ErrOut, "! %s: %v\n", c.store.Describe(), err)
 			continue
 		}

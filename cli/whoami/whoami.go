@@ -23,6 +23,7 @@ import (
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 var selfSubjectReviewGVR = schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}
@@ -171,17 +172,29 @@ func render(w io.Writer, format string, r *Result) error {
 		_, err = w.Write(b)
 		return err
 	}
+	// The identity is the cluster's answer (from the IdP's claims): text
+	// from elsewhere, escaped for the terminal. JSON and YAML above stay
+	// exact; their encoders escape control characters themselves.
 	u := r.Request.Status.KubernetesUserInfo.User
 	fmt.Fprintf(w, "Current cluster info:\n\nName: %s\nURL: %s\n\nCurrent user info:\n\nUsername: %s\nGroups: %s\n",
-		r.Cluster, r.Server, u.Username, strings.Join(u.Groups, ", "))
+		termsafe.Visible(r.Cluster), termsafe.Visible(r.Server), termsafe.Visible(u.Username), visibleList(u.Groups))
 	keys := make([]string, 0, len(u.Extra))
 	for k := range u.Extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "Extra %s: %s\n", k, strings.Join(u.Extra[k], ", "))
+		fmt.Fprintf(w, "Extra %s: %s\n", termsafe.Visible(k), visibleList(u.Extra[k]))
 	}
 	fmt.Fprintf(w, "(answered by %s)\n", r.Source)
 	return nil
+}
+
+// visibleList joins values from elsewhere, each escaped.
+func visibleList(values []string) string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = termsafe.Visible(v)
+	}
+	return strings.Join(out, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 
+	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 )
 
@@ -146,5 +148,50 @@ func TestWhoamiFlags(t *testing.T) {
 		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), want) || got != nil {
 			t.Errorf("%s: %v, want %q", args, err, want)
 		}
+	}
+}
+
+// hostile would clear the screen, return to the line's start and open a
+// CSI with the C1 byte, were it printed as it came.
+const hostile = "\x1b[2J\r\u009b31m"
+
+// TestTextOutputEscapesTheIdentity: the username, groups and extra the
+// cluster answers (from the IdP's claims) reach the terminal escaped in
+// text output; JSON and YAML keep them exact, escaped by their encoders.
+func TestTextOutputEscapesTheIdentity(t *testing.T) {
+	r := &Result{Cluster: "dev", Server: "https://dev:6443", Source: "test"}
+	u := &r.Request.Status.KubernetesUserInfo.User
+	u.Username = "alice" + hostile
+	u.Groups = []string{"devs" + hostile, "ops"}
+	u.Extra = map[string]identityv1alpha1.ExtraValue{"key" + hostile: {"value" + hostile}}
+	var text bytes.Buffer
+	if err := render(&text, "text", r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(text.String(), "\x1b\r\u009b") {
+		t.Errorf("text output holds raw control characters: %q", text.String())
+	}
+	for _, want := range []string{`Username: alice\x1b[2J\x0d\u009b31m`, `Groups: devs\x1b[2J\x0d\u009b31m, ops`, `Extra key\x1b[2J\x0d\u009b31m: value\x1b[2J\x0d\u009b31m`} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text output lacks %s:\n%s", want, text.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := render(&out, "json", r); err != nil {
+		t.Fatal(err)
+	}
+	var back identityv1alpha1.WhoAmIRequest
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Status.KubernetesUserInfo.User; !reflect.DeepEqual(got, *u) || strings.ContainsAny(out.String(), "\x1b\r") {
+		t.Errorf("JSON changed the identity, or holds raw controls: %q", out.String())
+	}
+	// YAML (whose library refuses C1 controls: an error, nothing shown)
+	// escapes C0 controls in its own syntax.
+	u.Username, u.Groups, u.Extra = "alice\x1b[2J\r", nil, nil
+	out.Reset()
+	if err := render(&out, "yaml", r); err != nil || !strings.Contains(out.String(), `username: "alice\e[2J\r"`) {
+		t.Errorf("YAML: %v %q", err, out.String())
 	}
 }

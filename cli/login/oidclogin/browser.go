@@ -152,8 +152,11 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	oc.RedirectURL = redirect
 
 	opened := false
+	// The link is built from the issuer's authorization_endpoint, which
+	// url.Parse does not clean of C1 controls: shown escaped, opened as is.
+	shownURL := termsafe.Visible(authURL)
 	if !o.QuietWhenOpened {
-		ui.ShowLoginURL(authURL)
+		ui.ShowLoginURL(shownURL)
 	}
 	if !o.SkipBrowser && !o.SkipListen {
 		if err := ui.OpenBrowser(authURL); err != nil {
@@ -163,7 +166,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 		}
 	}
 	if o.QuietWhenOpened && !opened {
-		ui.ShowLoginURL(authURL)
+		ui.ShowLoginURL(shownURL)
 	}
 	pasteCtx, stopPaste := context.WithCancel(ctx)
 	defer stopPaste()

@@ -72,14 +72,29 @@ func TestProviderTextIsEscaped(t *testing.T) {
 	}
 	assertEscaped(t, "the denied login's error", err.Error())
 
-	ui := &fakeUI{t: t, ca: p.CABundle}
-	go func() { time.Sleep(300 * time.Millisecond); p.ApproveDevice() }()
-	if _, err := discover(t, p).DeviceLogin(ctxT(t), ui); err != nil {
-		t.Fatal(err)
+	// The login link: url.Parse lets C1 controls and bidi overrides in an
+	// authorization_endpoint through; the browser still gets the link as is.
+	p.HostileAuthPath = "\u009b2J\u202e"
+	ui := &deniedUI{fakeUI{t: t, ca: p.CABundle}}
+	if _, err := discover(t, p).BrowserLogin(ctxT(t), ui, oidclogin.BrowserOptions{}); err == nil {
+		t.Fatal("a denied login succeeded")
 	}
 	ui.mu.Lock()
-	shown := strings.Join(ui.shown, "\n")
+	shownURLs := strings.Join(ui.loginURLs, "\n")
 	ui.mu.Unlock()
+	if !strings.Contains(shownURLs, `/auth\u009b2J\u202e?`) || strings.ContainsAny(shownURLs, "\u009b\u202e") {
+		t.Errorf("the login link shown: %q", shownURLs)
+	}
+	p.HostileAuthPath = ""
+
+	devUI := &fakeUI{t: t, ca: p.CABundle}
+	go func() { time.Sleep(300 * time.Millisecond); p.ApproveDevice() }()
+	if _, err := discover(t, p).DeviceLogin(ctxT(t), devUI); err != nil {
+		t.Fatal(err)
+	}
+	devUI.mu.Lock()
+	shown := strings.Join(devUI.shown, "\n")
+	devUI.mu.Unlock()
 	assertEscaped(t, "the device code shown", shown)
 
 	p.FailRefresh.Store(true)

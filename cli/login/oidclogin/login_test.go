@@ -33,6 +33,8 @@ type fakeUI struct {
 	noOpen   bool
 	beforeGo func(authURL string) // runs before the browser follows the URL
 	requests chan loginview.Request
+	// loginURLs records what ShowLoginURL was given.
+	loginURLs []string
 }
 
 func (u *fakeUI) Step(msg string) { u.mu.Lock(); u.shown = append(u.shown, msg); u.mu.Unlock() }
@@ -41,7 +43,12 @@ func (u *fakeUI) Warn(problem, next string) {
 	u.shown = append(u.shown, problem+": "+next)
 	u.mu.Unlock()
 }
-func (u *fakeUI) ShowLoginURL(string) { u.Step("the login link") }
+func (u *fakeUI) ShowLoginURL(url string) {
+	u.Step("the login link")
+	u.mu.Lock()
+	u.loginURLs = append(u.loginURLs, url)
+	u.mu.Unlock()
+}
 func (u *fakeUI) ShowDeviceCode(uri, code, _ string) {
 	u.Step("code " + code + " at " + uri)
 }

@@ -7,12 +7,16 @@ package termsafe
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
-// Visible replaces C0 and C1 control characters and DEL (and invalid
-// UTF-8) with Go escapes (\x1b, \u009b), newlines and tabs included: the
-// text stays on one line.
+// Visible replaces C0 and C1 control characters and DEL, invisible format
+// characters (Unicode category Cf: bidi overrides and isolates, zero-width
+// spaces and joiners, which reorder or hide what is shown, so a device
+// user code or a URL could read other than it is), line and paragraph
+// separators (Zl, Zp), and invalid UTF-8 with Go escapes (\x1b, \u009b,
+// \u202e), newlines and tabs included: the text stays on one line.
 func Visible(s string) string { return escape(s, false) }
 
 // Lines is Visible but keeps newlines and tabs, for whole messages whose
@@ -39,6 +43,8 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(`\ufffd`)
 		case c < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, c)
+		case c > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, c)
 		default:
 			fmt.Fprintf(&b, `\u%04x`, c)
 		}
@@ -53,7 +59,7 @@ func unsafe(c rune, keepLines bool) bool {
 	case c == utf8.RuneError, c < 0x20, c == 0x7f:
 		return true
 	}
-	return c >= 0x80 && c < 0xa0
+	return (c >= 0x80 && c < 0xa0) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // Error wraps err, whose text carries what another party said, so that

@@ -74,6 +74,10 @@ type Provider struct {
 	// failed refresh's error_description, and a token exchange that fails
 	// with it (a provider that tries to drive the user's terminal).
 	Hostile string
+	// HostileAuthPath, when set, ends the discovery document's
+	// authorization_endpoint: text url.Parse lets through (C1 controls,
+	// bidi overrides) that the CLI shows as the login link.
+	HostileAuthPath string
 	// ClientSecret, when set, is required at the token endpoint, as
 	// Google requires one of its Desktop app clients.
 	ClientSecret string
@@ -103,7 +107,7 @@ func New(t testing.TB) *Provider {
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		doc := map[string]any{
 			"issuer": p.URL, "jwks_uri": p.URL + "/keys",
-			"authorization_endpoint":           p.URL + "/auth",
+			"authorization_endpoint":           p.URL + "/auth" + p.HostileAuthPath,
 			"token_endpoint":                   p.URL + "/token",
 			"device_authorization_endpoint":    p.URL + "/device",
 			"revocation_endpoint":              p.URL + "/revoke",
