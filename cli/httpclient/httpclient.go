@@ -1,8 +1,9 @@
 // Package httpclient builds the one kind of HTTP client the CLI uses to
 // reach identity providers and clusters: TLS 1.2 or newer, trusting a given
 // CA bundle (or the system's roots), through the environment's proxy, with
-// bounded waits, following redirects only to https (and a request with a
-// body only within its origin; see package redirect).
+// bounded waits, following redirects only to https (and a request that
+// began as neither GET nor HEAD only within its origin, whatever the
+// status; see package redirect).
 package httpclient
 
 import (
@@ -26,7 +27,8 @@ func New(caBundle []byte, timeout time.Duration) (*http.Client, error) {
 	return &http.Client{
 		Timeout: timeout,
 		// Bodies hold passwords, refresh tokens, client secrets and PKCE
-		// verifiers, which Go would resend on a 307 or 308.
+		// verifiers, which Go would resend on a 307 or 308, and a 303 would
+		// carry a POST's headers to wherever it points.
 		CheckRedirect: redirect.Check,
 		Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,

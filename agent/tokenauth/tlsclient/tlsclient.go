@@ -47,7 +47,8 @@ func Transport(caBundle []byte, idlePerHost int) (*http.Transport, error) {
 
 // Client is a client over Transport whose requests give up after timeout
 // and which follows redirects only as package redirect allows: to https,
-// and a request with a body only within its origin. Callers that must not
+// and a request that began as neither GET nor HEAD only within its origin,
+// whatever the status. Callers that must not
 // follow redirects at all (a token in the body) set their own CheckRedirect.
 func Client(caBundle []byte, idlePerHost int, timeout time.Duration) (*http.Client, error) {
 	t, err := Transport(caBundle, idlePerHost)
