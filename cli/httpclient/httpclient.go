@@ -11,8 +11,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect"
 )
 
@@ -37,6 +39,29 @@ func New(caBundle []byte, timeout time.Duration) (*http.Client, error) {
 			ForceAttemptHTTP2:   true,
 		},
 	}, nil
+}
+
+// Do is client.Do, with a refused redirect reported as Unwrap does.
+func Do(client *http.Client, req *http.Request) (*http.Response, error) {
+	resp, err := client.Do(req)
+	return resp, Unwrap(err)
+}
+
+// Unwrap is err without the *url.Error around a redirect that package
+// redirect refused, for the errors of New's clients (client.Do, or a
+// library's call through one). net/http prefixes that refusal with the
+// method and the redirect's target as the server sent it, query included
+// (which may hold a code or a token): it would undo redirect's leaving
+// the query out, and name the target twice. Any other error is returned
+// as it is.
+func Unwrap(err error) error {
+	// The error as returned, not one a caller wrapped: its message is
+	// built already.
+	ue, ok := err.(*url.Error) //nolint:errorlint // see above
+	if ok && (errors.Is(ue.Err, httpsurl.ErrNotHTTPS) || errors.Is(ue.Err, redirect.ErrCrossOrigin)) {
+		return ue.Err
+	}
+	return err
 }
 
 // TLSConfig is the TLS side of New's clients, for callers that dial TLS

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -282,7 +284,7 @@ func post(ctx context.Context, client *http.Client, endpoint string, body []byte
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
+	resp, err := httpclient.Do(client, req)
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -293,7 +295,8 @@ func post(ctx context.Context, client *http.Client, endpoint string, body []byte
 
 // retryable: what a moment later may go otherwise. A certificate the
 // client does not trust, a server that does not speak TLS, a name that
-// does not resolve, the caller giving up, or an answer the agent meant (a
+// does not resolve, a redirect the client refused (the server sends the
+// same one again), the caller giving up, or an answer the agent meant (a
 // refusal, a 4xx, a 500) never does.
 func retryable(status int, err error) bool {
 	if err != nil {
@@ -302,7 +305,8 @@ func retryable(status int, err error) bool {
 		var op *net.OpError
 		var dns *net.DNSError
 		switch {
-		case errors.As(err, &verify), errors.As(err, &record), errors.Is(err, http.ErrSchemeMismatch), errors.Is(err, context.Canceled):
+		case errors.As(err, &verify), errors.As(err, &record), errors.Is(err, http.ErrSchemeMismatch), errors.Is(err, context.Canceled),
+			errors.Is(err, httpsurl.ErrNotHTTPS), errors.Is(err, redirect.ErrCrossOrigin):
 			return false
 		case errors.As(err, &op) && op.Op == "remote error":
 			return false // the server's TLS alert: it refused the handshake

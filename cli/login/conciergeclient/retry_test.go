@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -227,5 +229,42 @@ func TestBusyAgent(t *testing.T) {
 	_, err := Exchange(context.Background(), c, "token")
 	if err == nil || !strings.Contains(err.Error(), "the agent is busy") || !strings.Contains(err.Error(), "try again in a moment") || n.Load() != 7 {
 		t.Fatalf("%v after %d requests", err, n.Load())
+	}
+}
+
+// TestNoRetryForARefusedRedirect: an endpoint that redirects to plain http
+// or to another origin will do so again; the exchange is refused at once,
+// and the error names the redirect once, without its query (which may
+// hold a code or a token).
+func TestNoRetryForARefusedRedirect(t *testing.T) {
+	fastRetries(t)
+	var plainHits atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { plainHits.Add(1) }))
+	defer plain.Close()
+	other := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { plainHits.Add(1) }))
+	defer other.Close()
+	for name, to := range map[string]string{"plain http": plain.URL, "another origin": other.URL} {
+		var n atomic.Int64
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			http.Redirect(w, r, to+"/token?code=secret-code", http.StatusTemporaryRedirect)
+		}))
+		c := &config.Concierge{Endpoint: srv.URL, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+			AuthenticatorType: "jwt", AuthenticatorName: "dex"}
+		_, err := Exchange(context.Background(), c, "token")
+		srv.Close()
+		if !errors.Is(err, httpsurl.ErrNotHTTPS) && !errors.Is(err, redirect.ErrCrossOrigin) {
+			t.Errorf("%s: want the redirect refused, got %v", name, err)
+			continue
+		}
+		if n.Load() != 1 {
+			t.Errorf("%s: %d requests; a refused redirect must not be retried", name, n.Load())
+		}
+		if msg := err.Error(); strings.Contains(msg, "secret-code") || strings.Count(msg, to) != 1 {
+			t.Errorf("%s: the error must name the target once, without its query: %v", name, msg)
+		}
+	}
+	if plainHits.Load() != 0 {
+		t.Errorf("the redirect targets received %d requests", plainHits.Load())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 )
 
 // Document is what the CLI reads of a discovery document.
@@ -58,7 +59,7 @@ func Fetch(ctx context.Context, client *http.Client, issuer string) (*Document, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
+	resp, err := httpclient.Do(client, req)
 	if err != nil {
 		var unknownCA x509.UnknownAuthorityError
 		if errors.As(err, &unknownCA) {

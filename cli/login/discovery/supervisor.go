@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"slices"
+
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 )
 
 // IdentityProvider is one identity provider a Pinniped Supervisor lists;
@@ -35,7 +37,7 @@ func (d *Document) IdentityProviders(ctx context.Context, client *http.Client) (
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
+	resp, err := httpclient.Do(client, req)
 	if err != nil {
 		return nil, fmt.Errorf("list the Supervisor's identity providers: %w", err)
 	}

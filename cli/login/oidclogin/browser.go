@@ -19,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
@@ -239,7 +240,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	ui.Step("exchanging the authorization code")
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(err))
+		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(httpclient.Unwrap(err)))
 	}
 	return p.tokens(ctx, tok, nonce)
 }

@@ -234,7 +234,7 @@ func stringList(v any) []string {
 func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.TokenSource(p.ctx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
-		return nil, fmt.Errorf("refresh: %w", termsafe.Error(err))
+		return nil, fmt.Errorf("refresh: %w", termsafe.Error(httpclient.Unwrap(err)))
 	}
 	if tok.RefreshToken == "" {
 		tok.RefreshToken = refreshToken

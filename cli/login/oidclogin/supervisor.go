@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
@@ -133,7 +134,7 @@ func (p *Provider) CLIPasswordLogin(ctx context.Context, up config.Upstream, lis
 	}
 	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(err))
+		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(httpclient.Unwrap(err)))
 	}
 	return p.tokens(ctx, tok, nonce)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
@@ -32,7 +33,7 @@ func (p *Provider) ExchangeForAudience(ctx context.Context, accessToken, audienc
 		return "", time.Time{}, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := p.http.Do(req)
+	resp, err := httpclient.Do(p.http, req)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("token exchange for audience %q: %w", audience, err)
 	}
