@@ -70,7 +70,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 		if err := enc.Encode(r); err != nil {
 			return err
 		}
-		_, err := io.WriteString(w, escapeC1(buf.String()))
+		_, err := w.Write(termsafe.JSON(buf.Bytes()))
 		return err
 	}
 	if _, err := fmt.Fprintf(w, "pinniped doctor: context %q\n", r.Context); err != nil { // %q escapes control characters
@@ -98,22 +98,6 @@ func (r *Report) Write(w io.Writer, format string) error {
 // not drive the terminal (retitle it, clear it, hide lines).
 func oneLine(s string) string {
 	return termsafe.Visible(strings.Join(strings.Fields(s), " "))
-}
-
-// escapeC1 writes C1 control characters in JSON as \u escapes: encoding/json
-// escapes C0 but leaves C1 raw, and a terminal showing `-o json` may take
-// U+009B for an escape sequence. They can only be inside strings (JSON's own
-// characters are ASCII), where \u0080-\u009f read back as the same text.
-func escapeC1(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if c >= 0x80 && c < 0xa0 {
-			fmt.Fprintf(&b, `\u%04x`, c)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // redact replaces every secret (longest first, so one inside another goes

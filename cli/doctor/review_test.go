@@ -74,16 +74,16 @@ func TestRefusedLoginIsNotProbed(t *testing.T) {
 }
 
 // TestControlCharactersAreVisible: a server's message cannot drive the
-// terminal through the text output.
+// terminal, or reorder what it shows, through the text or JSON output.
 func TestControlCharactersAreVisible(t *testing.T) {
 	b := newBed(t)
 	b.api.authPhase = "Error"
-	b.api.authConditions = []map[string]any{{"type": "Ready", "status": "False", "reason": "X", "message": "boom \x1b]0;x\x07\x1b[2J\u009b done", "lastTransitionTime": "2026-11-25T00:00:00Z"}}
+	b.api.authConditions = []map[string]any{{"type": "Ready", "status": "False", "reason": "X", "message": "boom \x1b]0;x\x07\x1b[2J\u009b\u202e done", "lastTransitionTime": "2026-11-25T00:00:00Z"}}
 	out, _ := b.run()
-	if strings.ContainsAny(out, "\x1b\x07\u009b") {
+	if strings.ContainsAny(out, "\x1b\x07\u009b\u202e") {
 		t.Errorf("raw control characters in the text output: %q", out)
 	}
-	if !strings.Contains(out, `boom \x1b]0;x\x07\x1b[2J\u009b done`) {
+	if !strings.Contains(out, `boom \x1b]0;x\x07\x1b[2J\u009b\u202e done`) {
 		t.Errorf("the message is not shown escaped:\n%s", out)
 	}
 	if got := oneLine("a\x7fb\x00c"); got != `a\x7fb\x00c` {
@@ -91,7 +91,7 @@ func TestControlCharactersAreVisible(t *testing.T) {
 	}
 	// In JSON too, and the message reads back the same.
 	js, _ := b.run("-o", "json")
-	if strings.ContainsAny(js, "\x1b\x07\u009b") {
+	if strings.ContainsAny(js, "\x1b\x07\u009b\u202e") {
 		t.Errorf("raw control characters in the JSON output: %q", js)
 	}
 	var r Report
@@ -99,7 +99,7 @@ func TestControlCharactersAreVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range r.Checks {
-		if c.Name == "agent.authenticator" && !strings.Contains(c.Detail+c.Fix, "boom \x1b]0;x\x07\x1b[2J\u009b done") {
+		if c.Name == "agent.authenticator" && !strings.Contains(c.Detail+c.Fix, "boom \x1b]0;x\x07\x1b[2J\u009b\u202e done") {
 			t.Errorf("the JSON does not read back the message: %+v", c)
 		}
 	}

@@ -201,10 +201,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	}
 	// Both come from the ID token's claims or the cluster's certificate:
 	// text from elsewhere, escaped once here for every view.
-	who, groups = termsafe.Visible(who), slices.Clone(groups)
-	for i := range groups {
-		groups[i] = termsafe.Visible(groups[i])
-	}
+	who, groups = termsafe.Visible(who), termsafe.VisibleAll(groups)
 	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return e.write(exec, cred)
 }

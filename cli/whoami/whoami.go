@@ -2,6 +2,7 @@
 package whoami
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,11 +162,30 @@ func isNoMatch(err error) bool {
 func render(w io.Writer, format string, r *Result) error {
 	switch format {
 	case "json":
-		enc := json.NewEncoder(w)
+		// encoding/json escapes C0 controls but leaves C1 controls and
+		// bidi and zero-width characters raw; termsafe.JSON escapes those
+		// too, and the JSON still decodes to the cluster's exact answer.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(&r.Request)
+		if err := enc.Encode(&r.Request); err != nil {
+			return err
+		}
+		_, err := w.Write(termsafe.JSON(buf.Bytes()))
+		return err
 	case "yaml":
-		b, err := yaml.Marshal(&r.Request)
+		// The YAML library escapes C0 controls, but refuses C1 controls
+		// (an error, nothing shown), folds U+0085 into a space and writes
+		// bidi and zero-width characters and U+2028/9 raw, and has no
+		// setting to escape them. So only for YAML those characters are
+		// escaped in the strings before encoding: the YAML then reads
+		// back as the escaped text (\u202e), not the exact answer, for
+		// identities that hold them; JSON keeps it exact.
+		v, err := beyondASCII(&r.Request)
+		if err != nil {
+			return err
+		}
+		b, err := yaml.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -173,28 +193,53 @@ func render(w io.Writer, format string, r *Result) error {
 		return err
 	}
 	// The identity is the cluster's answer (from the IdP's claims): text
-	// from elsewhere, escaped for the terminal. JSON and YAML above stay
-	// exact; their encoders escape control characters themselves.
+	// from elsewhere, escaped for the terminal.
 	u := r.Request.Status.KubernetesUserInfo.User
 	fmt.Fprintf(w, "Current cluster info:\n\nName: %s\nURL: %s\n\nCurrent user info:\n\nUsername: %s\nGroups: %s\n",
-		termsafe.Visible(r.Cluster), termsafe.Visible(r.Server), termsafe.Visible(u.Username), visibleList(u.Groups))
+		termsafe.Visible(r.Cluster), termsafe.Visible(r.Server), termsafe.Visible(u.Username), strings.Join(termsafe.VisibleAll(u.Groups), ", "))
 	keys := make([]string, 0, len(u.Extra))
 	for k := range u.Extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "Extra %s: %s\n", termsafe.Visible(k), visibleList(u.Extra[k]))
+		fmt.Fprintf(w, "Extra %s: %s\n", termsafe.Visible(k), strings.Join(termsafe.VisibleAll(u.Extra[k]), ", "))
 	}
 	fmt.Fprintf(w, "(answered by %s)\n", r.Source)
 	return nil
 }
 
-// visibleList joins values from elsewhere, each escaped.
-func visibleList(values []string) string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = termsafe.Visible(v)
+// beyondASCII is v as JSON values (what the YAML library encodes, with its
+// keys sorted as it sorts them) with termsafe.BeyondASCII applied to every
+// string and key.
+func beyondASCII(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	return strings.Join(out, ", ")
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			return termsafe.BeyondASCII(v)
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		case map[string]any:
+			m := make(map[string]any, len(v))
+			for k, e := range v {
+				m[termsafe.BeyondASCII(k)] = walk(e)
+			}
+			return m
+		}
+		return v
+	}
+	return walk(out), nil
 }

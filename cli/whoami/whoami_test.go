@@ -151,13 +151,14 @@ func TestWhoamiFlags(t *testing.T) {
 	}
 }
 
-// hostile would clear the screen, return to the line's start and open a
-// CSI with the C1 byte, were it printed as it came.
-const hostile = "\x1b[2J\r\u009b31m"
+// hostile would clear the screen, return to the line's start, open a CSI
+// with the C1 byte, and reverse and hide text, were it printed as it came.
+const hostile = "\x1b[2J\r\u009b31m\u202eevil\u200b"
 
 // TestTextOutputEscapesTheIdentity: the username, groups and extra the
 // cluster answers (from the IdP's claims) reach the terminal escaped in
-// text output; JSON and YAML keep them exact, escaped by their encoders.
+// text output; JSON keeps them exact with every control \u-escaped; YAML
+// escapes them too.
 func TestTextOutputEscapesTheIdentity(t *testing.T) {
 	r := &Result{Cluster: "dev", Server: "https://dev:6443", Source: "test"}
 	u := &r.Request.Status.KubernetesUserInfo.User
@@ -168,10 +169,11 @@ func TestTextOutputEscapesTheIdentity(t *testing.T) {
 	if err := render(&text, "text", r); err != nil {
 		t.Fatal(err)
 	}
-	if strings.ContainsAny(text.String(), "\x1b\r\u009b") {
+	if strings.ContainsAny(text.String(), rawUnsafe) {
 		t.Errorf("text output holds raw control characters: %q", text.String())
 	}
-	for _, want := range []string{`Username: alice\x1b[2J\x0d\u009b31m`, `Groups: devs\x1b[2J\x0d\u009b31m, ops`, `Extra key\x1b[2J\x0d\u009b31m: value\x1b[2J\x0d\u009b31m`} {
+	esc := `\x1b[2J\x0d\u009b31m\u202eevil\u200b`
+	for _, want := range []string{"Username: alice" + esc, "Groups: devs" + esc + ", ops", "Extra key" + esc + ": value" + esc} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text output lacks %s:\n%s", want, text.String())
 		}
@@ -184,14 +186,18 @@ func TestTextOutputEscapesTheIdentity(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if got := back.Status.KubernetesUserInfo.User; !reflect.DeepEqual(got, *u) || strings.ContainsAny(out.String(), "\x1b\r") {
+	if got := back.Status.KubernetesUserInfo.User; !reflect.DeepEqual(got, *u) || strings.ContainsAny(out.String(), rawUnsafe) {
 		t.Errorf("JSON changed the identity, or holds raw controls: %q", out.String())
 	}
-	// YAML (whose library refuses C1 controls: an error, nothing shown)
-	// escapes C0 controls in its own syntax.
-	u.Username, u.Groups, u.Extra = "alice\x1b[2J\r", nil, nil
+	// YAML escapes C0 controls in its own syntax; the characters its
+	// library refuses (C1) or leaves raw (bidi, zero-width) are escaped
+	// before it sees them.
 	out.Reset()
-	if err := render(&out, "yaml", r); err != nil || !strings.Contains(out.String(), `username: "alice\e[2J\r"`) {
+	if err := render(&out, "yaml", r); err != nil || strings.ContainsAny(out.String(), rawUnsafe) ||
+		!strings.Contains(out.String(), `username: "alice\e[2J\r\\u009b31m\\u202eevil\\u200b"`) {
 		t.Errorf("YAML: %v %q", err, out.String())
 	}
 }
+
+// rawUnsafe is what must not appear raw in JSON or YAML output.
+const rawUnsafe = "\x1b\r\u009b\u202e\u200b"

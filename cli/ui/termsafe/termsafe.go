@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -22,6 +23,56 @@ func Visible(s string) string { return escape(s, false) }
 // Lines is Visible but keeps newlines and tabs, for whole messages whose
 // own lines are the CLI's (an error with its next step below it).
 func Lines(s string) string { return escape(s, true) }
+
+// VisibleAll is Visible of each value, in a new slice.
+func VisibleAll(values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = Visible(v)
+	}
+	return out
+}
+
+// BeyondASCII escapes, as Visible does, only the unsafe characters beyond
+// ASCII (C1 controls, Cf, Zl, Zp, invalid UTF-8), for text an encoder then
+// writes with its own escapes for ASCII controls but leaves these raw.
+func BeyondASCII(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c >= utf8.RuneSelf && unsafe(c, false) {
+			b.WriteString(escape(string(c), false))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// JSON escapes in encoded JSON what encoding/json leaves raw but a
+// terminal must not see raw: C1 controls (U+009B opens an escape sequence
+// on many terminals), DEL, Cf, Zl and Zp, and invalid UTF-8. It writes
+// them as JSON's \u escapes, so the result is still valid JSON and decodes
+// to the same values. Outside strings JSON is ASCII without DEL, so each
+// such character is inside a string, where an escape reads back as itself.
+func JSON(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		c, n := utf8.DecodeRune(b[i:])
+		if c != 0x7f && (c < utf8.RuneSelf || !unsafe(c, false)) {
+			out = append(out, b[i:i+n]...)
+			i += n
+			continue
+		}
+		if c > 0xffff {
+			r1, r2 := utf16.EncodeRune(c)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, c)
+		}
+		i += n
+	}
+	return out
+}
 
 func escape(s string, keepLines bool) string {
 	clean := true

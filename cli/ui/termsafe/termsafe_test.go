@@ -1,8 +1,11 @@
 package termsafe
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -49,3 +52,40 @@ type fmtErr struct {
 
 func (e fmtErr) Error() string { return e.msg }
 func (e fmtErr) Unwrap() error { return e.err }
+
+// unsafeWide lists characters JSON and YAML encoders leave raw that must
+// not reach a terminal so: C1 (CSI, NEL), DEL, bidi overrides, zero-width,
+// line and paragraph separators, a BOM and a supplementary tag character.
+const unsafeWide = "\u009b31m\u0085\x7f\u202eevil\u2066\u200b\u2028\u2029\ufeff\U000e0041"
+
+func TestJSON(t *testing.T) {
+	in := map[string][]string{"key" + unsafeWide: {"value" + unsafeWide, "plain ünïcode", "c0 \x1b[2J\r\n"}}
+	raw, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := JSON(raw)
+	var back map[string][]string
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("not JSON any more: %v\n%s", err, got)
+	}
+	if !reflect.DeepEqual(back, in) {
+		t.Errorf("decodes to %q, want %q", back, in)
+	}
+	if i := strings.IndexFunc(string(got), func(c rune) bool { return c == 0x7f || c >= 0x80 && Visible(string(c)) != string(c) }); i >= 0 {
+		t.Errorf("raw unsafe character at %d: %q", i, got)
+	}
+	if !strings.Contains(string(got), `\u009b31m`) || !strings.Contains(string(got), `\udb40\udc41`) || !strings.Contains(string(got), "plain ünïcode") {
+		t.Errorf("want \\u escapes, surrogate pairs beyond U+FFFF, other text as it was: %s", got)
+	}
+}
+
+func TestBeyondASCII(t *testing.T) {
+	if got, want := BeyondASCII("a\x1b\u009b\u202eü"), "a\x1b\\u009b\\u202eü"; got != want {
+		t.Errorf("BeyondASCII = %q, want %q", got, want)
+	}
+	in := []string{"a\u202e", "b"}
+	if got := VisibleAll(in); !reflect.DeepEqual(got, []string{`a\u202e`, "b"}) || in[0] != "a\u202e" {
+		t.Errorf("VisibleAll = %q (input now %q)", got, in)
+	}
+}
