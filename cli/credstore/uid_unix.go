@@ -19,8 +19,8 @@ func strconvUID() string { return strconv.Itoa(os.Getuid()) }
 // world-writable parent, anyone could have made it first, to read what
 // this user writes there or to plant credentials this user would send.
 func privateTempDir(dir string) (string, error) {
-	// Only a parent where nobody can rename or remove another user's
-	// entries: not writable by others, or sticky as /tmp is.
+	// Only a parent where nobody else can rename or remove the user's
+	// entries: CheckParent's rule, the file cache writers' own.
 	if err := privatedir.CheckParent(dir); errors.Is(err, privatedir.ErrNotPrivate) {
 		return "", fmt.Errorf("no home directory, and %w; or set HOME or XDG_CONFIG_HOME", err)
 	} else if err != nil {

@@ -48,9 +48,11 @@ FAIL or SKIP, with what it found or, when something is wrong, the fix in one
 sentence. It never logs you in (no browser, no prompt, no refresh): it reads
 the cluster credential a login cached, if there is one (never writing or
 deleting a cache entry), and otherwise says which checks need a login. It
-sends no credential to a cluster whose server is plain http or whose
-certificate checks the kubeconfig turns off. It never prints a secret. It
-exits 1 when a check FAILs.
+sends no credential to a cluster whose server is plain http (an http://
+server, or one with no scheme and no certificate-authority, client
+certificate or insecure-skip-tls-verify, which kubectl then reaches over
+http) or whose certificate checks the kubeconfig turns off. It never
+prints a secret. It exits 1 when a check FAILs.
 
 Most users may not read the agent's objects (APIServices, CredentialIssuer,
 authenticators); those checks then SKIP. An administrator sees them on a
