@@ -37,20 +37,11 @@ func Tighten(dir string) error {
 	if err := CheckParent(dir); err != nil {
 		return err
 	}
-	dfd, err := open(func() (int, error) {
-		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	dfd, st, err := openDir(dir)
 	if err != nil {
-		if cerr := Check(dir); cerr != nil {
-			return cerr
-		}
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+		return err
 	}
 	defer func() { _ = unix.Close(dfd) }()
-	var st unix.Stat_t
-	if err := unix.Fstat(dfd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: dir, Err: err}
-	}
 	if raceHook != nil {
 		raceHook(dir)
 	}
@@ -117,24 +108,11 @@ func CheckFile(path string) error {
 // poller, whose first use creates an epoll instance and an eventfd only to
 // learn that a regular file cannot be polled, and registers a finalizer).
 func ReadFile(dir, name string) ([]byte, error) {
-	dfd, err := open(func() (int, error) {
-		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	dfd, st, err := openDir(dir)
 	if err != nil {
-		// O_NOFOLLOW met a link (ELOOP on Linux, other codes elsewhere), or
-		// O_DIRECTORY a file: Check says which, in the rule's words.
-		if !errors.Is(err, unix.ENOENT) {
-			if cerr := Check(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
-				return nil, cerr
-			}
-		}
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		return nil, err
 	}
 	defer func() { _ = unix.Close(dfd) }()
-	var st unix.Stat_t
-	if err := unix.Fstat(dfd, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
-	}
 	if err := judgeDir(dir, statMode(&st), int(st.Uid) == os.Geteuid()); err != nil {
 		return nil, err
 	}
@@ -180,6 +158,31 @@ func ReadFile(dir, name string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// openDir opens dir without following a link there and stats the open
+// descriptor, which the caller closes. When the open fails on what the
+// rule refuses (O_NOFOLLOW met a link: ELOOP on Linux, other codes
+// elsewhere; O_DIRECTORY a file), the error is Check's, in the rule's
+// words. A missing dir is fs.ErrNotExist.
+func openDir(dir string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	dfd, err := open(func() (int, error) {
+		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			if cerr := Check(dir); errors.Is(cerr, ErrNotPrivate) {
+				return -1, st, cerr
+			}
+		}
+		return -1, st, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := unix.Fstat(dfd, &st); err != nil {
+		_ = unix.Close(dfd)
+		return -1, st, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	return dfd, st, nil
 }
 
 func open(f func() (int, error)) (int, error) {
@@ -256,22 +259,11 @@ func RemoveMatching(dir string, match func(name string) bool) (int, error) {
 // inOwnDir runs f on dir opened without following a link, once it is
 // found a directory owned by this user.
 func inOwnDir(dir string, f func(dfd int) error) error {
-	dfd, err := open(func() (int, error) {
-		return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	dfd, st, err := openDir(dir)
 	if err != nil {
-		if !errors.Is(err, unix.ENOENT) {
-			if cerr := Check(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
-				return cerr
-			}
-		}
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+		return err
 	}
 	defer func() { _ = unix.Close(dfd) }()
-	var st unix.Stat_t
-	if err := unix.Fstat(dfd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: dir, Err: err}
-	}
 	// The mode is not judged: the entries of one's own directory are one's own to remove.
 	if err := judgeDir(dir, statMode(&st)&^0o077, int(st.Uid) == os.Geteuid()); err != nil {
 		return err

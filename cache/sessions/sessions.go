@@ -63,17 +63,11 @@ type Cache struct {
 	mu sync.Mutex
 }
 
-// Get returns the session under key, or nil. A corrupt one is removed:
-// never a crash, at worst a new login.
-func (c *Cache) Get(ctx context.Context, key string) *Tokens {
-	t, _ := c.Load(ctx, key)
-	return t
-}
-
-// Load is Get that reports a store refusing to read (a directory or file
-// that breaks the private-directory rule): a login over it would replace
-// what is there without the person learning why. Any other failure is no
-// session.
+// Load returns the session under key, or nil. A corrupt one is removed:
+// never a crash, at worst a new login. A store refusing to read (a
+// directory or file that breaks the private-directory rule) is an error:
+// a login over it would replace what is there without the person
+// learning why. Any other failure is no session.
 func (c *Cache) Load(ctx context.Context, key string) (*Tokens, error) {
 	raw, err := c.Store.Get(ctx, key)
 	switch {

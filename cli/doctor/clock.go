@@ -35,7 +35,7 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 		r.clusterUnsafe = "the cluster's server is not a URL, so no credential is sent to it (cluster.api)"
 		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL (%v): fix it in the kubeconfig", r.anon.Host, err))
 	}
-	if why, _ := unverified(r.anon); why != "" && !strings.EqualFold(u.Scheme, "https") {
+	if !strings.EqualFold(u.Scheme, "https") {
 		// Not even asked: nothing is to be learnt from a clear-text answer.
 		// A server without a scheme and without a CA is http to client-go.
 		r.clusterUnsafe = "the cluster's server is plain http, so no credential is sent to it (cluster.api)"

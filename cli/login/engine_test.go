@@ -661,8 +661,8 @@ func TestSessionRecordsItsIssuer(t *testing.T) {
 	cache := &sessions.Cache{Store: h.store}
 	check := func(when string) {
 		t.Helper()
-		s := cache.Get(ctx, r.SessionKey())
-		if s == nil || s.Issuer == nil {
+		s, err := cache.Load(ctx, r.SessionKey())
+		if err != nil || s == nil || s.Issuer == nil {
 			t.Fatalf("%s: the session (found: %v) records no issuer", when, s != nil)
 		}
 		want := sessions.Issuer{URL: h.idp.URL, ClientID: h.idp.ClientID, CABundle: h.idp.CABundle, HasClientSecret: true}
@@ -680,7 +680,10 @@ func TestSessionRecordsItsIssuer(t *testing.T) {
 	if err != nil || bytes.Contains(raw, []byte("s3cret")) {
 		t.Fatalf("the session holds the client secret (or cannot be read: %v)", err)
 	}
-	older := cache.Get(ctx, r.SessionKey())
+	older, err := cache.Load(ctx, r.SessionKey())
+	if err != nil || older == nil {
+		t.Fatalf("the session: %v", err)
+	}
 	older.Issuer = nil
 	if err := cache.Put(ctx, r.SessionKey(), older); err != nil {
 		t.Fatal(err)

@@ -272,7 +272,13 @@ func forgetSession(ctx context.Context, c caches, key string, loginWait time.Dur
 		return false, nil, err
 	}
 	defer unlock()
-	t := c.sess.Get(ctx, key)
+	// A session the store refuses to read (a link, say) stops here, as
+	// for one context: clearStore then empties the store by name and says
+	// that what it held was not revoked.
+	t, err := c.sess.Load(ctx, key)
+	if err != nil {
+		return false, nil, err
+	}
 	had, err := c.sess.Delete(ctx, key)
 	return had, t, err
 }

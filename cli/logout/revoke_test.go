@@ -699,8 +699,8 @@ func TestLogoutAllUnderARunningLogin(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "still running") {
 		t.Fatalf("logout --all under a running login: %v\n%s", err, out.String())
 	}
-	if got := (&sessions.Cache{Store: files}).Get(context.Background(), c.SessionKey()); got == nil || got.RefreshToken != "REFRESH-TOKEN-xyz" {
-		t.Error("the session of the running login was removed")
+	if got, err := (&sessions.Cache{Store: files}).Load(context.Background(), c.SessionKey()); err != nil || got == nil || got.RefreshToken != "REFRESH-TOKEN-xyz" {
+		t.Errorf("the session of the running login was removed (%v)", err)
 	}
 	if got := ti.received(); len(got) != 0 {
 		t.Errorf("the issuer received %d revocations", len(got))

@@ -3,6 +3,8 @@
 package logout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 // creds lists the credential files in dir.
@@ -74,6 +77,35 @@ func TestLogoutEmptiesACacheThatBreaksTheRule(t *testing.T) {
 			t.Errorf("left %v", left)
 		}
 		empty(t, kr)
+	})
+
+	t.Run("logout --all reports a session file that is a link", func(t *testing.T) {
+		_, files, _ := setup(t, ldapArgs, env)
+		cacheLogin(t, files, ldapArgs, env)
+		dir := files.(*filestore.Store).Dir
+		c, err := flagset.ParseOIDC(ldapArgs[2:], func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(c.SessionKey()))
+		session := filepath.Join(dir, hex.EncodeToString(sum[:16])+".cred")
+		target := filepath.Join(t.TempDir(), "elsewhere")
+		if err := os.Rename(session, target); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, session); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCmd(t, nil, "logout", "--all")
+		if !errors.Is(err, privatedir.ErrNotPrivate) || !strings.Contains(err.Error(), session+" is a link") {
+			t.Fatalf("want the link named: %v\n%s", err, out)
+		}
+		if left := creds(t, dir); len(left) != 0 {
+			t.Errorf("left %v", left)
+		}
+		if _, err := os.Stat(target); err != nil {
+			t.Errorf("the link's target: %v", err)
+		}
 	})
 
 	t.Run("a link in place of the directory is not followed", func(t *testing.T) {
