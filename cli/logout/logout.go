@@ -62,12 +62,13 @@ revocation endpoint that is not https, to which no token is sent) is
 reported and the exit code is 1. With --all, a session logged in with
 --client-secret is revoked with the client ID alone, since sessions do not
 keep the secret; an issuer that wants the secret refuses, which is reported
-as a warning (log out of its context first to revoke it). Sessions cached by an older pinniped did not record
-their issuer: --all removes them without revoking them. A file cache that
-cannot be read because its directory is not private to you (others may
-enter it, or a link was put in its place) is emptied by name without being
-read, never following a link, so the sessions in it are not revoked; the
-problem is reported with its fix and the exit code is 1.
+as a warning (log out of its context first to revoke it). Sessions cached
+by an older pinniped did not record their issuer: --all removes them
+without revoking them. A file cache that cannot be read because its
+directory is not private to you (others may enter it, or a link was put in
+its place) is emptied by name without being read, never following a link,
+so the sessions in it are not revoked; the problem is reported with its fix
+and the exit code is 1.
 
 --end-session also ends the issuer's browser session (OpenID Connect
 RP-initiated logout), so that the next login asks for your password again:

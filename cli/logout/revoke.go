@@ -12,6 +12,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // issuerWait bounds what one issuer may take to answer discovery and the
@@ -94,11 +95,11 @@ func (e *ender) end(ctx context.Context, login *config.OIDC, t *sessions.Tokens,
 		e.unreachable[login.Issuer] = true
 		e.failed++
 		if len(toRevoke) == 0 {
-			fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document (%v): your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer, err)
+			fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document (%v): your browser stays signed in there; sign out on the issuer's own page\n", login.Issuer, termsafe.Error(err))
 			return
 		}
 		e.revokeFailed = true
-		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): what was to be revoked stays valid there until it expires; the local copies were removed\n", login.Issuer, err)
+		fmt.Fprintf(e.errOut, "! %s: could not read the issuer's discovery document to end the session there (%v): what was to be revoked stays valid there until it expires; the local copies were removed\n", login.Issuer, termsafe.Error(err))
 		return
 	}
 	e.revoke(issuerCtx, login, p, t, toRevoke, withoutItsSecret)
@@ -148,7 +149,7 @@ func (e *ender) revoke(ctx context.Context, login *config.OIDC, p *oidclogin.Pro
 			if r.hint == oidclogin.HintAccessToken {
 				what = "access token"
 			}
-			fmt.Fprintf(e.errOut, "! %s: revoking the session's %s failed (%v): it stays valid there until it expires; the local copies were removed\n", login.Issuer, what, err)
+			fmt.Fprintf(e.errOut, "! %s: revoking the session's %s failed (%v): it stays valid there until it expires; the local copies were removed\n", login.Issuer, what, termsafe.Error(err))
 		}
 	}
 }
@@ -177,18 +178,20 @@ func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidcl
 		return
 	case err != nil:
 		e.failed++
-		fmt.Fprintf(e.errOut, "! %s: %v; your browser stays signed in there\n", login.Issuer, err)
+		fmt.Fprintf(e.errOut, "! %s: %v; your browser stays signed in there\n", login.Issuer, termsafe.Error(err))
 		return
 	}
-	signOut := fmt.Sprintf("To end your session at %s in your browser, sign out there (its logout page is %s).", login.Issuer, endpoint)
+	// The endpoint is the issuer's discovery document's: url.Parse refuses
+	// ASCII controls in it, not C1 or bidi characters in its query.
+	signOut := fmt.Sprintf("To end your session at %s in your browser, sign out there (its logout page is %s).", login.Issuer, termsafe.Visible(endpoint))
 	page, err := oidclogin.ServeFormPost(ctx, endpoint, form)
 	if err != nil {
-		fmt.Fprintf(e.errOut, "! could not serve the page that ends your session at the issuer (%v). %s\n", err, signOut)
+		fmt.Fprintf(e.errOut, "! could not serve the page that ends your session at the issuer (%v). %s\n", termsafe.Error(err), signOut)
 		return
 	}
 	defer page.Close()
 	if err := e.f.Browser(page.URL); err != nil {
-		fmt.Fprintf(e.errOut, "No browser could be opened (%v). %s\n", err, signOut)
+		fmt.Fprintf(e.errOut, "No browser could be opened (%v). %s\n", termsafe.Error(err), signOut)
 		return
 	}
 	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s; waiting up to %s for it to load the page...\n", login.Issuer, endSessionWait)

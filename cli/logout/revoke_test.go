@@ -822,3 +822,20 @@ func passwordSession(t *testing.T, p *oidclogin.Provider) *sessions.Tokens {
 	}
 	return s
 }
+
+// TestLogoutErrorsAreEscaped: an error's text (here a browser opener's,
+// which may echo what it was given) reaches the terminal escaped, as all
+// text from elsewhere does.
+func TestLogoutErrorsAreEscaped(t *testing.T) {
+	ti := newTestIssuer(t)
+	ti.EndSessionEndpoint = ti.URL + "/end_session"
+	args := ti.args()
+	kr, _, kubeconfig := setup(t, args, nil)
+	cacheSession(t, kr, args, session())
+	out, _ := runLogout(t, func(string) error {
+		return errors.New("opener said \x1b]0;pwned\x07\u009b2J\u202e")
+	}, "--kubeconfig="+kubeconfig, "--end-session")
+	if strings.ContainsAny(out, "\x1b\x07\u009b\u202e") || !strings.Contains(out, `opener said \x1b]0;pwned\x07\u009b2J\u202e`) {
+		t.Errorf("want the error escaped:\n%q", out)
+	}
+}
