@@ -78,16 +78,21 @@ func TestClockSkew(t *testing.T) {
 		t.Skipf("clock skew is tested in the kubeadm profile only; the %s profile checks tokens with the same code", Bed.Config().Profile)
 	}
 	pinniped := installAgent(t)
-	// Skew between an issuer and the cluster is the administrator's to
-	// allow: without it the agent refuses, as kube-apiserver, a token past
-	// its exp (2 minutes behind, the Supervisor's 2-minute tokens arrive
-	// expired) and one issued over a minute ahead. 3m (the most there is)
-	// covers 2 minutes plus the login's way to the agent.
-	supervisorAuthenticatorWithSkew(t, "3m")
 	alice := testbed.DexUsers[0]
 	for _, offset := range []string{"2m0s", "-2m0s"} {
 		t.Run("Supervisor "+offset, func(t *testing.T) {
 			skewSupervisor(t, offset)
+			// Skew between an issuer and the cluster is the administrator's to
+			// allow: without it the agent refuses, as kube-apiserver, a token past
+			// its exp (2 minutes behind, the Supervisor's 2-minute tokens arrive
+			// expired) and one issued over a minute ahead. 3m (the most there is)
+			// covers 2 minutes plus the login's way to the agent.
+			// The authenticator is made after the restart: the test Supervisor
+			// signs with a new key each time it starts, and the agent fetches an
+			// issuer's keys at most once per jwt.KeyRefetchInterval (10 s), so a
+			// key that appears within 10 s of the authenticator's first fetch is
+			// refused until that window has passed.
+			supervisorAuthenticatorWithSkew(t, "3m")
 			_, _ = RunE(nil, pinniped, "logout", "--all")
 			kc := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+testbed.SupervisorLDAPIDP)
 			base := []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email}
