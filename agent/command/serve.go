@@ -13,6 +13,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/logbuffer"
@@ -77,7 +78,8 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of every API group the agent serves and watches: <prefix>.concierge.<suffix> (a DNS subdomain with a dot; as upstream's api_group_suffix)")
 	f.StringSliceVar(&o.APIServiceNames, "apiservices", nil, "APIServices whose caBundle the agent keeps current (default: v1alpha1.login.concierge.<suffix> and v1alpha1.identity.concierge.<suffix>)")
 	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
-	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, "lifetime of issued client certificates (the CSR strategy raises it to 10m, the API's minimum)")
+	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, fmt.Sprintf("lifetime of issued client certificates, from %s to %s (the CSR strategy raises it to %s, the API's minimum); see docs/security.md before raising it",
+		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.MinCSR)))
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
 	f.StringVar(&o.ProxyListenAddress, "proxy-listen", ":8444", "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
 	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", "pinniped-agent-proxy", "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")

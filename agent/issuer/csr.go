@@ -21,13 +21,14 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 )
 
 // MinCSRTTL is the shortest lifetime the certificates API accepts
 // (spec.expirationSeconds must be at least 600).
-const MinCSRTTL = 10 * time.Minute
+const MinCSRTTL = credentialttl.MinCSR
 
 // CSRLabel marks the agent's CertificateSigningRequests so uninstall and
 // admins can find them.
@@ -68,7 +69,7 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 	if err != nil {
 		return nil, fmt.Errorf("create certificate request: %w", err)
 	}
-	seconds := int32(min(ttl, 24*time.Hour) / time.Second) //nolint:gosec // capped at a day, fits in int32
+	seconds := int32(min(ttl, credentialttl.Max) / time.Second) //nolint:gosec // capped at a day, fits in int32
 	csrs := c.Client.CertificatesV1().CertificateSigningRequests()
 	created, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "pinniped-", Labels: map[string]string{CSRLabel: "true"}},

@@ -11,13 +11,13 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 )
 
 // DefaultTTL is the lifetime of issued client certificates, as upstream.
-// Short, because a client certificate cannot be revoked.
-const DefaultTTL = 5 * time.Minute
+const DefaultTTL = credentialttl.Default
 
 // Issuer issues a credential for a user.
 type Issuer interface {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
@@ -72,8 +73,8 @@ func (o *Options) Validate() error {
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("--namespace is required (or set POD_NAMESPACE)"))
 	}
-	if o.CertTTL < time.Minute || o.CertTTL > 24*time.Hour {
-		errs = append(errs, fmt.Errorf("--credential-ttl %v must be between 1m and 24h", o.CertTTL))
+	if err := credentialttl.Check(o.CertTTL); err != nil {
+		errs = append(errs, fmt.Errorf("--credential-ttl: %w", err))
 	}
 	if err := groupsuffix.Validate(groupsuffix.OrDefault(o.GroupSuffix)); err != nil {
 		errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
