@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 )
@@ -44,6 +46,10 @@ type Config struct {
 	MemoryRequest string
 	MemoryLimit   string
 
+	// CredentialTTL is the agent's --credential-ttl: the lifetime of the
+	// client certificates it issues. Zero keeps the agent's default
+	// (credentialttl.Default) and renders no flag.
+	CredentialTTL time.Duration
 	// ProxyAudit is the agent's --proxy-audit (all, changes, none); empty
 	// keeps the agent's default (all).
 	ProxyAudit string
@@ -163,6 +169,11 @@ func (c *Config) Validate() error {
 	if c.GroupSuffix != "" {
 		if err := groupsuffix.Validate(c.GroupSuffix); err != nil {
 			errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
+		}
+	}
+	if c.CredentialTTL != 0 {
+		if err := credentialttl.Check(c.CredentialTTL); err != nil {
+			errs = append(errs, fmt.Errorf("--credential-ttl: %w", err))
 		}
 	}
 	switch c.ProxyAudit {

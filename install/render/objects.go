@@ -19,6 +19,7 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/install/crds"
 )
@@ -193,6 +194,9 @@ func agentArgs(c *Config) []string {
 		helperImage = "" // the agent's way of saying: never read the key
 	}
 	args := []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + helperImage}
+	if c.CredentialTTL != 0 {
+		args = append(args, "--credential-ttl="+credentialttl.Format(c.CredentialTTL))
+	}
 	if c.ProxyAudit != "" {
 		args = append(args, "--proxy-audit="+c.ProxyAudit)
 	}
