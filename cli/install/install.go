@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
@@ -90,6 +91,11 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
 	fs.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
 	fs.StringVar(&o.Render.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of the agent's API groups, <prefix>.concierge.<suffix> (upstream's api_group_suffix); another value than the default lets this install run beside one that has it, in another --namespace")
+	fs.Var(ttlFlag{&o.Render.CredentialTTL}, "credential-ttl", fmt.Sprintf(
+		"lifetime of the client certificates the agent issues, from %s to %s (default %s; the CSR strategy uses at least %s). "+
+			"Certificates cannot be revoked: a longer lifetime keeps one valid that much longer after its user is removed at the identity provider or logs out. "+
+			"Clients that keep streams open (watches, logs -f) lose them at each renewal, and a longer lifetime only makes that rarer: the planned fix is tokens through the impersonation proxy or 'pinniped proxy'",
+		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.Default), credentialttl.Format(credentialttl.MinCSR)))
 	fs.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
 	fs.StringVar(&o.DryRun, "dry-run", "none", `"client" prints without contacting the cluster, "server" validates on the cluster without persisting`)
 	fs.StringVarP(&o.Output, "output", "o", "", "print the manifests as yaml or json instead of applying them")
@@ -104,6 +110,33 @@ func (o *Options) prepare() error {
 	}
 	return o.Validate()
 }
+
+// ttlFlag is --credential-ttl. Unset leaves the duration zero, which renders
+// no flag and keeps the agent's default; a value is refused here, while the
+// flags are parsed, by the agent's own rule, so that an explicit 0 is an
+// error rather than a silent default.
+type ttlFlag struct{ d *time.Duration }
+
+func (f ttlFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "" // no "(default ...)" in --help: the agent's default applies
+	}
+	return credentialttl.Format(*f.d)
+}
+
+func (f ttlFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%w: write a number with a unit, such as 10m or 2h", err)
+	}
+	if err := credentialttl.Check(d); err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+func (ttlFlag) Type() string { return "duration" }
 
 // Complete fills defaults and reads files.
 func (o *Options) Complete() error {

@@ -170,3 +170,63 @@ func TestInstallWithSuffix(t *testing.T) {
 		t.Errorf("uninstall with a bad suffix: %v", err)
 	}
 }
+
+// TestInstallCredentialTTL: --credential-ttl reaches the agent's args in
+// the rendered Deployment; without it the agent gets no such flag (its own
+// default holds). A value the agent would refuse, or one that is not a
+// duration, is refused while the flags are parsed: nothing is rendered, so
+// nothing can be applied.
+func TestInstallCredentialTTL(t *testing.T) {
+	render := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		f := cmdutil.Test(nil, &out, &errOut, nil)
+		f.Version.Version = "v1.2.3"
+		cmd := NewCmdInstall(f, nil)
+		cmd.SetArgs(append(args, "-o", "yaml"))
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("%v\n%s", err, errOut.String())
+		}
+		return out.String()
+	}
+	if got := render("--credential-ttl=90m"); !strings.Contains(got, "\n        - --credential-ttl=1h30m\n") {
+		t.Errorf("--credential-ttl=90m is not among the agent's args:\n%s", got)
+	}
+	if got := render(); strings.Contains(got, "--credential-ttl") {
+		t.Error("the agent gets --credential-ttl though none was given")
+	}
+	for value, want := range map[string]string{
+		"abc":  "write a number with a unit",
+		"5":    "write a number with a unit",
+		"0":    "shorter than the minimum",
+		"59s":  "shorter than the minimum",
+		"-10m": "shorter than the minimum",
+		"25h":  "longer than the maximum",
+	} {
+		o, _, err := runInstall(t, "--credential-ttl="+value)
+		if err == nil || o != nil {
+			t.Errorf("--credential-ttl=%s: accepted", value)
+			continue
+		}
+		if !strings.Contains(err.Error(), "--credential-ttl") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--credential-ttl=%s: %v, want %q", value, err, want)
+		}
+	}
+	// The real Run, applying: the cluster is never contacted.
+	var out, errOut bytes.Buffer
+	f := cmdutil.Test(nil, &out, &errOut, nil)
+	contacted := false
+	f.Dynamic = func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
+		contacted = true
+		return dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &rest.Config{Host: "https://cluster"}, nil
+	}
+	cmd := NewCmdInstall(f, nil)
+	cmd.SetArgs([]string{"--credential-ttl=48h", "--wait=false"})
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	if err := cmd.ExecuteContext(context.Background()); err == nil || contacted {
+		t.Errorf("--credential-ttl=48h: %v; cluster contacted: %v", err, contacted)
+	}
+}
