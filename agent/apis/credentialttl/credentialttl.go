@@ -41,7 +41,7 @@ func Check(d time.Duration) error {
 	return nil
 }
 
-// Format writes d as a person would ("24h", "10m", "90s"), not as
+// Format writes d as a person would ("24h", "10m", "1m30s"), not as
 // time.Duration.String does ("24h0m0s"); the agent parses either.
 func Format(d time.Duration) string {
 	s := d.String()
