@@ -65,7 +65,21 @@ type Options struct {
 	// ProxyServiceAccount may only impersonate; the proxy forwards with its
 	// tokens.
 	ProxyServiceAccount string
+	// ProxyCredential is what the proxy's own TokenCredentialRequest
+	// returns: ProxyCredentialToken or ProxyCredentialCertificate.
+	ProxyCredential string
 }
+
+// What the impersonation proxy's TokenCredentialRequest returns.
+const (
+	// ProxyCredentialToken is a bearer token the agent signs, valid only at
+	// this installation's proxy. A client holding a new token keeps its
+	// connections; client-go closes them all for a new client certificate.
+	ProxyCredentialToken = "token"
+	// ProxyCredentialCertificate is a client certificate from the proxy's
+	// signer, for clients that need one.
+	ProxyCredentialCertificate = "certificate"
+)
 
 // Validate reports settings that cannot work.
 func (o *Options) Validate() error {
@@ -75,6 +89,11 @@ func (o *Options) Validate() error {
 	}
 	if err := credentialttl.Check(o.CertTTL); err != nil {
 		errs = append(errs, fmt.Errorf("--credential-ttl: %w", err))
+	}
+	switch o.ProxyCredential {
+	case "", ProxyCredentialToken, ProxyCredentialCertificate:
+	default:
+		errs = append(errs, fmt.Errorf("--proxy-credential %q: must be %s or %s", o.ProxyCredential, ProxyCredentialToken, ProxyCredentialCertificate))
 	}
 	if err := groupsuffix.Validate(groupsuffix.OrDefault(o.GroupSuffix)); err != nil {
 		errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))

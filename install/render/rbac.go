@@ -74,6 +74,8 @@ func namespaceRules(c *Config) []rule {
 			core, []string{"serviceaccounts/token"}, []string{"create"}, ProxyServiceAccountName),
 		r("read CA bundles that authenticators reference by ConfigMap",
 			core, []string{"configmaps"}, []string{"get"}),
+		r("see that every agent replica runs the same version before the impersonation proxy hands out its own tokens, which older replicas cannot read",
+			core, []string{"pods"}, []string{"get", "list"}),
 		r("elect one replica to write statuses, so replicas do not fight",
 			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"create"}),
 		r("renew the election's Lease",

@@ -63,8 +63,11 @@ type Syncer struct {
 	Labels map[string]string
 	// Selector picks the agent pods behind the Service.
 	Selector map[string]string
-	Log      *slog.Logger
-	Now      func() time.Time
+	// PodName is the leader's own pod; proxy tokens wait until every pod
+	// Selector picks runs its template (see oneVersion).
+	PodName string
+	Log     *slog.Logger
+	Now     func() time.Time
 
 	mu        sync.Mutex
 	lastEvent string
