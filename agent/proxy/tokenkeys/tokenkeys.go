@@ -5,7 +5,8 @@
 // A new key is first added as "next", which replicas verify with but do not
 // sign with, and only promoted to signing key once every replica has had time
 // to see it: a token signed right after a promotion must verify at whichever
-// replica it reaches. The key it replaces stays, public half only, as
+// replica it reaches. The very first key starts so too: until it is promoted
+// the proxy hands out certificates. The key it replaces stays, public half only, as
 // "previous" until the tokens it signed have expired.
 package tokenkeys
 
@@ -42,7 +43,10 @@ const (
 // Defaults of Store's durations.
 const (
 	DefaultRotateAfter  = 30 * 24 * time.Hour
-	DefaultPromoteAfter = 5 * time.Minute
+	// A replica's informer sees a Secret change within seconds; a minute
+	// also covers a watch that broke and re-lists. It is also how long a
+	// new installation hands out certificates before its first token.
+	DefaultPromoteAfter = time.Minute
 )
 
 // MaxPreviousAge bounds how long after its retirement Parse still verifies
@@ -71,10 +75,10 @@ type Store struct {
 
 // Ensure takes at most one step towards the keys due now, writing the
 // Secret only when a step is due:
-//  1. no Secret: create it with a signing key;
+//  1. no Secret: create it with a next key and no signing key;
 //  2. a retired key kept longer than Retain: drop it;
 //  3. a next key older than PromoteAfter (and no previous left): it signs,
-//     and the old signing key is kept, public half only, as previous;
+//     and the old signing key, if any, is kept, public half only, as previous;
 //  4. a signing key older than RotateAfter and no next: add a next key.
 //
 // Called periodically, it walks through a rotation one step at a time, so
@@ -103,7 +107,7 @@ func (s *Store) ensureOnce(ctx context.Context) error {
 		_, err = s.Secrets.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: s.Labels},
 			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{SigningKey: key, SigningSince: stamp(now)},
+			Data:       map[string][]byte{NextKey: key, NextSince: stamp(now)},
 		}, metav1.CreateOptions{})
 		return err
 	}
@@ -122,15 +126,17 @@ func (s *Store) ensureOnce(ctx context.Context) error {
 		delete(data, PreviousPub)
 		delete(data, PreviousRetired)
 	case st.next != nil && st.previous == nil && !now.Before(st.nextSince.Add(s.promoteAfter())):
-		pub, err := encodePublic(&st.signing.PublicKey)
-		if err != nil {
-			return err
+		if st.signing != nil {
+			pub, err := encodePublic(&st.signing.PublicKey)
+			if err != nil {
+				return err
+			}
+			data[PreviousPub], data[PreviousRetired] = pub, stamp(now)
 		}
-		data[PreviousPub], data[PreviousRetired] = pub, stamp(now)
 		data[SigningKey], data[SigningSince] = data[NextKey], stamp(now)
 		delete(data, NextKey)
 		delete(data, NextSince)
-	case st.next == nil && !now.Before(st.signingSince.Add(s.rotateAfter())):
+	case st.next == nil && st.signing != nil && !now.Before(st.signingSince.Add(s.rotateAfter())):
 		key, err := encodePrivate()
 		if err != nil {
 			return err
@@ -173,8 +179,8 @@ func (s *Store) promoteAfter() time.Duration {
 	return DefaultPromoteAfter
 }
 
-// Parse reads the token keys from the Secret: the key to sign with, and the
-// keys to verify with (the signing key, the next one, and the previous one
+// Parse reads the token keys from the Secret: the key to sign with (nil
+// before the first promotion), and the keys to verify with (the signing key, the next one, and the previous one
 // until MaxPreviousAge after its retirement). installID is the Secret's UID:
 // unique to the installation and unchanged by key rotation.
 func Parse(secret *corev1.Secret, now time.Time) (*proxytoken.KeySet, string, error) {
@@ -188,11 +194,15 @@ func Parse(secret *corev1.Secret, now time.Time) (*proxytoken.KeySet, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	signing, err := proxytoken.KeyFor(st.signing)
-	if err != nil {
-		return nil, "", corrupt(secret, SigningKey, err)
+	ks := &proxytoken.KeySet{Verify: map[string]*ecdsa.PublicKey{}}
+	if st.signing != nil {
+		signing, err := proxytoken.KeyFor(st.signing)
+		if err != nil {
+			return nil, "", corrupt(secret, SigningKey, err)
+		}
+		ks.Signing = signing
+		ks.Verify[signing.ID] = &st.signing.PublicKey
 	}
-	ks := &proxytoken.KeySet{Signing: signing, Verify: map[string]*ecdsa.PublicKey{signing.ID: &st.signing.PublicKey}}
 	if st.next != nil {
 		if err := addVerify(ks, &st.next.PublicKey); err != nil {
 			return nil, "", corrupt(secret, NextKey, err)
@@ -229,11 +239,15 @@ func read(secret *corev1.Secret) (*state, error) {
 	var st state
 	var err error
 	d := secret.Data
-	if st.signing, err = decodePrivate(d[SigningKey]); err != nil {
-		return nil, corrupt(secret, SigningKey, err)
-	}
-	if st.signingSince, err = decodeTime(d[SigningSince]); err != nil {
-		return nil, corrupt(secret, SigningSince, err)
+	if _, ok := d[SigningKey]; ok {
+		if st.signing, err = decodePrivate(d[SigningKey]); err != nil {
+			return nil, corrupt(secret, SigningKey, err)
+		}
+		if st.signingSince, err = decodeTime(d[SigningSince]); err != nil {
+			return nil, corrupt(secret, SigningSince, err)
+		}
+	} else if _, ok := d[SigningSince]; ok {
+		return nil, corrupt(secret, SigningKey, errors.New("missing"))
 	}
 	if _, ok := d[NextKey]; ok {
 		if st.next, err = decodePrivate(d[NextKey]); err != nil {
@@ -254,6 +268,9 @@ func read(secret *corev1.Secret) (*state, error) {
 		}
 	} else if _, ok := d[PreviousRetired]; ok {
 		return nil, corrupt(secret, PreviousPub, errors.New("missing"))
+	}
+	if st.signing == nil && st.next == nil {
+		return nil, corrupt(secret, NextKey, errors.New("neither a signing nor a next key"))
 	}
 	return &st, nil
 }

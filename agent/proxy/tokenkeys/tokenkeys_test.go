@@ -64,6 +64,19 @@ func (b *bed) ensure() {
 	}
 }
 
+// start creates the Secret and promotes its first key: an installation as
+// it is a PromoteAfter after its first Ensure.
+func (b *bed) start() {
+	b.t.Helper()
+	b.ensure()
+	promote := b.store.PromoteAfter
+	if promote == 0 {
+		promote = tokenkeys.DefaultPromoteAfter
+	}
+	b.now = b.now.Add(promote)
+	b.ensure()
+}
+
 func (b *bed) secret() *corev1.Secret {
 	b.t.Helper()
 	s, err := b.kube.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -136,18 +149,31 @@ func (b *bed) verifies(ks *proxytoken.KeySet, tok string) bool {
 func TestRotation(t *testing.T) {
 	b := newBed(t)
 
-	// 1. Create.
+	// 1. Create: the first key only verifies until every replica has seen
+	// it, so no token can reach a replica that does not know its key yet.
 	b.ensure()
 	s := b.secret()
 	if s.Labels["app"] != "pinniped-agent" || s.Type != corev1.SecretTypeOpaque {
 		t.Fatalf("created %s with labels %v type %s", s.Name, s.Labels, s.Type)
 	}
-	first := b.parse()
-	a := first.Signing.ID
-	if !slices.Equal(ids(first), []string{a}) {
-		t.Fatalf("verify keys %v, want the signing key only", ids(first))
+	created := b.parse()
+	if created.Signing != nil || len(created.Verify) != 1 {
+		t.Fatalf("just created: signing key %v, %d verify keys; want none and the first key", created.Signing != nil, len(created.Verify))
 	}
 	b.ensureWritesNothing("just created")
+	b.now = b.now.Add(5*time.Minute - time.Second)
+	b.ensureWritesNothing("first key not yet due to sign")
+	b.now = b.now.Add(time.Second)
+	b.ensure()
+	first := b.parse()
+	a := first.Signing.ID
+	if !slices.Equal(ids(first), ids(created)) {
+		t.Fatalf("verify keys %v, want the first key only", ids(first))
+	}
+	if _, ok := b.secret().Data[tokenkeys.PreviousPub]; ok {
+		t.Fatal("the first promotion recorded a previous key")
+	}
+	b.ensureWritesNothing("first key promoted")
 	b.now = b.now.Add(30*24*time.Hour - time.Second)
 	b.ensureWritesNothing("signing key not yet due to rotate")
 
@@ -219,7 +245,7 @@ func TestPromotionWaitsForPrevious(t *testing.T) {
 	b := newBed(t)
 	b.store.RotateAfter = time.Minute
 	b.store.Retain = func() time.Duration { return time.Hour }
-	b.ensure()
+	b.start()
 	for range 3 { // add next, promote, add next
 		b.now = b.now.Add(5 * time.Minute)
 		b.ensure()
@@ -243,7 +269,7 @@ func TestParseBoundsPrevious(t *testing.T) {
 	b := newBed(t)
 	b.store.RotateAfter = time.Minute
 	b.store.Retain = func() time.Duration { return 1000 * time.Hour }
-	b.ensure()
+	b.start()
 	b.now = b.now.Add(time.Hour)
 	b.ensure() // next
 	b.now = b.now.Add(time.Hour)
@@ -318,7 +344,7 @@ func TestCorrupt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBed(t)
-			b.ensure()
+			b.start()
 			s := b.secret()
 			keyPEM := string(s.Data[tokenkeys.SigningKey])
 			tc.edit(b, s.Data)
@@ -349,7 +375,7 @@ func TestCorrupt(t *testing.T) {
 	}
 	t.Run("no UID", func(t *testing.T) {
 		b := newBed(t)
-		b.ensure()
+		b.start()
 		s := b.secret()
 		s.UID = ""
 		if _, _, err := tokenkeys.Parse(s, b.now); err == nil || !strings.Contains(err.Error(), name) {
@@ -365,7 +391,7 @@ func TestCorrupt(t *testing.T) {
 // Secret again and takes the step that is still due.
 func TestConflictRetries(t *testing.T) {
 	b := newBed(t)
-	b.ensure()
+	b.start()
 	conflicts := 1
 	b.kube.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
@@ -381,12 +407,12 @@ func TestConflictRetries(t *testing.T) {
 	}
 }
 
-// TestDefaults: a zero Store rotates after 30 days and promotes after 5
-// minutes.
+// TestDefaults: a zero Store rotates after 30 days and promotes after
+// DefaultPromoteAfter.
 func TestDefaults(t *testing.T) {
 	b := newBed(t)
 	b.store.RotateAfter, b.store.PromoteAfter, b.store.Retain = 0, 0, nil
-	b.ensure()
+	b.start()
 	b.now = b.now.Add(tokenkeys.DefaultRotateAfter - time.Second)
 	b.ensureWritesNothing("before the default rotation")
 	b.now = b.now.Add(time.Second)
