@@ -42,7 +42,7 @@ const (
 
 // Defaults of Store's durations.
 const (
-	DefaultRotateAfter  = 30 * 24 * time.Hour
+	DefaultRotateAfter = 30 * 24 * time.Hour
 	// A replica's informer sees a Secret change within seconds; a minute
 	// also covers a watch that broke and re-lists. It is also how long a
 	// new installation hands out certificates before its first token.
