@@ -30,6 +30,10 @@ const (
 	// SignerSecret holds the CA that signs client certificates valid only at
 	// the proxy (TokenCredentialRequest on the proxy issues them).
 	SignerSecret = "pinniped-agent-proxy-signer" //nolint:gosec // a Secret name
+	// TokenKeySecret holds the keys that sign and verify the proxy's bearer
+	// tokens (package tokenkeys). Its UID names the installation in them.
+	// A key of its own: one key must not sign two formats.
+	TokenKeySecret = "pinniped-agent-proxy-token-keys" //nolint:gosec // a Secret name
 	// ContainerPort is where every agent replica serves the proxy.
 	ContainerPort = 8444
 	// ServicePort is what clients connect to.
