@@ -17,9 +17,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	"k8s.io/utils/lru"
 
 	"github.com/pinniped-kit/pinniped/agent/chaincheck"
+	"github.com/pinniped-kit/pinniped/agent/proxy/verifycache"
 )
 
 // ClientCAs is the set of CAs whose client certificates the proxy accepts:
@@ -78,7 +78,7 @@ func NewCertAuthenticator(cas *ClientCAs) authenticator.Request {
 	return &certCache{
 		verify: x509request.NewDynamic(cas.VerifyOptions, x509request.CommonNameUserConversion),
 		cas:    cas,
-		lru:    lru.New(certCacheSize),
+		cache:  verifycache.New[string](certCacheSize, certCacheTTL),
 		now:    time.Now,
 	}
 }
@@ -94,18 +94,13 @@ const (
 // proxy's CPU per request, and a kubectl session sends many requests with
 // one certificate. Only successes are cached, for at most a minute, never
 // past the NotAfter of any certificate in the chain, and only under the CA
-// set they were verified with: any change of trusted CAs starts afresh.
+// set they were verified with: any change of trusted CAs starts afresh
+// (verifycache's model, shared with the proxy's own tokens).
 type certCache struct {
 	verify authenticator.Request
 	cas    *ClientCAs
-	lru    *lru.Cache
+	cache  *verifycache.Cache[string]
 	now    func() time.Time
-}
-
-type certCacheEntry struct {
-	resp       *authenticator.Response
-	generation uint64
-	until      time.Time
 }
 
 func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
@@ -115,12 +110,8 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	key := chaincheck.Key(r.TLS.PeerCertificates)
 	gen := c.cas.currentGeneration()
 	now := c.now()
-	if v, ok := c.lru.Get(key); ok {
-		e := v.(*certCacheEntry)
-		if e.generation == gen && now.Round(0).Before(e.until) {
-			return e.resp, true, nil
-		}
-		c.lru.Remove(key)
+	if resp, ok := c.cache.Get(key, gen, now); ok {
+		return resp, true, nil
 	}
 	resp, ok, err := c.verify.AuthenticateRequest(r)
 	if err != nil || !ok {
@@ -128,7 +119,7 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	}
 	if opts, ok := c.cas.VerifyOptions(); ok {
 		if until, ok := chaincheck.Until(r.TLS.PeerCertificates, opts, now, certCacheTTL); ok {
-			c.lru.Add(key, &certCacheEntry{resp: resp, generation: gen, until: until})
+			c.cache.Add(key, resp, gen, now, until)
 		}
 	}
 	return resp, true, nil
