@@ -3,12 +3,17 @@ package impersonator
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4/jwt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -19,6 +24,7 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 
 	"github.com/pinniped-kit/pinniped/agent/chaincheck"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/proxy/verifycache"
 )
 
@@ -123,6 +129,140 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 		}
 	}
 	return resp, true, nil
+}
+
+// ProxyTokenAuthenticator decides bearer tokens in the proxy's own format
+// (see proxytoken). ours reports whether tok is shaped as one of them: such
+// a token is decided only here, accepted (resp) or refused (err), and never
+// sent to TokenReview or forwarded.
+type ProxyTokenAuthenticator interface {
+	AuthenticateProxyToken(tok string) (resp *authenticator.Response, ours bool, err error)
+}
+
+// Sizes of the proxy token cache: like certCache's, it saves a signature
+// check per request of a busy client.
+const (
+	proxyTokenCacheSize = 4096
+	proxyTokenCacheTTL  = time.Minute
+)
+
+// errNoProxyTokenKeys: tokens in our format arrive before the keys to
+// verify them (or after they were withdrawn); they are refused, not passed
+// on to TokenReview.
+var errNoProxyTokenKeys = errors.New("no proxy token keys to verify with")
+
+// ProxyTokens verifies the proxy's own bearer tokens with the keys and the
+// audience of this installation, which rotate, so they are swapped whole by
+// Set. Successes are remembered (verifycache's model) by the token's
+// SHA-256, never past the token's exp, for at most a minute, and only under
+// the keys and audience they were verified with. The zero value refuses
+// every token of ours until Set.
+type ProxyTokens struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu    sync.RWMutex
+	state proxyTokenState
+	cache *verifycache.Cache[[sha256.Size]byte]
+}
+
+type proxyTokenState struct {
+	// verify is a copy of the key set's Verify map: the caller may reuse
+	// its map, and the signing key does not matter here.
+	verify     map[string]*ecdsa.PublicKey
+	audience   proxytoken.Audience
+	generation uint64
+}
+
+// Set replaces the keys tokens are verified with and the audience they must
+// name. nil ks means no keys: tokens of ours are refused. A real change of
+// the verify keys or the audience drops every remembered verification, so a
+// retired key stops working at once, not a cache TTL later.
+func (p *ProxyTokens) Set(ks *proxytoken.KeySet, a proxytoken.Audience) {
+	var verify map[string]*ecdsa.PublicKey
+	if ks != nil && len(ks.Verify) > 0 {
+		verify = maps.Clone(ks.Verify)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.audience == a && sameVerifyKeys(p.state.verify, verify) {
+		return
+	}
+	p.state = proxyTokenState{verify: verify, audience: a, generation: p.state.generation + 1}
+}
+
+func sameVerifyKeys(a, b map[string]*ecdsa.PublicKey) bool {
+	return maps.EqualFunc(a, b, func(x, y *ecdsa.PublicKey) bool {
+		return x == y || (x != nil && y != nil && x.Equal(y))
+	})
+}
+
+func (p *ProxyTokens) current() (proxyTokenState, *verifycache.Cache[[sha256.Size]byte]) {
+	p.mu.RLock()
+	st, c := p.state, p.cache
+	p.mu.RUnlock()
+	if c != nil {
+		return st, c
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cache == nil {
+		p.cache = verifycache.New[[sha256.Size]byte](proxyTokenCacheSize, proxyTokenCacheTTL)
+	}
+	return p.state, p.cache
+}
+
+// AuthenticateProxyToken implements ProxyTokenAuthenticator.
+func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Response, bool, error) {
+	if !proxytoken.Ours(tok) {
+		return nil, false, nil
+	}
+	st, cache := p.current()
+	if len(st.verify) == 0 {
+		return nil, true, errNoProxyTokenKeys
+	}
+	now := time.Now()
+	if p.Now != nil {
+		now = p.Now()
+	}
+	key := sha256.Sum256([]byte(tok))
+	if resp, ok := cache.Get(key, st.generation, now); ok {
+		return resp, true, nil
+	}
+	u, exp, err := proxytoken.Verify(&proxytoken.KeySet{Verify: st.verify}, st.audience, tok, now)
+	if err != nil {
+		return nil, true, fmt.Errorf("proxy token: %w", err)
+	}
+	resp := &authenticator.Response{User: u}
+	cache.Add(key, resp, st.generation, now, exp)
+	return resp, true, nil
+}
+
+// errProxyTokenNotAlone: an Authorization header with a token of ours and
+// more words after "Bearer", which other readers would split differently.
+var errProxyTokenNotAlone = errors.New("a proxy token must be the only word after Bearer")
+
+// proxyTokenRefusal names why a token of ours was refused, in words that
+// carry nothing of the token or its user, for the proxy's log.
+func proxyTokenRefusal(err error) string {
+	switch {
+	case err == nil:
+		return "no user"
+	case errors.Is(err, errNoProxyTokenKeys):
+		return "no keys yet"
+	case errors.Is(err, errProxyTokenNotAlone):
+		return "not alone in the header"
+	case errors.Is(err, proxytoken.ErrTooLarge):
+		return "too large"
+	case errors.Is(err, jwt.ErrExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return "not yet valid"
+	case errors.Is(err, jwt.ErrInvalidAudience), errors.Is(err, jwt.ErrInvalidIssuer):
+		return "another installation's audience"
+	default:
+		return "invalid (malformed, unknown key, bad signature or claims)"
+	}
 }
 
 // NewTokenAuthenticator accepts bearer tokens (e.g. ServiceAccount tokens)
