@@ -3,12 +3,17 @@ package impersonator
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4/jwt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -17,9 +22,10 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	"k8s.io/utils/lru"
 
 	"github.com/pinniped-kit/pinniped/agent/chaincheck"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
+	"github.com/pinniped-kit/pinniped/agent/proxy/verifycache"
 )
 
 // ClientCAs is the set of CAs whose client certificates the proxy accepts:
@@ -78,7 +84,7 @@ func NewCertAuthenticator(cas *ClientCAs) authenticator.Request {
 	return &certCache{
 		verify: x509request.NewDynamic(cas.VerifyOptions, x509request.CommonNameUserConversion),
 		cas:    cas,
-		lru:    lru.New(certCacheSize),
+		cache:  verifycache.New[string](certCacheSize, certCacheTTL),
 		now:    time.Now,
 	}
 }
@@ -94,18 +100,13 @@ const (
 // proxy's CPU per request, and a kubectl session sends many requests with
 // one certificate. Only successes are cached, for at most a minute, never
 // past the NotAfter of any certificate in the chain, and only under the CA
-// set they were verified with: any change of trusted CAs starts afresh.
+// set they were verified with: any change of trusted CAs starts afresh
+// (verifycache's model, shared with the proxy's own tokens).
 type certCache struct {
 	verify authenticator.Request
 	cas    *ClientCAs
-	lru    *lru.Cache
+	cache  *verifycache.Cache[string]
 	now    func() time.Time
-}
-
-type certCacheEntry struct {
-	resp       *authenticator.Response
-	generation uint64
-	until      time.Time
 }
 
 func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
@@ -115,12 +116,8 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	key := chaincheck.Key(r.TLS.PeerCertificates)
 	gen := c.cas.currentGeneration()
 	now := c.now()
-	if v, ok := c.lru.Get(key); ok {
-		e := v.(*certCacheEntry)
-		if e.generation == gen && now.Round(0).Before(e.until) {
-			return e.resp, true, nil
-		}
-		c.lru.Remove(key)
+	if resp, ok := c.cache.Get(key, gen, now); ok {
+		return resp, true, nil
 	}
 	resp, ok, err := c.verify.AuthenticateRequest(r)
 	if err != nil || !ok {
@@ -128,10 +125,144 @@ func (c *certCache) AuthenticateRequest(r *http.Request) (*authenticator.Respons
 	}
 	if opts, ok := c.cas.VerifyOptions(); ok {
 		if until, ok := chaincheck.Until(r.TLS.PeerCertificates, opts, now, certCacheTTL); ok {
-			c.lru.Add(key, &certCacheEntry{resp: resp, generation: gen, until: until})
+			c.cache.Add(key, resp, gen, now, until)
 		}
 	}
 	return resp, true, nil
+}
+
+// ProxyTokenAuthenticator decides bearer tokens in the proxy's own format
+// (see proxytoken). ours reports whether tok is shaped as one of them: such
+// a token is decided only here, accepted (resp) or refused (err), and never
+// sent to TokenReview or forwarded.
+type ProxyTokenAuthenticator interface {
+	AuthenticateProxyToken(tok string) (resp *authenticator.Response, ours bool, err error)
+}
+
+// Sizes of the proxy token cache: like certCache's, it saves a signature
+// check per request of a busy client.
+const (
+	proxyTokenCacheSize = 4096
+	proxyTokenCacheTTL  = time.Minute
+)
+
+// errNoProxyTokenKeys: tokens in our format arrive before the keys to
+// verify them (or after they were withdrawn); they are refused, not passed
+// on to TokenReview.
+var errNoProxyTokenKeys = errors.New("no proxy token keys to verify with")
+
+// ProxyTokens verifies the proxy's own bearer tokens with the keys and the
+// audience of this installation, which rotate, so they are swapped whole by
+// Set. Successes are remembered (verifycache's model) by the token's
+// SHA-256, never past the token's exp, for at most a minute, and only under
+// the keys and audience they were verified with. The zero value refuses
+// every token of ours until Set.
+type ProxyTokens struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu    sync.RWMutex
+	state proxyTokenState
+	cache *verifycache.Cache[[sha256.Size]byte]
+}
+
+type proxyTokenState struct {
+	// verify is a copy of the key set's Verify map: the caller may reuse
+	// its map, and the signing key does not matter here.
+	verify     map[string]*ecdsa.PublicKey
+	audience   proxytoken.Audience
+	generation uint64
+}
+
+// Set replaces the keys tokens are verified with and the audience they must
+// name. nil ks means no keys: tokens of ours are refused. A real change of
+// the verify keys or the audience drops every remembered verification, so a
+// retired key stops working at once, not a cache TTL later.
+func (p *ProxyTokens) Set(ks *proxytoken.KeySet, a proxytoken.Audience) {
+	var verify map[string]*ecdsa.PublicKey
+	if ks != nil && len(ks.Verify) > 0 {
+		verify = maps.Clone(ks.Verify)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.audience == a && sameVerifyKeys(p.state.verify, verify) {
+		return
+	}
+	p.state = proxyTokenState{verify: verify, audience: a, generation: p.state.generation + 1}
+}
+
+func sameVerifyKeys(a, b map[string]*ecdsa.PublicKey) bool {
+	return maps.EqualFunc(a, b, func(x, y *ecdsa.PublicKey) bool {
+		return x == y || (x != nil && y != nil && x.Equal(y))
+	})
+}
+
+func (p *ProxyTokens) current() (proxyTokenState, *verifycache.Cache[[sha256.Size]byte]) {
+	p.mu.RLock()
+	st, c := p.state, p.cache
+	p.mu.RUnlock()
+	if c != nil {
+		return st, c
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cache == nil {
+		p.cache = verifycache.New[[sha256.Size]byte](proxyTokenCacheSize, proxyTokenCacheTTL)
+	}
+	return p.state, p.cache
+}
+
+// AuthenticateProxyToken implements ProxyTokenAuthenticator.
+func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Response, bool, error) {
+	if !proxytoken.Ours(tok) {
+		return nil, false, nil
+	}
+	st, cache := p.current()
+	if len(st.verify) == 0 {
+		return nil, true, errNoProxyTokenKeys
+	}
+	now := time.Now()
+	if p.Now != nil {
+		now = p.Now()
+	}
+	key := sha256.Sum256([]byte(tok))
+	if resp, ok := cache.Get(key, st.generation, now); ok {
+		return resp, true, nil
+	}
+	u, exp, err := proxytoken.Verify(&proxytoken.KeySet{Verify: st.verify}, st.audience, tok, now)
+	if err != nil {
+		return nil, true, fmt.Errorf("proxy token: %w", err)
+	}
+	resp := &authenticator.Response{User: u}
+	cache.Add(key, resp, st.generation, now, exp)
+	return resp, true, nil
+}
+
+// errProxyTokenNotAlone: an Authorization header with a token of ours and
+// more words after "Bearer", which other readers would split differently.
+var errProxyTokenNotAlone = errors.New("a proxy token must be the only word after Bearer")
+
+// proxyTokenRefusal names why a token of ours was refused, in words that
+// carry nothing of the token or its user, for the proxy's log.
+func proxyTokenRefusal(err error) string {
+	switch {
+	case err == nil:
+		return "no user"
+	case errors.Is(err, errNoProxyTokenKeys):
+		return "no keys yet"
+	case errors.Is(err, errProxyTokenNotAlone):
+		return "not alone in the header"
+	case errors.Is(err, proxytoken.ErrTooLarge):
+		return "too large"
+	case errors.Is(err, jwt.ErrExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return "not yet valid"
+	case errors.Is(err, jwt.ErrInvalidAudience), errors.Is(err, jwt.ErrInvalidIssuer):
+		return "another installation's audience"
+	default:
+		return "invalid (malformed, unknown key, bad signature or claims)"
+	}
 }
 
 // NewTokenAuthenticator accepts bearer tokens (e.g. ServiceAccount tokens)

@@ -13,11 +13,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
@@ -264,8 +266,11 @@ func (r *recordUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 // FuzzProxySendsOnlyItsIdentity: for any request a client can send (any
 // method, path, headers and HTTP/1.x version, parsed as the server parses
 // it), a request that reaches the API server carries exactly the proxy's
-// identity headers for the certificate's user, and no header of the
-// client's that claims an identity.
+// identity headers for the authenticated user, and no header of the
+// client's that claims an identity. useToken authenticates alice by a real
+// proxy token sent first, instead of a certificate; a TokenReview that
+// would accept any token stands behind it, so a proxy token that went
+// there would be forwarded and show.
 func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 	for _, seed := range []string{
 		"Connection: Impersonate-User",
@@ -280,31 +285,53 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 		"Impersonate-Extra-Scopes: all",
 		"Transfer-Encoding: chunked",
 		"Content-Length: 0\nConnection: close",
+		"authorization: Bearer stolen\nAUTHORIZATION: bearer x.y.z",
+		" stolen",
+		"Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id: JTI=forged",
 	} {
-		f.Add("GET", "/api/v1/pods", seed, false, false)
-		f.Add("POST", "/apis/x", seed, true, false)
-		f.Add("GET", "/api/v1/pods", seed+"\nImpersonate-User: bob\nImpersonate-Group: ops", false, true)
+		for _, useToken := range []bool{false, true} {
+			f.Add("GET", "/api/v1/pods", seed, false, false, useToken)
+			f.Add("POST", "/apis/x", seed, true, false, useToken)
+			f.Add("GET", "/api/v1/pods", seed+"\nImpersonate-User: bob\nImpersonate-Group: ops", false, true, useToken)
+		}
 	}
 	up := &recordUpstream{}
 	alice := fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"},
 		Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=abc"}}}}
-	// Two proxies: one that refuses alice's nested impersonation, and one
-	// that allows it, so client-chosen Impersonate-* values are re-emitted.
-	proxies := map[bool]*impersonator.Proxy{}
+	key := newKey(f)
+	tokens := &impersonator.ProxyTokens{}
+	tokens.Set(keySet(key), testAudience)
+	// Valid for as long as anyone fuzzes.
+	tok, jti := signFor(f, key, testAudience, "alice", 7*24*time.Hour, time.Now())
+	wantIdentity := map[bool]http.Header{false: aliceIdentity, true: aliceTokenIdentity(jti)}
+	// For each way in, two proxies: one that refuses alice's nested
+	// impersonation, and one that allows it, so client-chosen Impersonate-*
+	// values are re-emitted.
+	type mode struct{ nested, useToken bool }
+	proxies := map[mode]*impersonator.Proxy{}
 	for _, allow := range []bool{false, true} {
 		p := &impersonator.Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
 			Authn: alice, Authz: policy{allow: allow}}
 		p.Init()
-		proxies[allow] = p
+		proxies[mode{allow, false}] = p
+		p = &impersonator.Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
+			DirectTransport: up, DirectUpgradeTransport: up,
+			Authn: noCert{}, Tokens: acceptAnyToken{&atomic.Int64{}}, ProxyTokens: tokens, Authz: policy{allow: allow}}
+		p.Init()
+		proxies[mode{allow, true}] = p
 	}
-	f.Fuzz(func(t *testing.T, method, path, headers string, http10, nested bool) {
-		p := proxies[nested]
+	f.Fuzz(func(t *testing.T, method, path, headers string, http10, nested, useToken bool) {
+		p := proxies[mode{nested, useToken}]
+		want := wantIdentity[useToken]
 		proto := "HTTP/1.1"
 		if http10 {
 			proto = "HTTP/1.0"
 		}
 		var raw strings.Builder
 		raw.WriteString(method + " " + path + " " + proto + "\r\nHost: x\r\n")
+		if useToken {
+			raw.WriteString("Authorization: Bearer " + tok + "\r\n")
+		}
 		for line := range strings.SplitSeq(headers, "\n") {
 			raw.WriteString(strings.TrimSuffix(line, "\r") + "\r\n")
 		}
@@ -323,13 +350,16 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 		defer up.mu.Unlock()
 		for _, h := range up.seen {
 			id := identityOf(h)
-			if !nested && !sameIdentity(id, aliceIdentity) {
-				t.Fatalf("request %q reached the API server with identity headers %v, want exactly %v", raw.String(), id, aliceIdentity)
+			if useToken && strings.Contains(fmt.Sprint(h), tok) {
+				t.Fatalf("request %q reached the API server with the proxy token", raw.String())
+			}
+			if !nested && !sameIdentity(id, want) {
+				t.Fatalf("request %q reached the API server with identity headers %v, want exactly %v", raw.String(), id, want)
 			}
 			// Allowed to impersonate, alice may choose whom; the proxy
 			// still names her as the one who asked, and no header of hers
 			// but the Impersonate-* ones it re-emits gets through.
-			asHerself := id.Get("Impersonate-User") == "alice" && sameIdentity(id, aliceIdentity)
+			asHerself := id.Get("Impersonate-User") == "alice" && sameIdentity(id, want)
 			if nested && !asHerself && (id.Get("Impersonate-User") == "" || !strings.Contains(id.Get(originalUserHeader), `"alice"`) ||
 				id.Get("Authorization") != "" || id.Get("X-Remote-User") != "") {
 				t.Fatalf("request %q reached the API server with identity headers %v", raw.String(), id)
@@ -349,4 +379,141 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 			t.Fatalf("request %q answered %d: %s", raw.String(), rec.Code, rec.Body.String())
 		}
 	})
+}
+
+// acceptAnyToken is a TokenReview that would accept any bearer token, and
+// counts its calls: a proxy token that reached it would show, and so would
+// a proxy token forwarded upstream after it.
+type acceptAnyToken struct{ calls *atomic.Int64 }
+
+func (a acceptAnyToken) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	if r.Header.Get("Authorization") == "" {
+		return nil, false, nil
+	}
+	a.calls.Add(1)
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "system:serviceaccount:ci:builder"}}, true, nil
+}
+
+// tokenProxy is a proxy for clients without certificates: real proxy token
+// keys, and acceptAnyToken behind them. tok is alice's token.
+func tokenProxy(t *testing.T) (p *impersonator.Proxy, up *upstream, reviews *atomic.Int64, tok, jti string) {
+	t.Helper()
+	up, reviews = &upstream{}, &atomic.Int64{}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	u, _ := url.Parse(upSrv.URL)
+	key := newKey(t)
+	tokens := &impersonator.ProxyTokens{}
+	tokens.Set(keySet(key), testAudience)
+	p = &impersonator.Proxy{
+		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
+		DirectTransport: http.DefaultTransport, DirectUpgradeTransport: &http.Transport{},
+		Authn: noCert{}, Tokens: acceptAnyToken{reviews}, ProxyTokens: tokens, Authz: policy{allow: false},
+	}
+	p.Init()
+	tok, jti = signFor(t, key, testAudience, "alice", time.Hour, time.Now())
+	return p, up, reviews, tok, jti
+}
+
+// TestConnectionHeaderCannotRemoveTheProxysIdentityForTokens: the
+// hop-by-hop tricks of TestConnectionHeaderCannotRemoveTheProxysIdentity,
+// with alice authenticated by a proxy token in raw HTTP/1.x: the token
+// never reaches TokenReview or the API server, and whatever is forwarded
+// carries exactly the proxy's identity headers for her.
+func TestConnectionHeaderCannotRemoveTheProxysIdentityForTokens(t *testing.T) {
+	p, up, reviews, tok, jti := tokenProxy(t)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const refused, unauthorized, forwarded, notForwarded = 400, 401, 200, -1
+	for _, c := range []struct {
+		name    string
+		proto   string
+		headers string
+		want    int
+	}{
+		{"Connection names Authorization", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\nConnection: Authorization\r\n", refused},
+		{"Connection names it in lower case", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\nconnection: keep-alive, authorization\r\n", refused},
+		{"Connection names the user", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\nConnection: Impersonate-User\r\n", refused},
+		{"HTTP/1.0 naming Authorization", "HTTP/1.0", "Authorization: Bearer " + tok + "\r\nConnection: Authorization, keep-alive\r\n", refused},
+		{"plain", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\n", forwarded},
+		{"header name in lower case", "HTTP/1.1", "authorization: bearer " + tok + "\r\n", forwarded},
+		{"header name in upper case", "HTTP/1.1", "AUTHORIZATION: BEARER " + tok + "\r\n", forwarded},
+		{"trailing spaces", "HTTP/1.1", "Authorization: Bearer " + tok + "  \t \r\n", forwarded},
+		{"ours, then a stolen token", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\nAuthorization: Bearer stolen\r\n", forwarded},
+		{"ours, then a stolen token in another case", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\nauthorization: Bearer stolen\r\n", forwarded},
+		{"HTTP/1.0", "HTTP/1.0", "Authorization: Bearer " + tok + "\r\n", forwarded},
+		{"HTTP/1.0 keep-alive", "HTTP/1.0", "Connection: keep-alive\r\nAuthorization: Bearer " + tok + "\r\n", forwarded},
+		{"comma-joined with another token", "HTTP/1.1", "Authorization: Bearer " + tok + ", Bearer stolen\r\n", unauthorized},
+		{"a stolen token with ours after it", "HTTP/1.1", "Authorization: Bearer stolen " + tok + "\r\n", unauthorized},
+		{"a folded continuation line", "HTTP/1.1", "Authorization: Bearer " + tok + "\r\n stolen\r\n", notForwarded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := up.calls.Load()
+			got := rawRequest(t, addr, "GET /api/v1/namespaces "+c.proto+"\r\nHost: x\r\n"+c.headers+"\r\n")
+			if reviews.Load() != 0 {
+				t.Fatal("a proxy token was sent to TokenReview")
+			}
+			if c.want != forwarded {
+				if got == http.StatusOK || (c.want != notForwarded && got != c.want) {
+					t.Fatalf("status %d, want %d", got, c.want)
+				}
+				if up.calls.Load() != before {
+					t.Fatal("the request reached the API server")
+				}
+				return
+			}
+			if got != http.StatusOK || up.calls.Load() != before+1 {
+				t.Fatalf("status %d, upstream calls %d: the request was not forwarded", got, up.calls.Load()-before)
+			}
+			if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceTokenIdentity(jti)) {
+				t.Fatalf("the API server saw identity headers %v, want exactly %v", id, aliceTokenIdentity(jti))
+			}
+		})
+	}
+	// The first Authorization decides, as at the API server: a stolen
+	// token first is the TokenReview's, and goes upstream alone.
+	if got := rawRequest(t, addr, "GET /api HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer stolen\r\nAuthorization: Bearer "+tok+"\r\n\r\n"); got != http.StatusOK {
+		t.Fatalf("a stolen token first: status %d", got)
+	}
+	if h := *up.last.Load(); !slices.Equal(h.Values("Authorization"), []string{"Bearer stolen"}) || h.Get("Impersonate-User") != "" {
+		t.Fatalf("a stolen token first: the API server saw %v", h)
+	}
+}
+
+// TestHTTP2ConnectionHeaderIsRefusedForTokens: the raw HTTP/2 tricks, with
+// alice authenticated by a proxy token.
+func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
+	p, up, reviews, tok, jti := tokenProxy(t)
+	srv := httptest.NewUnstartedServer(p)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	auth := hpack.HeaderField{Name: "authorization", Value: "Bearer " + tok}
+
+	for _, fields := range [][]hpack.HeaderField{
+		{auth, {Name: "connection", Value: "authorization"}},
+		{{Name: "connection", Value: "keep-alive, authorization"}, auth},
+		{auth, {Name: "connection", Value: "impersonate-user"}},
+		{{Name: "Authorization", Value: "Bearer " + tok}}, // HTTP/2 field names are lower case
+	} {
+		if code := h2Request(t, addr, fields); code == http.StatusOK || up.calls.Load() != 0 {
+			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
+		}
+	}
+	for i, fields := range [][]hpack.HeaderField{
+		{auth},
+		{{Name: "authorization", Value: "bearer " + tok}, {Name: "authorization", Value: "Bearer stolen"}},
+	} {
+		if code := h2Request(t, addr, fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
+			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
+		}
+		if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceTokenIdentity(jti)) {
+			t.Fatalf("the API server saw identity headers %v, want exactly %v", id, aliceTokenIdentity(jti))
+		}
+	}
+	if reviews.Load() != 0 {
+		t.Fatal("a proxy token was sent to TokenReview")
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
 
 // OriginalUserExtra records who asked for a nested impersonation, in the
@@ -65,6 +66,11 @@ type Proxy struct {
 	// the same user, and impersonating it would lose what only the token
 	// carries (its UID, bound-pod extras). nil refuses bearer tokens.
 	Tokens authenticator.Request
+	// ProxyTokens decides bearer tokens the agent issued for this proxy;
+	// their users are impersonated, as certificate users are. A client
+	// certificate still wins over such a token. nil sends every bearer
+	// token to Tokens.
+	ProxyTokens ProxyTokenAuthenticator
 	// DirectTransport and DirectUpgradeTransport carry no agent credentials:
 	// they forward token users and anonymous requests, so the API server
 	// decides about them exactly as if they came directly. nil refuses
@@ -90,6 +96,7 @@ type Method string
 const (
 	MethodCertificate Method = "certificate"
 	MethodToken       Method = "token"
+	MethodProxyToken  Method = "proxy-token" // a token the agent issued for this proxy
 	MethodAnonymous   Method = "anonymous"
 	MethodRefused     Method = "refused"
 )
@@ -194,7 +201,36 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
 	}
-	if _, hasToken := bearerToken(r.Header); hasToken {
+	auth, hasToken := bearerToken(r.Header)
+	if hasToken && p.ProxyTokens != nil {
+		// A token of ours is decided only here: never sent to TokenReview
+		// (the API server cannot know it) and never forwarded. Its user is
+		// impersonated as a certificate's is, so the Authorization header
+		// is stripped on the way out like every client-sent identity.
+		// The API server reads the first word after "Bearer"; a client
+		// could hide a token of ours behind another word and have it
+		// reviewed or forwarded. Such a header is decided here too.
+		words := strings.Fields(auth[len("bearer "):])
+		var resp *authenticator.Response
+		var ours bool
+		var err error
+		if len(words) > 1 && slices.ContainsFunc(words, proxytoken.Ours) {
+			ours, err = true, errProxyTokenNotAlone
+		} else {
+			resp, ours, err = p.ProxyTokens.AuthenticateProxyToken(words[0])
+		}
+		if ours {
+			if err != nil || resp == nil || resp.User == nil || resp.User.GetName() == "" {
+				p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", proxyTokenRefusal(err))
+				writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+				return
+			}
+			obs.Method, obs.Username = MethodProxyToken, resp.User.GetName()
+			p.impersonate(w, r, resp.User, &obs)
+			return
+		}
+	}
+	if hasToken {
 		if p.Tokens == nil || p.direct == nil {
 			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 			return
@@ -223,8 +259,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forwardDirect(w, r, false)
 }
 
-// impersonate forwards a certificate user's request with the agent's
-// credentials and Impersonate-* headers.
+// impersonate forwards the request of a certificate's or a proxy token's
+// user with the agent's credentials and Impersonate-* headers.
 func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.Info, obs *Observation) {
 	target, err := p.target(r, real)
 	if err != nil {
