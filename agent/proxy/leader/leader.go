@@ -33,6 +33,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
+	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
 )
 
 // Lifetimes of what the controller generates. The serving CA ends up in
@@ -66,6 +67,9 @@ type Syncer struct {
 	// PodName is the leader's own pod; proxy tokens wait until every pod
 	// Selector picks runs its template (see oneVersion).
 	PodName string
+	// CredentialTTL is the lifetime of the proxy's credentials: a retired
+	// token key verifies that long (and a minute) after its last token.
+	CredentialTTL time.Duration
 	Log     *slog.Logger
 	Now     func() time.Time
 
@@ -90,6 +94,7 @@ func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 	if _, err := c.signer().Ensure(ctx); err != nil {
 		return nil, fmt.Errorf("client certificate signer: %w", err)
 	}
+	c.ensureTokenKeys(ctx)
 	svc, err := c.ensureService(ctx, &s)
 	if err != nil {
 		return nil, err
@@ -131,6 +136,37 @@ func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 			},
 		},
 	}, nil
+}
+
+// ensureTokenKeys creates and rotates the proxy's token keys. A problem
+// here is logged, not returned: without token keys the proxy still works,
+// handing out certificates, so it must not be reported as broken.
+func (c *Syncer) ensureTokenKeys(ctx context.Context) {
+	secrets := c.Kube.CoreV1().Secrets(c.Namespace)
+	_, err := secrets.Get(ctx, proxyconfig.TokenKeySecret, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		same, why, err := c.oneVersion(ctx)
+		if err != nil {
+			c.event("proxy tokens wait: cannot compare the agent replicas' versions", "error", err)
+			return
+		}
+		if !same {
+			c.event("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
+			return
+		}
+	case err != nil:
+		c.event("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
+		return
+	}
+	store := &tokenkeys.Store{Secrets: secrets, Name: proxyconfig.TokenKeySecret, Labels: c.Labels, Now: c.Now,
+		Retain: func() time.Duration { return c.CredentialTTL + time.Minute }}
+	if c.CredentialTTL <= 0 {
+		store.Retain = nil // the longest lifetime any credential may have
+	}
+	if err := store.Ensure(ctx); err != nil {
+		c.event("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
+	}
 }
 
 func (c *Syncer) signer() *secretca.Store {
