@@ -70,8 +70,8 @@ type Syncer struct {
 	// CredentialTTL is the lifetime of the proxy's credentials: a retired
 	// token key verifies that long (and a minute) after its last token.
 	CredentialTTL time.Duration
-	Log     *slog.Logger
-	Now     func() time.Time
+	Log           *slog.Logger
+	Now           func() time.Time
 
 	mu        sync.Mutex
 	lastEvent string
