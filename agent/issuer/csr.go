@@ -51,6 +51,9 @@ const clientSigner = "kubernetes.io/kube-apiserver-client"
 
 // Issue implements Issuer.
 func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+	if err := certificateCarries(u); err != nil {
+		return nil, err
+	}
 	ttl := max(c.TTL, MinCSRTTL)
 	timeout := c.Timeout
 	if timeout == 0 {

@@ -6,6 +6,9 @@ package issuer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +31,33 @@ type Issuer interface {
 // CredentialIssuer status says why.
 var ErrNoStrategy = errors.New("no credential issuing strategy is ready")
 
+// ExtraError is an issuer's refusal of a user extra its credentials cannot
+// carry. The issuer decides, not the exchange, because only the issuer that
+// actually issues knows: a certificate has no place for extras, a proxy
+// token does, and the Switch may change issuers between two exchanges.
+type ExtraError struct {
+	// Key is the extra's key; its values are never named.
+	Key string
+}
+
+func (e *ExtraError) Error() string {
+	return fmt.Sprintf("authenticator returned extra %q, which client certificates cannot carry", e.Key)
+}
+
+// certificateCarries refuses a user with extras, which a client certificate
+// would silently drop: an authorizer or admission webhook that decides on
+// them would then see someone other than whom the authenticator meant. The
+// credential ID is the exception: it names the token the authenticator saw,
+// and a certificate is a credential of its own.
+func certificateCarries(u user.Info) error {
+	for _, k := range slices.Sorted(maps.Keys(u.GetExtra())) {
+		if k != user.CredentialIDKey {
+			return &ExtraError{Key: k}
+		}
+	}
+	return nil
+}
+
 // CA issues client certificates signed by an in-memory CA: the cluster
 // signing key, or the agent's own CA for the impersonation proxy.
 type CA struct {
@@ -37,6 +67,9 @@ type CA struct {
 
 // Issue implements Issuer.
 func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+	if err := certificateCarries(u); err != nil {
+		return nil, err
+	}
 	ttl := c.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
@@ -67,7 +100,8 @@ func (s *Switch) Set(i Issuer) {
 	s.current.Store(&i)
 }
 
-// Issue implements Issuer.
+// Issue implements Issuer. It reads the active issuer once, so the one that
+// issues is also the one that decided what the user's credential can carry.
 func (s *Switch) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
 	p := s.current.Load()
 	if p == nil {
