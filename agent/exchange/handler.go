@@ -79,8 +79,12 @@ type Result struct {
 	TokenHash string
 	Username  string
 	Groups    []string
-	Reason    string // why it failed; never sent to the caller
-	Duration  time.Duration
+	// CredentialID is the issued credential's credential-id extra
+	// ("JTI=<jti>"), which the API server's audit log shows for every
+	// request made with it; empty for certificates.
+	CredentialID string
+	Reason       string // why it failed; never sent to the caller
+	Duration     time.Duration
 }
 
 // Handler serves the aggregated API.
@@ -347,7 +351,8 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 		return fail("issue credential: " + err.Error())
 	}
 	res.Success = true
-	res.credential = cred
+	res.credential = cred.ClusterCredential
+	res.CredentialID = cred.CredentialID
 	return res
 }
 

@@ -24,7 +24,17 @@ const DefaultTTL = credentialttl.Default
 
 // Issuer issues a credential for a user.
 type Issuer interface {
-	Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error)
+	Issue(ctx context.Context, u user.Info) (*Issued, error)
+}
+
+// Issued is a credential and what the audit log may say about it.
+type Issued struct {
+	*loginv1alpha1.ClusterCredential
+	// CredentialID is the credential-id extra the cluster sees on requests
+	// made with this credential ("JTI=<jti>"), so the exchange's audit line
+	// can be tied to the API server's without logging the credential.
+	// Empty for certificates, which carry none.
+	CredentialID string
 }
 
 // ErrNoStrategy means no strategy can issue credentials right now; the
@@ -66,7 +76,7 @@ type CA struct {
 }
 
 // Issue implements Issuer.
-func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+func (c *CA) Issue(_ context.Context, u user.Info) (*Issued, error) {
 	if err := certificateCarries(u); err != nil {
 		return nil, err
 	}
@@ -78,11 +88,11 @@ func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCreden
 	if err != nil {
 		return nil, err
 	}
-	return &loginv1alpha1.ClusterCredential{
+	return &Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{
 		ExpirationTimestamp:   metaTime(issued.NotAfter),
 		ClientCertificateData: string(issued.CertPEM),
 		ClientKeyData:         string(issued.KeyPEM),
-	}, nil
+	}}, nil
 }
 
 // Switch delegates to whichever issuer the controllers last chose. Exchanges
@@ -102,7 +112,7 @@ func (s *Switch) Set(i Issuer) {
 
 // Issue implements Issuer. It reads the active issuer once, so the one that
 // issues is also the one that decided what the user's credential can carry.
-func (s *Switch) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+func (s *Switch) Issue(ctx context.Context, u user.Info) (*Issued, error) {
 	p := s.current.Load()
 	if p == nil {
 		return nil, ErrNoStrategy
