@@ -3,10 +3,12 @@ package exchange_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -14,6 +16,8 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -75,5 +79,49 @@ func TestOriginalUserExtraIsRefused(t *testing.T) {
 		if bytes.Contains([]byte(res.Reason), []byte("admin")) {
 			t.Fatalf("the reason names the extra's value: %s", res.Reason)
 		}
+	}
+}
+
+// TestTokenIssuerCarriesExtras: the exchange lets through, to the proxy's
+// token issuer, the extra the certificate issuer refuses; the token carries
+// it, and the audit result names the token's credential ID (never the
+// token). The original-user extra stays refused.
+func TestTokenIssuerCarriesExtras(t *testing.T) {
+	f := newFixture(t)
+	key, err := proxytoken.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aud := proxytoken.ForInstall("install-1")
+	f.handler.Issuer = &issuer.Token{
+		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return key, aud, true },
+		Fallback: &issuer.CA{CA: f.ca},
+		Now:      func() time.Time { return now },
+	}
+	out, res := exchangeAs(t, f, &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}, Extra: map[string][]string{"example.com/team": {"blue"}}})
+	if !res.Success || out.Status.Credential == nil {
+		t.Fatalf("refused: %s", res.Reason)
+	}
+	cred := out.Status.Credential
+	if cred.ClientCertificateData != "" || cred.Token == "" {
+		t.Fatalf("want only a token: %+v", cred)
+	}
+	u, _, err := proxytoken.Verify(&proxytoken.KeySet{Verify: map[string]*ecdsa.PublicKey{key.ID: &key.Private.PublicKey}}, aud, cred.Token, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := u.GetExtra()["example.com/team"]; len(got) != 1 || got[0] != "blue" {
+		t.Errorf("the token's extra is %v", got)
+	}
+	if ids := u.GetExtra()[proxytoken.CredentialIDExtra]; res.CredentialID == "" || len(ids) != 1 || ids[0] != res.CredentialID {
+		t.Errorf("result's credential ID %q, the token's %v", res.CredentialID, ids)
+	}
+	if strings.Contains(res.CredentialID, cred.Token) || strings.Contains(res.Reason, cred.Token) {
+		t.Error("the result holds the token")
+	}
+
+	out, res = exchangeAs(t, f, &user.DefaultInfo{Name: "alice", Extra: map[string][]string{groupsuffix.OriginalUserExtra(""): {"{}"}}})
+	if res.Success || out.Status.Credential != nil || !strings.Contains(res.Reason, "reserved for the impersonation proxy") {
+		t.Fatalf("the original-user extra went through the token issuer: %q", res.Reason)
 	}
 }
