@@ -26,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
@@ -78,8 +79,12 @@ type Result struct {
 	TokenHash string
 	Username  string
 	Groups    []string
-	Reason    string // why it failed; never sent to the caller
-	Duration  time.Duration
+	// CredentialID is the issued credential's credential-id extra
+	// ("JTI=<jti>"), which the API server's audit log shows for every
+	// request made with it; empty for certificates.
+	CredentialID string
+	Reason       string // why it failed; never sent to the caller
+	Duration     time.Duration
 }
 
 // Handler serves the aggregated API.
@@ -336,16 +341,25 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 	}
 	res.Username, res.Groups = u.GetName(), u.GetGroups()
 	cred, err := h.Issuer.Issue(ctx, u)
-	if err != nil {
+	var extraErr *issuer.ExtraError
+	switch {
+	case errors.As(err, &extraErr):
+		// The user is refused, as for a reserved name: this is about what
+		// the authenticator returned, not a failure of the issuer.
+		return fail(extraErr.Error())
+	case err != nil:
 		return fail("issue credential: " + err.Error())
 	}
 	res.Success = true
-	res.credential = cred
+	res.credential = cred.ClusterCredential
+	res.CredentialID = cred.CredentialID
 	return res
 }
 
-// checkUser refuses identities a client certificate cannot faithfully carry.
-// The reason names the refused value only when named is set.
+// checkUser refuses identities no credential may carry, whichever issuer
+// issues it; each issuer refuses what its own credentials cannot carry
+// (issuer.ExtraError). The reason names the refused value only when named
+// is set.
 func checkUser(u user.Info, named bool) string {
 	value := func(v string) string {
 		if named {
@@ -369,8 +383,10 @@ func checkUser(u user.Info, named bool) string {
 		}
 	}
 	for k := range u.GetExtra() {
-		if k != "authentication.kubernetes.io/credential-id" {
-			return fmt.Sprintf("authenticator returned extra %q, which client certificates cannot carry", k)
+		if groupsuffix.IsOriginalUserExtra(k) {
+			// Carried in a proxy token, the impersonation proxy would pass
+			// it on as if it had recorded a nested impersonation itself.
+			return fmt.Sprintf("authenticator returned extra %q, which is reserved for the impersonation proxy", k)
 		}
 	}
 	return ""

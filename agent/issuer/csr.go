@@ -50,7 +50,10 @@ type CSR struct {
 const clientSigner = "kubernetes.io/kube-apiserver-client"
 
 // Issue implements Issuer.
-func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+func (c *CSR) Issue(ctx context.Context, u user.Info) (*Issued, error) {
+	if err := certificateCarries(u); err != nil {
+		return nil, err
+	}
 	ttl := max(c.TTL, MinCSRTTL)
 	timeout := c.Timeout
 	if timeout == 0 {
@@ -125,11 +128,11 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCre
 	if err != nil {
 		return nil, err
 	}
-	return &loginv1alpha1.ClusterCredential{
+	return &Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{
 		ExpirationTimestamp:   metaTime(cert.NotAfter),
 		ClientCertificateData: string(certPEM),
 		ClientKeyData:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-	}, nil
+	}}, nil
 }
 
 func sameSet(a, b []string) bool {

@@ -6,6 +6,9 @@ package issuer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -21,12 +24,49 @@ const DefaultTTL = credentialttl.Default
 
 // Issuer issues a credential for a user.
 type Issuer interface {
-	Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error)
+	Issue(ctx context.Context, u user.Info) (*Issued, error)
+}
+
+// Issued is a credential and what the audit log may say about it.
+type Issued struct {
+	*loginv1alpha1.ClusterCredential
+	// CredentialID is the credential-id extra the cluster sees on requests
+	// made with this credential ("JTI=<jti>"), so the exchange's audit line
+	// can be tied to the API server's without logging the credential.
+	// Empty for certificates, which carry none.
+	CredentialID string
 }
 
 // ErrNoStrategy means no strategy can issue credentials right now; the
 // CredentialIssuer status says why.
 var ErrNoStrategy = errors.New("no credential issuing strategy is ready")
+
+// ExtraError is an issuer's refusal of a user extra its credentials cannot
+// carry. The issuer decides, not the exchange, because only the issuer that
+// actually issues knows: a certificate has no place for extras, a proxy
+// token does, and the Switch may change issuers between two exchanges.
+type ExtraError struct {
+	// Key is the extra's key; its values are never named.
+	Key string
+}
+
+func (e *ExtraError) Error() string {
+	return fmt.Sprintf("authenticator returned extra %q, which client certificates cannot carry", e.Key)
+}
+
+// certificateCarries refuses a user with extras, which a client certificate
+// would silently drop: an authorizer or admission webhook that decides on
+// them would then see someone other than whom the authenticator meant. The
+// credential ID is the exception: it names the token the authenticator saw,
+// and a certificate is a credential of its own.
+func certificateCarries(u user.Info) error {
+	for _, k := range slices.Sorted(maps.Keys(u.GetExtra())) {
+		if k != user.CredentialIDKey {
+			return &ExtraError{Key: k}
+		}
+	}
+	return nil
+}
 
 // CA issues client certificates signed by an in-memory CA: the cluster
 // signing key, or the agent's own CA for the impersonation proxy.
@@ -36,7 +76,10 @@ type CA struct {
 }
 
 // Issue implements Issuer.
-func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+func (c *CA) Issue(_ context.Context, u user.Info) (*Issued, error) {
+	if err := certificateCarries(u); err != nil {
+		return nil, err
+	}
 	ttl := c.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
@@ -45,11 +88,11 @@ func (c *CA) Issue(_ context.Context, u user.Info) (*loginv1alpha1.ClusterCreden
 	if err != nil {
 		return nil, err
 	}
-	return &loginv1alpha1.ClusterCredential{
+	return &Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{
 		ExpirationTimestamp:   metaTime(issued.NotAfter),
 		ClientCertificateData: string(issued.CertPEM),
 		ClientKeyData:         string(issued.KeyPEM),
-	}, nil
+	}}, nil
 }
 
 // Switch delegates to whichever issuer the controllers last chose. Exchanges
@@ -67,8 +110,9 @@ func (s *Switch) Set(i Issuer) {
 	s.current.Store(&i)
 }
 
-// Issue implements Issuer.
-func (s *Switch) Issue(ctx context.Context, u user.Info) (*loginv1alpha1.ClusterCredential, error) {
+// Issue implements Issuer. It reads the active issuer once, so the one that
+// issues is also the one that decided what the user's credential can carry.
+func (s *Switch) Issue(ctx context.Context, u user.Info) (*Issued, error) {
 	p := s.current.Load()
 	if p == nil {
 		return nil, ErrNoStrategy

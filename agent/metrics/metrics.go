@@ -107,6 +107,11 @@ func (e *Exchange) Observe(r exchange.Result) {
 	e.latency.Observe(r.Duration.Seconds())
 	attrs := []any{"auditEvent", true, "verb", "create", "resource", "tokencredentialrequests",
 		"result", result, "authenticator", r.Authenticator, "tokenSHA256", r.TokenHash, "durationMs", r.Duration.Milliseconds()}
+	if r.CredentialID != "" {
+		// Not the credential itself: the ID the API server's audit log
+		// shows for every request made with it.
+		attrs = append(attrs, "credentialID", r.CredentialID)
+	}
 	if e.logIdentities && r.Success {
 		attrs = append(attrs, "username", r.Username, "groups", r.Groups)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
@@ -47,5 +48,26 @@ func TestProxyAuditLevels(t *testing.T) {
 	}
 	if _, err := metrics.ParseProxyAuditLevel("some"); err == nil {
 		t.Fatal("a bad level was accepted")
+	}
+}
+
+// TestExchangeAuditNamesTheCredentialID: an exchange that issued a proxy
+// token is logged with the token's credential ID, which the API server's
+// audit log shows on every request made with it; a certificate has none,
+// and then no empty field is logged. The username stays out unless opted in.
+func TestExchangeAuditNamesTheCredentialID(t *testing.T) {
+	var buf bytes.Buffer
+	m := metrics.New(slog.New(slog.NewJSONHandler(&buf, nil)), false)
+	m.Observe(exchange.Result{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "ab12", Username: "alice", CredentialID: "JTI=q7Rz"})
+	m.Observe(exchange.Result{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "cd34", Username: "alice"})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[0], `"credentialID":"JTI=q7Rz"`) || strings.Contains(lines[1], "credentialID") {
+		t.Errorf("credential IDs logged wrong:\n%s", buf.String())
+	}
+	if strings.Contains(buf.String(), "alice") {
+		t.Errorf("the username was logged without opting in:\n%s", buf.String())
 	}
 }

@@ -21,8 +21,8 @@ import (
 // csrFallback stands for the CSR API: its credentials say where they came from.
 type csrFallback struct{}
 
-func (csrFallback) Issue(context.Context, user.Info) (*loginv1alpha1.ClusterCredential, error) {
-	return &loginv1alpha1.ClusterCredential{Token: "from-the-csr-api"}, nil
+func (csrFallback) Issue(context.Context, user.Info) (*issuer.Issued, error) {
+	return &issuer.Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{Token: "from-the-csr-api"}}, nil
 }
 
 type fetchResult struct {

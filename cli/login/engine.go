@@ -194,12 +194,14 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	}
 	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	who, groups := tokens.Username, tokens.Groups
-	if name, gs, ok := certIdentity(cred.ClientCertificateData); ok {
-		// What the cluster will see, which the authenticator's mappings
-		// decide: not always the token's own username and groups.
-		who, groups = name, gs
+	if c.Concierge != nil {
+		if name, gs, ok := clusterIdentity(cred); ok {
+			// What the cluster will see, which the authenticator's mappings
+			// decide: not always the token's own username and groups.
+			who, groups = name, gs
+		}
 	}
-	// Both come from the ID token's claims or the cluster's certificate:
+	// All come from the ID token's claims or the cluster's credential:
 	// text from elsewhere, escaped once here for every view.
 	who, groups = termsafe.Visible(who), termsafe.VisibleAll(groups)
 	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
@@ -239,6 +241,30 @@ func jwtExpiry(token string) (time.Time, bool) {
 	}
 	exp, err := tokentimes.NumericDate(claims.Exp)
 	return exp, err == nil && !exp.IsZero()
+}
+
+// clusterIdentity is the user a credential from the agent names, for
+// display only: the certificate's subject, or, for the impersonation proxy's
+// token (which comes without a certificate), its username and groups claims.
+func clusterIdentity(cred *credcache.Credential) (name string, groups []string, ok bool) {
+	if cred.ClientCertificateData != "" {
+		return certIdentity(cred.ClientCertificateData)
+	}
+	return tokenIdentity(cred.Token)
+}
+
+// tokenIdentity reads, unverified, the username and groups claims of a
+// token from the impersonation proxy: the proxy verifies the token on every
+// request, so the CLI only shows them. ok is false for anything else.
+func tokenIdentity(token string) (name string, groups []string, ok bool) {
+	var claims struct {
+		Username string   `json:"username"`
+		Groups   []string `json:"groups"`
+	}
+	if !jwtClaims(token, &claims) || claims.Username == "" {
+		return "", nil, false
+	}
+	return claims.Username, claims.Groups, true
 }
 
 // certIdentity is the user a client certificate names to Kubernetes: CN

@@ -21,9 +21,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login"
@@ -590,6 +592,37 @@ func TestWhatTheClusterSees(t *testing.T) {
 	err = e.LoginOIDC(context.Background(), req, interactive)
 	if !errors.Is(err, conciergeclient.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestWhatTheClusterSeesThroughAProxyToken: the impersonation proxy answers
+// with a token and no certificate; the summary shows whom the token names
+// (read unverified, for display only), escaped like any text from the
+// cluster, and kubectl is given the token.
+func TestWhatTheClusterSeesThroughAProxyToken(t *testing.T) {
+	h := newHarness(t)
+	key, err := proxytoken.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	e := h.engine(&out)
+	var issued string
+	e.Exchange = func(context.Context, *config.Concierge, string) (*loginv1alpha1.ClusterCredential, error) {
+		token, exp, _, err := proxytoken.Sign(key, proxytoken.ForInstall("install-1"), &user.DefaultInfo{Name: "oidc:alice", Groups: []string{"oidc:devs", "oidc:ops" + hostile}}, time.Minute, h.clk.now())
+		issued = token
+		return &loginv1alpha1.ClusterCredential{Token: token, ExpirationTimestamp: metav1.NewTime(exp)}, err
+	}
+	if err := e.LoginOIDC(context.Background(), h.request(true), interactive); err != nil {
+		t.Fatal(err)
+	}
+	const escaped = `\x1b[2J\x0d\u009b31m`
+	if s := h.ui.summary.Load(); s == nil || s.Username != "oidc:alice" || !slices.Equal(s.Groups, []string{"oidc:devs", "oidc:ops" + escaped}) {
+		t.Fatalf("summary %+v", s)
+	}
+	status, _ := decode(t, out.Bytes())["status"].(map[string]any)
+	if status["token"] != issued || status["clientCertificateData"] != nil {
+		t.Fatalf("kubectl was given %v", status)
 	}
 }
 

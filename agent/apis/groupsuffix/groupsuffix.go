@@ -73,7 +73,17 @@ func APIServiceNames(suffix string) []string {
 // records who asked for a nested impersonation. Upstream renames it with
 // the suffix, so each Concierge reserves only its own key.
 func OriginalUserExtra(suffix string) string {
-	return "original-user-info.impersonation-proxy.concierge." + OrDefault(suffix)
+	return originalUserExtraPrefix + OrDefault(suffix)
+}
+
+const originalUserExtraPrefix = "original-user-info.impersonation-proxy.concierge."
+
+// IsOriginalUserExtra says whether key is the original-user extra of any
+// API group suffix, in any case: only an impersonation proxy may set one,
+// so no client or authenticator can forge what another install's audit
+// tooling reads.
+func IsOriginalUserExtra(key string) bool {
+	return strings.HasPrefix(strings.ToLower(key), originalUserExtraPrefix)
 }
 
 // Validate says whether suffix can be used: a DNS-1123 subdomain with at

@@ -91,3 +91,20 @@ func TestDefaultsAreTheGeneratedGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestIsOriginalUserExtra: every install's original-user key is reserved,
+// whatever its suffix or case; keys that merely look alike are not.
+func TestIsOriginalUserExtra(t *testing.T) {
+	for key, want := range map[string]bool{
+		groupsuffix.OriginalUserExtra(""):                                true,
+		groupsuffix.OriginalUserExtra("tuna.io"):                         true,
+		"Original-User-Info.Impersonation-Proxy.Concierge.Other.Example": true,
+		"original-user-info.impersonation-proxy.concierge":               false,
+		"authentication.kubernetes.io/credential-id":                     false,
+		"example.com/original-user-info.impersonation-proxy.concierge.x": false,
+	} {
+		if got := groupsuffix.IsOriginalUserExtra(key); got != want {
+			t.Errorf("IsOriginalUserExtra(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package issuer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+)
+
+// TestCertificateIssuersRefuseExtras: a certificate cannot carry extras, so
+// both certificate issuers refuse a user with one (naming the key, never its
+// values) instead of issuing a certificate that silently drops it, and the
+// CSR issuer refuses before it asks the cluster for anything. The
+// credential ID alone is fine: it names the token the user came with.
+func TestCertificateIssuersRefuseExtras(t *testing.T) {
+	ca, err := certauthority.New("test", time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	csr := &issuer.CSR{Client: client, Timeout: time.Second}
+	withExtra := &user.DefaultInfo{Name: "alice", Extra: map[string][]string{
+		user.CredentialIDKey: {"JTI=1"}, "example.com/team": {"value-of-alice-91c3"}}}
+	for name, iss := range map[string]issuer.Issuer{"CA": &issuer.CA{CA: ca}, "CSR": csr} {
+		_, err := iss.Issue(context.Background(), withExtra)
+		var extraErr *issuer.ExtraError
+		if !errors.As(err, &extraErr) || extraErr.Key != "example.com/team" {
+			t.Fatalf("%s: got %v, want the extra refused", name, err)
+		}
+		if want := `authenticator returned extra "example.com/team", which client certificates cannot carry`; err.Error() != want {
+			t.Errorf("%s: message %q, want %q", name, err, want)
+		}
+	}
+	if list, _ := client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
+		t.Errorf("the CSR issuer asked the cluster to sign for a user it refuses: %d requests", len(list.Items))
+	}
+	onlyID := &user.DefaultInfo{Name: "alice", Extra: map[string][]string{user.CredentialIDKey: {"JTI=1"}}}
+	if cred, err := (&issuer.CA{CA: ca}).Issue(context.Background(), onlyID); err != nil || cred.ClientCertificateData == "" {
+		t.Fatalf("the credential ID alone was refused: %v", err)
+	}
+}

@@ -1,0 +1,162 @@
+package issuer_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
+)
+
+type tokenFixture struct {
+	key *proxytoken.Key
+	aud proxytoken.Audience
+	ca  *certauthority.CA
+	now time.Time
+}
+
+func newTokenFixture(t *testing.T) *tokenFixture {
+	t.Helper()
+	key, err := proxytoken.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	ca, err := certauthority.New("proxy", time.Hour, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tokenFixture{key: key, aud: proxytoken.ForInstall("install-1"), ca: ca, now: now}
+}
+
+// issuer is a Token issuer; haveKey says whether the signing key exists yet.
+func (f *tokenFixture) issuer(haveKey bool) *issuer.Token {
+	return &issuer.Token{
+		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return f.key, f.aud, haveKey },
+		TTL:      7 * time.Minute,
+		Fallback: &issuer.CA{CA: f.ca},
+		Now:      func() time.Time { return f.now },
+	}
+}
+
+func (f *tokenFixture) keySet() *proxytoken.KeySet {
+	return &proxytoken.KeySet{Verify: map[string]*ecdsa.PublicKey{f.key.ID: &f.key.Private.PublicKey}}
+}
+
+// TestTokenIssuesAVerifiableToken: the credential is a proxy token the proxy
+// accepts as exactly this user, extras included, and no certificate (a new
+// certificate is what makes client-go close every connection). Its expiry
+// is the token's, and its credential ID names the token's jti.
+func TestTokenIssuesAVerifiableToken(t *testing.T) {
+	f := newTokenFixture(t)
+	alice := &user.DefaultInfo{Name: "alice", UID: "1001", Groups: []string{"devs", "ops"},
+		Extra: map[string][]string{"example.com/team": {"a", "b"}, user.CredentialIDKey: {"JTI=from-the-idp"}}}
+	got, err := f.issuer(true).Issue(context.Background(), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := got.ClusterCredential
+	if cred.Token == "" || cred.ClientCertificateData != "" || cred.ClientKeyData != "" {
+		t.Fatalf("want a token and no certificate, got %+v", cred)
+	}
+	u, exp, err := proxytoken.Verify(f.keySet(), f.aud, cred.Token, f.now.Add(time.Minute))
+	if err != nil {
+		t.Fatalf("the proxy refuses the token: %v", err)
+	}
+	if !exp.Equal(f.now.Add(7*time.Minute)) || !cred.ExpirationTimestamp.Time.Equal(exp) {
+		t.Errorf("expiry %v, token's %v, want %v", cred.ExpirationTimestamp, exp, f.now.Add(7*time.Minute))
+	}
+	if u.GetName() != "alice" || u.GetUID() != "1001" || !slices.Equal(u.GetGroups(), alice.Groups) ||
+		!slices.Equal(u.GetExtra()["example.com/team"], []string{"a", "b"}) {
+		t.Errorf("the token names %+v, want %+v", u, alice)
+	}
+	ids := u.GetExtra()[user.CredentialIDKey]
+	if len(ids) != 1 || ids[0] != got.CredentialID || !strings.HasPrefix(got.CredentialID, "JTI=") || got.CredentialID == "JTI=from-the-idp" {
+		t.Errorf("credential ID %q, the token's %v", got.CredentialID, ids)
+	}
+	if _, _, err := proxytoken.Verify(f.keySet(), f.aud, cred.Token, f.now.Add(7*time.Minute+time.Second)); err == nil {
+		t.Error("the token outlives its TTL")
+	}
+}
+
+// TestTokenTTLDefaultsAsCertificates: without a TTL, tokens live as long as
+// the CA issuer's certificates.
+func TestTokenTTLDefaultsAsCertificates(t *testing.T) {
+	f := newTokenFixture(t)
+	iss := f.issuer(true)
+	iss.TTL = 0
+	got, err := iss.Issue(context.Background(), &user.DefaultInfo{Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.now.Add(issuer.DefaultTTL); !got.ExpirationTimestamp.Time.Equal(want) {
+		t.Fatalf("expires %v, want %v", got.ExpirationTimestamp, want)
+	}
+}
+
+// manyGroups makes a user whose token would exceed proxytoken.MaxSize.
+func manyGroups() []string {
+	groups := make([]string, 600)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("a-rather-long-directory-group-name-%04d", i)
+	}
+	return groups
+}
+
+// TestTokenFallsBackToCertificates: with no signing key yet, or for a user
+// whose token would be too large to send, the user gets the fallback's
+// certificate instead, with no credential ID.
+func TestTokenFallsBackToCertificates(t *testing.T) {
+	f := newTokenFixture(t)
+	for name, c := range map[string]struct {
+		haveKey bool
+		groups  []string
+	}{
+		"no key":    {false, []string{"devs"}},
+		"too large": {true, manyGroups()},
+	} {
+		got, err := f.issuer(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Token != "" || got.ClientCertificateData == "" || got.CredentialID != "" {
+			t.Errorf("%s: want a certificate, got token %v, credential ID %q", name, got.Token != "", got.CredentialID)
+		}
+	}
+	none := f.issuer(false)
+	none.Fallback = nil
+	if _, err := none.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); !errors.Is(err, issuer.ErrNoStrategy) {
+		t.Errorf("no key and no fallback: %v", err)
+	}
+}
+
+// TestTokenRefusesExtrasItCannotCarry: when a certificate would be issued
+// instead of a token, a user with extras is refused, not given a
+// certificate that silently drops them.
+func TestTokenRefusesExtrasItCannotCarry(t *testing.T) {
+	f := newTokenFixture(t)
+	extra := map[string][]string{"example.com/team": {"a"}}
+	for name, c := range map[string]struct {
+		haveKey bool
+		groups  []string
+	}{
+		"no key":    {false, nil},
+		"too large": {true, manyGroups()},
+	} {
+		_, err := f.issuer(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups, Extra: maps.Clone(extra)})
+		var extraErr *issuer.ExtraError
+		if !errors.As(err, &extraErr) || extraErr.Key != "example.com/team" {
+			t.Errorf("%s: got %v, want the extra refused", name, err)
+		}
+	}
+}
