@@ -246,6 +246,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		Namespace: o.Namespace, CredentialIssuerName: o.CredentialIssuerName, CertTTL: o.CertTTL,
 		ServiceAccount: o.ProxyServiceAccount, ListenAddress: o.ProxyListenAddress, LogIdentities: o.LogIdentities,
 		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus, GroupSuffix: o.GroupSuffix,
+		CertificatesOnly: o.ProxyCredential == ProxyCredentialCertificate, PodName: o.PodName,
 	}, kube, dyn, restConfig, registry, log.With("component", "impersonation-proxy"))
 	if err != nil {
 		return err

@@ -41,7 +41,9 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
 	"github.com/pinniped-kit/pinniped/agent/proxy/listener"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
+	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -63,6 +65,13 @@ type Config struct {
 	KickStatus func()
 	// GroupSuffix is the agent's API group suffix; empty means the default.
 	GroupSuffix string
+	// CertificatesOnly makes the proxy's TokenCredentialRequest return
+	// client certificates even when token keys exist (the admin's choice
+	// for clients that need a certificate). Tokens already issued still
+	// verify until they expire.
+	CertificatesOnly bool
+	// PodName is this replica's pod, for the leader's version check.
+	PodName string
 }
 
 // Runtime is the impersonation proxy on this replica.
@@ -76,7 +85,16 @@ type Runtime struct {
 	server    *listener.Server
 	signer    issuer.Switch
 	clientCAs impersonator.ClientCAs
-	clusterCA *dynamiccertificates.ConfigMapCAController
+	// proxyTokens verifies the proxy's own tokens; tokenKey is the key
+	// this replica signs them with (nil before the first promotion).
+	proxyTokens      impersonator.ProxyTokens
+	tokenKey         atomic.Pointer[signingKey]
+	certificatesOnly bool
+	podName          string
+	// tokenProblem is logged once until it changes: the rest of sync goes
+	// on without token keys, so the shared lastProblem would be reset.
+	tokenProblem string
+	clusterCA    *dynamiccertificates.ConfigMapCAController
 
 	ciInformer cache.SharedIndexInformer
 	secrets    corev1listers.SecretLister
@@ -120,7 +138,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 		kickStatus = func() {}
 	}
 	p := &Runtime{kube: kube, namespace: o.Namespace, ciName: o.CredentialIssuerName, log: log, ttl: o.CertTTL,
-		wake: make(chan struct{}, 1), kickStatus: kickStatus}
+		wake: make(chan struct{}, 1), kickStatus: kickStatus, certificatesOnly: o.CertificatesOnly, podName: o.PodName}
 	p.setWaiting("the impersonation proxy's settings are not read yet")
 
 	upstream, err := impersonator.UpstreamURL(restConfig)
@@ -138,6 +156,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 		DirectTransport: transports.Direct, DirectUpgradeTransport: transports.DirectUpgrade,
 		Authn:           impersonator.NewCertAuthenticator(&p.clientCAs),
 		Tokens:          impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
+		ProxyTokens:     &p.proxyTokens,
 		Authz:           &impersonator.SARAuthorizer{Reviews: kube.AuthorizationV1().SubjectAccessReviews()},
 		Log:             log,
 		Observe:         o.ObserveRequest,
@@ -238,7 +257,8 @@ func (p *Runtime) poke() {
 // Leader is the leader's half, sharing this replica's view of the spec.
 func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
 	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
-		Labels: labels, Selector: selector, Log: p.log.With("controller", "impersonation-proxy-leader")}
+		Labels: labels, Selector: selector, PodName: p.podName, CredentialTTL: p.ttl,
+		Log: p.log.With("controller", "impersonation-proxy-leader")}
 }
 
 // settings resolves the spec as it is now.
@@ -296,6 +316,7 @@ func (p *Runtime) Run(ctx context.Context) {
 }
 
 func (p *Runtime) sync(ctx context.Context) {
+	p.loadTokenKeys()
 	signerTrust := p.loadSigner()
 	p.clientCAs.Set(signerTrust, p.clusterCA.CurrentCABundleContent())
 
@@ -357,8 +378,66 @@ func (p *Runtime) loadSigner() []byte {
 		p.signer.Set(nil)
 		return nil
 	}
-	p.signer.Set(&issuer.CA{CA: ca, TTL: p.ttl})
+	certs := &issuer.CA{CA: ca, TTL: p.ttl}
+	if p.certificatesOnly {
+		p.signer.Set(certs)
+	} else {
+		p.signer.Set(&issuer.Token{Key: p.signingKey, TTL: p.ttl, Fallback: certs})
+	}
 	return trust
+}
+
+// signingKey is a proxy token key and the installation it signs for.
+type signingKey struct {
+	key *proxytoken.Key
+	aud proxytoken.Audience
+}
+
+func (p *Runtime) signingKey() (*proxytoken.Key, proxytoken.Audience, bool) {
+	k := p.tokenKey.Load()
+	if k == nil {
+		return nil, proxytoken.Audience{}, false
+	}
+	return k.key, k.aud, true
+}
+
+// loadTokenKeys follows the token key Secret: the keys tokens verify with
+// here, and the key this replica signs with. A Secret that cannot be read
+// keeps the last good keys, as a broken serving Secret keeps the last
+// certificate; a deleted one ends tokens (the leader makes a new one, under
+// a new installation ID).
+func (p *Runtime) loadTokenKeys() {
+	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.TokenKeySecret)
+	if apierrors.IsNotFound(err) {
+		p.proxyTokens.Set(nil, proxytoken.Audience{})
+		p.tokenKey.Store(nil)
+		return
+	}
+	if err != nil {
+		p.tokenKeysProblem("impersonation proxy token keys unreadable", err)
+		return
+	}
+	ks, installID, err := tokenkeys.Parse(secret, time.Now())
+	if err != nil {
+		p.tokenKeysProblem("impersonation proxy token keys are unusable; the proxy hands out certificates", err)
+		p.tokenKey.Store(nil)
+		return
+	}
+	p.tokenProblem = ""
+	aud := proxytoken.ForInstall(installID)
+	p.proxyTokens.Set(ks, aud)
+	if ks.Signing == nil {
+		p.tokenKey.Store(nil)
+		return
+	}
+	p.tokenKey.Store(&signingKey{key: ks.Signing, aud: aud})
+}
+
+func (p *Runtime) tokenKeysProblem(msg string, err error) {
+	if key := msg + ": " + err.Error(); key != p.tokenProblem {
+		p.tokenProblem = key
+		p.log.Info(msg, "error", err)
+	}
 }
 
 // problem logs a problem once until it changes.
