@@ -22,6 +22,7 @@ func TestOptionsValidate(t *testing.T) {
 		"proxy not addr":  {func(o *Options) { o.ProxyListenAddress = "localhost" }, "--proxy-listen"},
 		"health not addr": {func(o *Options) { o.HealthListenAddress = "" }, "--health-listen"},
 		"bad suffix":      {func(o *Options) { o.GroupSuffix = "nodot" }, "--api-group-suffix"},
+		"proxy cred":      {func(o *Options) { o.ProxyCredential = "Token" }, "--proxy-credential"},
 	} {
 		o := good
 		c.change(&o)
