@@ -6,10 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -263,6 +265,36 @@ func proxyTokenRefusal(err error) string {
 	default:
 		return "invalid (malformed, unknown key, bad signature or claims)"
 	}
+}
+
+// webSocketBearerPrefix marks a WebSocket subprotocol that carries a bearer
+// token (browsers cannot set Authorization on a WebSocket). The API server
+// hands such a token to its token authenticators, webhooks included.
+const webSocketBearerPrefix = "base64url.bearer.authorization.k8s.io."
+
+// proxyTokenInWebSocketProtocol reports whether any Sec-WebSocket-Protocol
+// entry carries a token of ours, read as the API server reads it. The proxy
+// does not take its tokens from there, and must not forward them: every
+// header but the identity headers goes upstream as it came.
+func proxyTokenInWebSocketProtocol(h http.Header) bool {
+	for k, lines := range h {
+		if !strings.EqualFold(k, "Sec-WebSocket-Protocol") {
+			continue
+		}
+		for _, line := range lines {
+			for proto := range strings.SplitSeq(line, ",") {
+				proto = strings.TrimSpace(proto)
+				if len(proto) < len(webSocketBearerPrefix) || !strings.EqualFold(proto[:len(webSocketBearerPrefix)], webSocketBearerPrefix) {
+					continue
+				}
+				raw, err := base64.RawURLEncoding.DecodeString(proto[len(webSocketBearerPrefix):])
+				if err == nil && proxytoken.Ours(strings.TrimSpace(string(raw))) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // NewTokenAuthenticator accepts bearer tokens (e.g. ServiceAccount tokens)

@@ -188,6 +188,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if proxyTokenInWebSocketProtocol(r.Header) {
+		p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", "in a WebSocket subprotocol")
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
+			"the impersonation proxy accepts its own tokens only in the Authorization header")
+		return
+	}
+
 	// A certificate wins over any Authorization header sent with it: the
 	// header is then stripped, never forwarded.
 	resp, ok, err := p.Authn.AuthenticateRequest(r)

@@ -491,3 +491,49 @@ func TestProxyTokensCache(t *testing.T) {
 		t.Fatalf("a ServiceAccount JWT: ours %v, %v", ours, err)
 	}
 }
+
+// TestProxyTokenInWebSocketProtocolIsNeverForwarded: the API server also
+// reads a bearer token from a WebSocket subprotocol
+// (base64url.bearer.authorization.k8s.io.<token>) and hands it to its token
+// authenticators, webhooks included. A token of ours there is refused by
+// the proxy, whatever else the request carries, and never leaves it.
+func TestProxyTokenInWebSocketProtocolIsNeverForwarded(t *testing.T) {
+	b := newTokenBed(t, false)
+	tok, _ := signFor(t, b.key, testAudience, "alice", 5*time.Minute, time.Now())
+	proto := "base64url.bearer.authorization.k8s.io." + base64.RawURLEncoding.EncodeToString([]byte(tok))
+	for _, c := range []struct {
+		name string
+		cert bool
+		auth []string
+		h    map[string][]string
+	}{
+		{name: "anonymous", h: map[string][]string{"Sec-Websocket-Protocol": {proto + ", v5.channel.k8s.io"}}},
+		{name: "second protocol line", h: map[string][]string{"Sec-Websocket-Protocol": {"v5.channel.k8s.io", " " + proto + " "}}},
+		{name: "with a ServiceAccount token", auth: []string{"Bearer " + serviceAccountJWT}, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+		{name: "with the token in Authorization too", auth: []string{"Bearer " + tok}, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+		{name: "with a certificate", cert: true, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cert *certauthority.CA
+			if c.cert {
+				cert = b.signer
+			}
+			calls := b.up.calls.Load()
+			if code := b.do(t, cert, c.auth, c.h); code != http.StatusUnauthorized || b.up.calls.Load() != calls {
+				t.Fatalf("status %d, upstream calls %d: a proxy token in a subprotocol was forwarded", code, b.up.calls.Load()-calls)
+			}
+		})
+	}
+	if n := b.reviews.Load(); n != 0 {
+		t.Fatalf("TokenReview was asked %d times", n)
+	}
+	// Other subprotocols, and a ServiceAccount token in one, are the API
+	// server's as before.
+	sa := "base64url.bearer.authorization.k8s.io." + base64.RawURLEncoding.EncodeToString([]byte(serviceAccountJWT))
+	if code := b.do(t, nil, nil, map[string][]string{"Sec-Websocket-Protocol": {sa + ", v5.channel.k8s.io"}}); code != http.StatusOK {
+		t.Fatalf("a ServiceAccount token in a subprotocol: status %d", code)
+	}
+	if got := b.up.last.Load().Get("Sec-Websocket-Protocol"); got != sa+", v5.channel.k8s.io" {
+		t.Fatalf("the API server saw subprotocols %q", got)
+	}
+}
