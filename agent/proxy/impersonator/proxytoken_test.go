@@ -115,6 +115,13 @@ type tokenBed struct {
 
 func newTokenBed(t *testing.T, allowNested bool) *tokenBed {
 	t.Helper()
+	return newTokenBedWith(t, allowNested, true)
+}
+
+// newTokenBedWith is newTokenBed; without proxyTokens the Proxy has no
+// ProxyTokens at all (b.tokens is then unused).
+func newTokenBedWith(t *testing.T, allowNested, proxyTokens bool) *tokenBed {
+	t.Helper()
 	b := &tokenBed{up: &upstream{}, used: &atomic.Pointer[string]{}, reviews: &atomic.Int64{}, key: newKey(t),
 		tokens: &impersonator.ProxyTokens{}, logs: &lockedBuffer{}}
 	b.tokens.Set(keySet(b.key), testAudience)
@@ -153,6 +160,9 @@ func newTokenBed(t *testing.T, allowNested bool) *tokenBed {
 			b.obs = append(b.obs, o)
 			b.mu.Unlock()
 		},
+	}
+	if !proxyTokens {
+		p.ProxyTokens = nil
 	}
 	p.Init()
 	b.srv = httptest.NewUnstartedServer(p)
@@ -535,5 +545,23 @@ func TestProxyTokenInWebSocketProtocolIsNeverForwarded(t *testing.T) {
 	}
 	if got := b.up.last.Load().Get("Sec-Websocket-Protocol"); got != sa+", v5.channel.k8s.io" {
 		t.Fatalf("the API server saw subprotocols %q", got)
+	}
+}
+
+// TestProxyTokenWithoutProxyTokensIsNotReviewed: a proxy without
+// ProxyTokens (one that hands out certificates) still never sends a token
+// of ours to TokenReview, which would show it to the API server's token
+// authenticators, nor forwards it; ServiceAccount tokens work as before.
+func TestProxyTokenWithoutProxyTokensIsNotReviewed(t *testing.T) {
+	b := newTokenBedWith(t, false, false)
+	tok, _ := signFor(t, b.key, testAudience, "alice", 5*time.Minute, time.Now())
+	if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusUnauthorized || b.up.calls.Load() != 0 {
+		t.Fatalf("status %d, upstream calls %d", code, b.up.calls.Load())
+	}
+	if n := b.reviews.Load(); n != 0 {
+		t.Fatalf("TokenReview was asked %d times about a proxy token", n)
+	}
+	if code := b.do(t, nil, []string{"Bearer " + serviceAccountJWT}, nil); code != http.StatusOK || *b.used.Load() != "direct" {
+		t.Fatalf("a ServiceAccount token: status %d", code)
 	}
 }
