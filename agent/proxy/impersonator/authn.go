@@ -235,10 +235,18 @@ func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Respons
 	if err != nil {
 		return nil, true, fmt.Errorf("proxy token: %w", err)
 	}
+	if _, reserved := reservedExtra(u.GetExtra()); reserved {
+		// Only the proxy records who asked for a nested impersonation.
+		return nil, true, errProxyTokenReservedExtra
+	}
 	resp := &authenticator.Response{User: u}
 	cache.Add(key, resp, st.generation, now, exp)
 	return resp, true, nil
 }
+
+// errProxyTokenReservedExtra: a token carrying the extra in which the
+// proxy records the real user of a nested impersonation.
+var errProxyTokenReservedExtra = errors.New("proxy token carries an extra reserved for the impersonation proxy")
 
 // errProxyTokenNotAlone: an Authorization header with a token of ours and
 // more words after "Bearer", which other readers would split differently.
@@ -254,6 +262,8 @@ func proxyTokenRefusal(err error) string {
 		return "no keys yet"
 	case errors.Is(err, errProxyTokenNotAlone):
 		return "not alone in the header"
+	case errors.Is(err, errProxyTokenReservedExtra):
+		return "an extra reserved for the proxy"
 	case errors.Is(err, proxytoken.ErrTooLarge):
 		return "too large"
 	case errors.Is(err, jwt.ErrExpired):

@@ -565,3 +565,21 @@ func TestProxyTokenWithoutProxyTokensIsNotReviewed(t *testing.T) {
 		t.Fatalf("a ServiceAccount token: status %d", code)
 	}
 }
+
+// TestProxyTokenCannotCarryTheOriginalUser: the extra in which the proxy
+// records the real user of a nested impersonation (of any API group
+// suffix) is the proxy's to set; a token that carries one is refused, so
+// audit tooling cannot be told a forged "original user".
+func TestProxyTokenCannotCarryTheOriginalUser(t *testing.T) {
+	b := newTokenBed(t, false)
+	for _, key := range []string{impersonator.OriginalUserExtra, "Original-User-Info.impersonation-proxy.concierge.example.io"} {
+		u := &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}, Extra: map[string][]string{key: {`{"username":"ceo"}`}}}
+		tok, _, _, err := proxytoken.Sign(b.key, testAudience, u, 5*time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusUnauthorized || b.up.calls.Load() != 0 {
+			t.Fatalf("%s: status %d, upstream calls %d", key, code, b.up.calls.Load())
+		}
+	}
+}
