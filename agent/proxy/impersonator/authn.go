@@ -280,7 +280,7 @@ func proxyTokenRefusal(err error) string {
 // webSocketBearerPrefix marks a WebSocket subprotocol that carries a bearer
 // token (browsers cannot set Authorization on a WebSocket). The API server
 // hands such a token to its token authenticators, webhooks included.
-const webSocketBearerPrefix = "base64url.bearer.authorization.k8s.io."
+const webSocketBearerPrefix = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol prefix, not a credential
 
 // proxyTokenInWebSocketProtocol reports whether any Sec-WebSocket-Protocol
 // entry carries a token of ours, read as the API server reads it. The proxy
