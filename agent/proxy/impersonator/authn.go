@@ -6,10 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -233,10 +235,18 @@ func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Respons
 	if err != nil {
 		return nil, true, fmt.Errorf("proxy token: %w", err)
 	}
+	if _, reserved := reservedExtra(u.GetExtra()); reserved {
+		// Only the proxy records who asked for a nested impersonation.
+		return nil, true, errProxyTokenReservedExtra
+	}
 	resp := &authenticator.Response{User: u}
 	cache.Add(key, resp, st.generation, now, exp)
 	return resp, true, nil
 }
+
+// errProxyTokenReservedExtra: a token carrying the extra in which the
+// proxy records the real user of a nested impersonation.
+var errProxyTokenReservedExtra = errors.New("proxy token carries an extra reserved for the impersonation proxy")
 
 // errProxyTokenNotAlone: an Authorization header with a token of ours and
 // more words after "Bearer", which other readers would split differently.
@@ -252,6 +262,8 @@ func proxyTokenRefusal(err error) string {
 		return "no keys yet"
 	case errors.Is(err, errProxyTokenNotAlone):
 		return "not alone in the header"
+	case errors.Is(err, errProxyTokenReservedExtra):
+		return "an extra reserved for the proxy"
 	case errors.Is(err, proxytoken.ErrTooLarge):
 		return "too large"
 	case errors.Is(err, jwt.ErrExpired):
@@ -263,6 +275,36 @@ func proxyTokenRefusal(err error) string {
 	default:
 		return "invalid (malformed, unknown key, bad signature or claims)"
 	}
+}
+
+// webSocketBearerPrefix marks a WebSocket subprotocol that carries a bearer
+// token (browsers cannot set Authorization on a WebSocket). The API server
+// hands such a token to its token authenticators, webhooks included.
+const webSocketBearerPrefix = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol prefix, not a credential
+
+// proxyTokenInWebSocketProtocol reports whether any Sec-WebSocket-Protocol
+// entry carries a token of ours, read as the API server reads it. The proxy
+// does not take its tokens from there, and must not forward them: every
+// header but the identity headers goes upstream as it came.
+func proxyTokenInWebSocketProtocol(h http.Header) bool {
+	for k, lines := range h {
+		if !strings.EqualFold(k, "Sec-WebSocket-Protocol") {
+			continue
+		}
+		for _, line := range lines {
+			for proto := range strings.SplitSeq(line, ",") {
+				proto = strings.TrimSpace(proto)
+				if len(proto) < len(webSocketBearerPrefix) || !strings.EqualFold(proto[:len(webSocketBearerPrefix)], webSocketBearerPrefix) {
+					continue
+				}
+				raw, err := base64.RawURLEncoding.DecodeString(proto[len(webSocketBearerPrefix):])
+				if err == nil && proxytoken.Ours(strings.TrimSpace(string(raw))) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // NewTokenAuthenticator accepts bearer tokens (e.g. ServiceAccount tokens)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -304,6 +305,16 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 	// Valid for as long as anyone fuzzes.
 	tok, jti := signFor(f, key, testAudience, "alice", 7*24*time.Hour, time.Now())
 	wantIdentity := map[bool]http.Header{false: aliceIdentity, true: aliceTokenIdentity(jti)}
+	// The API server also reads a bearer token from a WebSocket subprotocol.
+	wsTok := base64.RawURLEncoding.EncodeToString([]byte(tok))
+	for _, seed := range []string{
+		"Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io." + wsTok,
+		"Upgrade: websocket\nConnection: Upgrade\nSec-WebSocket-Protocol: v5.channel.k8s.io, base64url.bearer.authorization.k8s.io." + wsTok,
+	} {
+		for _, useToken := range []bool{false, true} {
+			f.Add("GET", "/api/v1/pods", seed, false, false, useToken)
+		}
+	}
 	// For each way in, two proxies: one that refuses alice's nested
 	// impersonation, and one that allows it, so client-chosen Impersonate-*
 	// values are re-emitted.
@@ -350,7 +361,7 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 		defer up.mu.Unlock()
 		for _, h := range up.seen {
 			id := identityOf(h)
-			if useToken && strings.Contains(fmt.Sprint(h), tok) {
+			if sent := fmt.Sprint(h); strings.Contains(sent, tok) || strings.Contains(sent, wsTok) {
 				t.Fatalf("request %q reached the API server with the proxy token", raw.String())
 			}
 			if !nested && !sameIdentity(id, want) {

@@ -68,7 +68,8 @@ type Proxy struct {
 	Tokens authenticator.Request
 	// ProxyTokens decides bearer tokens the agent issued for this proxy;
 	// their users are impersonated, as certificate users are. A client
-	// certificate still wins over such a token. nil sends every bearer
+	// certificate still wins over such a token. nil refuses them (a token
+	// of ours still never goes to TokenReview) and sends every other bearer
 	// token to Tokens.
 	ProxyTokens ProxyTokenAuthenticator
 	// DirectTransport and DirectUpgradeTransport carry no agent credentials:
@@ -188,6 +189,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if proxyTokenInWebSocketProtocol(r.Header) {
+		p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", "in a WebSocket subprotocol")
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
+			"the impersonation proxy accepts its own tokens only in the Authorization header")
+		return
+	}
+
 	// A certificate wins over any Authorization header sent with it: the
 	// header is then stripped, never forwarded.
 	resp, ok, err := p.Authn.AuthenticateRequest(r)
@@ -202,7 +210,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	auth, hasToken := bearerToken(r.Header)
-	if hasToken && p.ProxyTokens != nil {
+	if hasToken {
 		// A token of ours is decided only here: never sent to TokenReview
 		// (the API server cannot know it) and never forwarded. Its user is
 		// impersonated as a certificate's is, so the Authorization header
@@ -217,7 +225,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(words) > 1 && slices.ContainsFunc(words, proxytoken.Ours) {
 			ours, err = true, errProxyTokenNotAlone
 		} else {
-			resp, ours, err = p.ProxyTokens.AuthenticateProxyToken(words[0])
+			resp, ours, err = p.proxyTokens().AuthenticateProxyToken(words[0])
 		}
 		if ours {
 			if err != nil || resp == nil || resp.User == nil || resp.User.GetName() == "" {
@@ -257,6 +265,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous: the API server applies its own anonymous-auth setting.
 	obs.Method = MethodAnonymous
 	p.forwardDirect(w, r, false)
+}
+
+// noProxyTokens has no keys: it refuses every token of ours.
+var noProxyTokens = &ProxyTokens{}
+
+func (p *Proxy) proxyTokens() ProxyTokenAuthenticator {
+	if p.ProxyTokens != nil {
+		return p.ProxyTokens
+	}
+	return noProxyTokens
 }
 
 // impersonate forwards the request of a certificate's or a proxy token's

@@ -115,6 +115,13 @@ type tokenBed struct {
 
 func newTokenBed(t *testing.T, allowNested bool) *tokenBed {
 	t.Helper()
+	return newTokenBedWith(t, allowNested, true)
+}
+
+// newTokenBedWith is newTokenBed; without proxyTokens the Proxy has no
+// ProxyTokens at all (b.tokens is then unused).
+func newTokenBedWith(t *testing.T, allowNested, proxyTokens bool) *tokenBed {
+	t.Helper()
 	b := &tokenBed{up: &upstream{}, used: &atomic.Pointer[string]{}, reviews: &atomic.Int64{}, key: newKey(t),
 		tokens: &impersonator.ProxyTokens{}, logs: &lockedBuffer{}}
 	b.tokens.Set(keySet(b.key), testAudience)
@@ -153,6 +160,9 @@ func newTokenBed(t *testing.T, allowNested bool) *tokenBed {
 			b.obs = append(b.obs, o)
 			b.mu.Unlock()
 		},
+	}
+	if !proxyTokens {
+		p.ProxyTokens = nil
 	}
 	p.Init()
 	b.srv = httptest.NewUnstartedServer(p)
@@ -489,5 +499,87 @@ func TestProxyTokensCache(t *testing.T) {
 
 	if _, ours, err := p.AuthenticateProxyToken(serviceAccountJWT); ours || err != nil {
 		t.Fatalf("a ServiceAccount JWT: ours %v, %v", ours, err)
+	}
+}
+
+// TestProxyTokenInWebSocketProtocolIsNeverForwarded: the API server also
+// reads a bearer token from a WebSocket subprotocol
+// (base64url.bearer.authorization.k8s.io.<token>) and hands it to its token
+// authenticators, webhooks included. A token of ours there is refused by
+// the proxy, whatever else the request carries, and never leaves it.
+func TestProxyTokenInWebSocketProtocolIsNeverForwarded(t *testing.T) {
+	b := newTokenBed(t, false)
+	tok, _ := signFor(t, b.key, testAudience, "alice", 5*time.Minute, time.Now())
+	proto := "base64url.bearer.authorization.k8s.io." + base64.RawURLEncoding.EncodeToString([]byte(tok))
+	for _, c := range []struct {
+		name string
+		cert bool
+		auth []string
+		h    map[string][]string
+	}{
+		{name: "anonymous", h: map[string][]string{"Sec-Websocket-Protocol": {proto + ", v5.channel.k8s.io"}}},
+		{name: "second protocol line", h: map[string][]string{"Sec-Websocket-Protocol": {"v5.channel.k8s.io", " " + proto + " "}}},
+		{name: "with a ServiceAccount token", auth: []string{"Bearer " + serviceAccountJWT}, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+		{name: "with the token in Authorization too", auth: []string{"Bearer " + tok}, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+		{name: "with a certificate", cert: true, h: map[string][]string{"Sec-Websocket-Protocol": {proto}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cert *certauthority.CA
+			if c.cert {
+				cert = b.signer
+			}
+			calls := b.up.calls.Load()
+			if code := b.do(t, cert, c.auth, c.h); code != http.StatusUnauthorized || b.up.calls.Load() != calls {
+				t.Fatalf("status %d, upstream calls %d: a proxy token in a subprotocol was forwarded", code, b.up.calls.Load()-calls)
+			}
+		})
+	}
+	if n := b.reviews.Load(); n != 0 {
+		t.Fatalf("TokenReview was asked %d times", n)
+	}
+	// Other subprotocols, and a ServiceAccount token in one, are the API
+	// server's as before.
+	sa := "base64url.bearer.authorization.k8s.io." + base64.RawURLEncoding.EncodeToString([]byte(serviceAccountJWT))
+	if code := b.do(t, nil, nil, map[string][]string{"Sec-Websocket-Protocol": {sa + ", v5.channel.k8s.io"}}); code != http.StatusOK {
+		t.Fatalf("a ServiceAccount token in a subprotocol: status %d", code)
+	}
+	if got := b.up.last.Load().Get("Sec-Websocket-Protocol"); got != sa+", v5.channel.k8s.io" {
+		t.Fatalf("the API server saw subprotocols %q", got)
+	}
+}
+
+// TestProxyTokenWithoutProxyTokensIsNotReviewed: a proxy without
+// ProxyTokens (one that hands out certificates) still never sends a token
+// of ours to TokenReview, which would show it to the API server's token
+// authenticators, nor forwards it; ServiceAccount tokens work as before.
+func TestProxyTokenWithoutProxyTokensIsNotReviewed(t *testing.T) {
+	b := newTokenBedWith(t, false, false)
+	tok, _ := signFor(t, b.key, testAudience, "alice", 5*time.Minute, time.Now())
+	if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusUnauthorized || b.up.calls.Load() != 0 {
+		t.Fatalf("status %d, upstream calls %d", code, b.up.calls.Load())
+	}
+	if n := b.reviews.Load(); n != 0 {
+		t.Fatalf("TokenReview was asked %d times about a proxy token", n)
+	}
+	if code := b.do(t, nil, []string{"Bearer " + serviceAccountJWT}, nil); code != http.StatusOK || *b.used.Load() != "direct" {
+		t.Fatalf("a ServiceAccount token: status %d", code)
+	}
+}
+
+// TestProxyTokenCannotCarryTheOriginalUser: the extra in which the proxy
+// records the real user of a nested impersonation (of any API group
+// suffix) is the proxy's to set; a token that carries one is refused, so
+// audit tooling cannot be told a forged "original user".
+func TestProxyTokenCannotCarryTheOriginalUser(t *testing.T) {
+	b := newTokenBed(t, false)
+	for _, key := range []string{impersonator.OriginalUserExtra, "Original-User-Info.impersonation-proxy.concierge.example.io"} {
+		u := &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}, Extra: map[string][]string{key: {`{"username":"ceo"}`}}}
+		tok, _, _, err := proxytoken.Sign(b.key, testAudience, u, 5*time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusUnauthorized || b.up.calls.Load() != 0 {
+			t.Fatalf("%s: status %d, upstream calls %d", key, code, b.up.calls.Load())
+		}
 	}
 }

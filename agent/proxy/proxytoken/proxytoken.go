@@ -203,7 +203,8 @@ func Ours(token string) bool {
 
 // Verify checks signature (ES256 only), kid known in ks.Verify, iss and aud
 // equal to a, exp present and not passed (no leeway), nbf not in the future,
-// non-empty username, no "system:" username or group. It returns the user (a
+// non-empty username, no "system:" username or group, no extra in
+// Kubernetes' domains but CredentialIDExtra. It returns the user (a
 // *user.DefaultInfo with Extra incl. CredentialIDExtra) and the expiry.
 //
 // Errors say what is wrong with the token, never what it contains.
@@ -267,8 +268,32 @@ func Verify(ks *KeySet, a Audience, token string, now time.Time) (user.Info, tim
 	}
 	extra := make(map[string][]string, len(c.Extra)+1)
 	for k, v := range c.Extra {
+		// The proxy impersonates these extras with a ServiceAccount that may
+		// set any: Kubernetes' own (bound pod, node, credential) are only
+		// the API server's to assign, as system: names are. The API server
+		// lowercases the keys it is sent, so case does not hide one.
+		if k != CredentialIDExtra && kubernetesDomain(k) {
+			return nil, time.Time{}, errors.New("proxy token extra is in a domain reserved for Kubernetes (kubernetes.io, k8s.io)")
+		}
 		extra[k] = v
 	}
 	extra[CredentialIDExtra] = []string{"JTI=" + c.ID}
 	return &user.DefaultInfo{Name: c.Username, UID: c.UID, Groups: c.Groups, Extra: extra}, c.Expiry.Time(), nil
+}
+
+// kubernetesDomain reports whether an extra key's domain (before the first
+// "/") is kubernetes.io, k8s.io or a subdomain of either: the domains
+// Kubernetes reserves for its own extras (as its structured authentication
+// configuration does for claim mappings).
+func kubernetesDomain(key string) bool {
+	domain, _, ok := strings.Cut(strings.ToLower(key), "/")
+	if !ok {
+		return false
+	}
+	for _, d := range []string{"kubernetes.io", "k8s.io"} {
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return true
+		}
+	}
+	return false
 }

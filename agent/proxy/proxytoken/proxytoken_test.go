@@ -268,6 +268,10 @@ func TestVerifyRefuses(t *testing.T) {
 		{"system: username", sign(t, k, mine, &user.DefaultInfo{Name: "system:admin"}, time.Hour, t0), mine},
 		{"empty username", sign(t, k, mine, &user.DefaultInfo{Groups: []string{"devs"}}, time.Hour, t0), mine},
 		{"system: group", sign(t, k, mine, &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:masters"}}, time.Hour, t0), mine},
+		{"Kubernetes' extra", sign(t, k, mine, withExtra("authentication.kubernetes.io/node-name", "n1"), time.Hour, t0), mine},
+		{"Kubernetes' extra, in another case", sign(t, k, mine, withExtra("Authentication.Kubernetes.IO/pod-name", "p1"), time.Hour, t0), mine},
+		{"credential-id in another case", sign(t, k, mine, withExtra("authentication.kubernetes.io/Credential-ID", "JTI=forged"), time.Hour, t0), mine},
+		{"a k8s.io extra", sign(t, k, mine, withExtra("example.k8s.io/x", "y"), time.Hour, t0), mine},
 		{"no audience configured", good, proxytoken.Audience{}},
 		{"JSON serialization", `{"payload":"` + parts[1] + `","protected":"` + parts[0] + `","signature":"` + parts[2] + `"}`, mine},
 		{"garbage", "a.b.c", mine},
@@ -297,6 +301,13 @@ func TestVerifyRefuses(t *testing.T) {
 	if _, _, err := proxytoken.Verify(nil, mine, good, t0); err == nil {
 		t.Fatal("accepted with a nil key set")
 	}
+}
+
+// withExtra is alice with one more extra.
+func withExtra(key, value string) *user.DefaultInfo {
+	u := alice()
+	u.Extra[key] = []string{value}
+	return u
 }
 
 func mustP384(t *testing.T) *ecdsa.PrivateKey {
