@@ -41,6 +41,10 @@ func (t *Token) Issue(ctx context.Context, u user.Info) (*Issued, error) {
 	if !ok {
 		return t.fallback(ctx, u)
 	}
+	if err := proxytoken.CheckUser(u); err != nil {
+		// The proxy would refuse the token on every request: say so now.
+		return nil, err
+	}
 	ttl := t.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL

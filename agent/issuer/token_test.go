@@ -160,3 +160,20 @@ func TestTokenRefusesExtrasItCannotCarry(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenRefusesWhatTheProxyWouldRefuse: an identity the proxy's Verify
+// refuses (an extra in Kubernetes' own domains) gets no token, rather than
+// one refused on every request.
+func TestTokenRefusesWhatTheProxyWouldRefuse(t *testing.T) {
+	f := newTokenFixture(t)
+	for _, key := range []string{"authentication.kubernetes.io/node-name", "Authentication.Kubernetes.io/Credential-ID", "x.k8s.io/team"} {
+		issued, err := f.issuer(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Extra: map[string][]string{key: {"v"}}})
+		if err == nil {
+			t.Errorf("extra %s: issued a token=%v certificate=%v, want a refusal", key, issued.Token != "", issued.ClientCertificateData != "")
+		}
+	}
+	if _, err := f.issuer(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice",
+		Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"JTI=upstream"}}}); err != nil {
+		t.Errorf("the credential-id extra (replaced by the token's own): %v", err)
+	}
+}

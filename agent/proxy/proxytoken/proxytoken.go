@@ -257,28 +257,44 @@ func Verify(ks *KeySet, a Audience, token string, now time.Time) (user.Info, tim
 		return nil, time.Time{}, errors.New("proxy token has no username")
 	case c.Subject != c.Username:
 		return nil, time.Time{}, errors.New("proxy token subject and username differ")
-	case strings.HasPrefix(c.Username, "system:"):
-		// An external identity never speaks for Kubernetes' own identities.
-		return nil, time.Time{}, errors.New("proxy token username is in the reserved system: namespace")
 	}
-	for _, g := range c.Groups {
-		if strings.HasPrefix(g, "system:") {
-			return nil, time.Time{}, errors.New("proxy token group is in the reserved system: namespace")
-		}
+	if err := CheckUser(&user.DefaultInfo{Name: c.Username, Groups: c.Groups, Extra: c.Extra}); err != nil {
+		return nil, time.Time{}, err
 	}
 	extra := make(map[string][]string, len(c.Extra)+1)
 	for k, v := range c.Extra {
+		extra[k] = v
+	}
+	extra[CredentialIDExtra] = []string{"JTI=" + c.ID}
+	return &user.DefaultInfo{Name: c.Username, UID: c.UID, Groups: c.Groups, Extra: extra}, c.Expiry.Time(), nil
+}
+
+// CheckUser refuses an identity a proxy token may not carry: Verify refuses
+// it, so the issuer refuses it too rather than hand out a token nobody
+// accepts. Errors name the rule, never the value.
+func CheckUser(u user.Info) error {
+	switch {
+	case u == nil || u.GetName() == "":
+		return errors.New("proxy token has no username")
+	case strings.HasPrefix(u.GetName(), "system:"):
+		// An external identity never speaks for Kubernetes' own identities.
+		return errors.New("proxy token username is in the reserved system: namespace")
+	}
+	for _, g := range u.GetGroups() {
+		if strings.HasPrefix(g, "system:") {
+			return errors.New("proxy token group is in the reserved system: namespace")
+		}
+	}
+	for k := range u.GetExtra() {
 		// The proxy impersonates these extras with a ServiceAccount that may
 		// set any: Kubernetes' own (bound pod, node, credential) are only
 		// the API server's to assign, as system: names are. The API server
 		// lowercases the keys it is sent, so case does not hide one.
 		if k != CredentialIDExtra && kubernetesDomain(k) {
-			return nil, time.Time{}, errors.New("proxy token extra is in a domain reserved for Kubernetes (kubernetes.io, k8s.io)")
+			return errors.New("proxy token extra is in a domain reserved for Kubernetes (kubernetes.io, k8s.io)")
 		}
-		extra[k] = v
 	}
-	extra[CredentialIDExtra] = []string{"JTI=" + c.ID}
-	return &user.DefaultInfo{Name: c.Username, UID: c.UID, Groups: c.Groups, Extra: extra}, c.Expiry.Time(), nil
+	return nil
 }
 
 // kubernetesDomain reports whether an extra key's domain (before the first
