@@ -75,6 +75,10 @@ type Syncer struct {
 
 	mu        sync.Mutex
 	lastEvent string
+	// lastTokenEvent is the token keys' own: they are decided at every
+	// Sync next to the serving certificate, and one shared "last event"
+	// would make each log the other again at every probe.
+	lastTokenEvent string
 }
 
 // Sync brings the Service, certificates and signer in line with the spec
@@ -148,15 +152,15 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 	case apierrors.IsNotFound(err):
 		same, why, err := c.oneVersion(ctx)
 		if err != nil {
-			c.event("proxy tokens wait: cannot compare the agent replicas' versions", "error", err)
+			c.tokenEvent("proxy tokens wait: cannot compare the agent replicas' versions", "error", err)
 			return
 		}
 		if !same {
-			c.event("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
+			c.tokenEvent("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
 			return
 		}
 	case err != nil:
-		c.event("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
+		c.tokenEvent("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
 		return
 	}
 	store := &tokenkeys.Store{Secrets: secrets, Name: proxyconfig.TokenKeySecret, Labels: c.Labels, Now: c.Now,
@@ -165,8 +169,10 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		store.Retain = nil // the longest lifetime any credential may have
 	}
 	if err := store.Ensure(ctx); err != nil {
-		c.event("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
+		c.tokenEvent("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
+		return
 	}
+	c.tokenEvent("")
 }
 
 func (c *Syncer) signer() *secretca.Store {
@@ -178,11 +184,24 @@ func (c *Syncer) signer() *secretca.Store {
 
 // event logs a state change once, not on every probe.
 func (c *Syncer) event(msg string, attrs ...any) {
+	c.eventOnce(&c.lastEvent, msg, attrs...)
+}
+
+// tokenEvent logs a token key event once until it changes; an empty msg
+// marks them fine again, so a problem that comes back is logged.
+func (c *Syncer) tokenEvent(msg string, attrs ...any) {
+	c.eventOnce(&c.lastTokenEvent, msg, attrs...)
+}
+
+func (c *Syncer) eventOnce(last *string, msg string, attrs ...any) {
 	key := fmt.Sprint(append([]any{msg}, attrs...)...)
 	c.mu.Lock()
-	changed := c.lastEvent != key
-	c.lastEvent = key
+	changed := *last != key
+	*last = key
 	c.mu.Unlock()
+	if msg == "" {
+		return
+	}
 	if changed {
 		c.log().Info(msg, attrs...)
 	}

@@ -1,13 +1,18 @@
 package leader_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 )
 
@@ -80,4 +85,38 @@ func TestTokenKeysOutsideACluster(t *testing.T) {
 	if f.secret(proxyconfig.TokenKeySecret) == nil {
 		t.Fatal("token keys not created")
 	}
+}
+
+// TestTokenKeyWaitIsLoggedOnce: while a rollout holds the token keys back,
+// each probe finds the same wait and the same serving certificate; each is
+// logged once, not both again at every probe because one replaced the
+// other as "the last event".
+func TestTokenKeyWaitIsLoggedOnce(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.c.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.c.PodName = "agent-new-1"
+	f.pod("agent-new-1", "new", corev1.PodRunning, false)
+	f.pod("agent-old-1", "old", corev1.PodRunning, false)
+	f.setIngressAfterFirstProbe("10.99.1.2")
+	for range 3 {
+		if _, err := f.probe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, msg := range []string{"proxy tokens wait until every agent replica runs this version", "using the generated serving certificate"} {
+		if n := strings.Count(buf.String(), msg); n != 1 {
+			t.Errorf("%q logged %d times in 3 probes:\n%s", msg, n, buf.String())
+		}
+	}
+}
+
+// setIngressAfterFirstProbe creates the LoadBalancer Service with an
+// address, as a first probe and a cloud controller would.
+func (f *fixture) setIngressAfterFirstProbe(ip string) {
+	f.t.Helper()
+	if _, err := f.probe(); !errors.Is(err, credentialissuer.ErrPending) {
+		f.t.Fatalf("first probe: %v", err)
+	}
+	f.setIngress(ip)
 }
