@@ -70,10 +70,14 @@ type Syncer struct {
 	// CredentialTTL is the lifetime of the proxy's credentials: a retired
 	// token key verifies that long (and a minute) after its last token.
 	CredentialTTL time.Duration
-	Log           *slog.Logger
-	Now           func() time.Time
+	// Kick makes the controller call Sync again soon (nil: never). The
+	// token keys' next step is due at a time no watched object announces.
+	Kick func()
+	Log  *slog.Logger
+	Now  func() time.Time
 
 	mu        sync.Mutex
+	recheck   *time.Timer
 	lastEvent string
 	// lastTokenEvent is the token keys' own: they are decided at every
 	// Sync next to the serving certificate, and one shared "last event"
@@ -157,6 +161,8 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		}
 		if !same {
 			c.tokenEvent("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
+			// Pods are not watched: look again soon for the rollout's end.
+			c.recheckAt(c.now().Add(rolloutRecheck))
 			return
 		}
 	case err != nil:
@@ -173,6 +179,39 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		return
 	}
 	c.tokenEvent("")
+	secret, err := secrets.Get(ctx, proxyconfig.TokenKeySecret, metav1.GetOptions{})
+	if err != nil {
+		return // the Secret's own change brings the next Sync
+	}
+	if due, err := store.Due(secret); err == nil {
+		c.recheckAt(due)
+	}
+}
+
+// rolloutRecheck is how often the leader looks again for the end of a
+// rollout that holds the token keys back.
+const rolloutRecheck = 30 * time.Second
+
+// recheckHorizon bounds the wake-ups the leader arms: a step due later is
+// seen by one of the controller's regular probes anyway.
+const recheckHorizon = time.Hour
+
+// recheckAt asks for a Sync at t, replacing any wake-up asked for before.
+// A second of slack: the step is due at t, not a moment before.
+func (c *Syncer) recheckAt(t time.Time) {
+	if c.Kick == nil {
+		return
+	}
+	d := max(t.Sub(c.now()), 0) + time.Second
+	if d > recheckHorizon {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recheck != nil {
+		c.recheck.Stop()
+	}
+	c.recheck = time.AfterFunc(d, c.Kick)
 }
 
 func (c *Syncer) signer() *secretca.Store {

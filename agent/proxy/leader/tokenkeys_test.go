@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
 )
 
 func (f *fixture) pod(name, hash string, phase corev1.PodPhase, terminating bool) {
@@ -119,4 +120,34 @@ func (f *fixture) setIngressAfterFirstProbe(ip string) {
 		f.t.Fatalf("first probe: %v", err)
 	}
 	f.setIngress(ip)
+}
+
+// TestFirstTokenKeyIsPromotedOnTime: once everything works the controller
+// probes only every few minutes, and nothing it watches changes when a new
+// key becomes due for promotion; the leader asks to be woken then, so the
+// first tokens come PromoteAfter after the key, not a probe interval later.
+func TestFirstTokenKeyIsPromotedOnTime(t *testing.T) {
+	f := newFixture(t)
+	kicked := make(chan struct{}, 10)
+	f.c.Kick = func() { kicked <- struct{}{} }
+	start := time.Now().Truncate(time.Second)
+	clock := start
+	f.c.Now = func() time.Time { return clock }
+	_, _ = f.probe()
+	if s := f.secret(proxyconfig.TokenKeySecret); s == nil || len(s.Data["signing.key"]) != 0 {
+		t.Fatal("want a first key that does not sign yet")
+	}
+	// A moment before the key is due: the wake-up comes about then.
+	clock = start.Add(tokenkeys.DefaultPromoteAfter - 500*time.Millisecond)
+	_, _ = f.probe()
+	select {
+	case <-kicked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not ask to sync again when the first key is due for promotion")
+	}
+	clock = start.Add(tokenkeys.DefaultPromoteAfter)
+	_, _ = f.probe()
+	if len(f.secret(proxyconfig.TokenKeySecret).Data["signing.key"]) == 0 {
+		t.Fatal("the first key was not promoted when due")
+	}
 }
