@@ -189,8 +189,9 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 }
 
 // rolloutRecheck is how often the leader looks again for the end of a
-// rollout that holds the token keys back.
-const rolloutRecheck = 30 * time.Second
+// rollout that holds the token keys back: each look is a whole probe of
+// every strategy (a CSR among them when that strategy fails), so not often.
+const rolloutRecheck = time.Minute
 
 // recheckHorizon bounds the wake-ups the leader arms: a step due later is
 // seen by one of the controller's regular probes anyway.
