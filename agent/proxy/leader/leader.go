@@ -204,15 +204,15 @@ func (c *Syncer) recheckAt(t time.Time) {
 		return
 	}
 	d := max(t.Sub(c.now()), 0) + time.Second
-	if d > recheckHorizon {
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.recheck != nil {
 		c.recheck.Stop()
+		c.recheck = nil
 	}
-	c.recheck = time.AfterFunc(d, c.Kick)
+	if d <= recheckHorizon {
+		c.recheck = time.AfterFunc(d, c.Kick)
+	}
 }
 
 func (c *Syncer) signer() *secretca.Store {
