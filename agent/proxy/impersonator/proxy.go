@@ -523,12 +523,9 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, ms
 // client cannot forge what another install's audit tooling reads.
 func reservedExtra(extra map[string][]string) (string, bool) {
 	for k := range extra {
-		if strings.HasPrefix(strings.ToLower(k), originalUserKeyPrefix) {
+		if groupsuffix.IsOriginalUserExtra(k) {
 			return k, true
 		}
 	}
 	return "", false
 }
-
-// originalUserKeyPrefix is OriginalUserExtra without its API group suffix.
-var originalUserKeyPrefix = strings.TrimSuffix(groupsuffix.OriginalUserExtra("x.y"), "x.y")

@@ -70,11 +70,19 @@ type Syncer struct {
 	// CredentialTTL is the lifetime of the proxy's credentials: a retired
 	// token key verifies that long (and a minute) after its last token.
 	CredentialTTL time.Duration
-	Log           *slog.Logger
-	Now           func() time.Time
+	// Kick makes the controller call Sync again soon (nil: never). The
+	// token keys' next step is due at a time no watched object announces.
+	Kick func()
+	Log  *slog.Logger
+	Now  func() time.Time
 
 	mu        sync.Mutex
+	recheck   *time.Timer
 	lastEvent string
+	// lastTokenEvent is the token keys' own: they are decided at every
+	// Sync next to the serving certificate, and one shared "last event"
+	// would make each log the other again at every probe.
+	lastTokenEvent string
 }
 
 // Sync brings the Service, certificates and signer in line with the spec
@@ -148,15 +156,17 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 	case apierrors.IsNotFound(err):
 		same, why, err := c.oneVersion(ctx)
 		if err != nil {
-			c.event("proxy tokens wait: cannot compare the agent replicas' versions", "error", err)
+			c.tokenEvent("proxy tokens wait: cannot compare the agent replicas' versions", "error", err)
 			return
 		}
 		if !same {
-			c.event("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
+			c.tokenEvent("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
+			// Pods are not watched: look again soon for the rollout's end.
+			c.recheckAt(c.now().Add(rolloutRecheck))
 			return
 		}
 	case err != nil:
-		c.event("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
+		c.tokenEvent("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
 		return
 	}
 	store := &tokenkeys.Store{Secrets: secrets, Name: proxyconfig.TokenKeySecret, Labels: c.Labels, Now: c.Now,
@@ -165,7 +175,43 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		store.Retain = nil // the longest lifetime any credential may have
 	}
 	if err := store.Ensure(ctx); err != nil {
-		c.event("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
+		c.tokenEvent("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
+		return
+	}
+	c.tokenEvent("")
+	secret, err := secrets.Get(ctx, proxyconfig.TokenKeySecret, metav1.GetOptions{})
+	if err != nil {
+		return // the Secret's own change brings the next Sync
+	}
+	if due, err := store.Due(secret); err == nil {
+		c.recheckAt(due)
+	}
+}
+
+// rolloutRecheck is how often the leader looks again for the end of a
+// rollout that holds the token keys back: each look is a whole probe of
+// every strategy (a CSR among them when that strategy fails), so not often.
+const rolloutRecheck = time.Minute
+
+// recheckHorizon bounds the wake-ups the leader arms: a step due later is
+// seen by one of the controller's regular probes anyway.
+const recheckHorizon = time.Hour
+
+// recheckAt asks for a Sync at t, replacing any wake-up asked for before.
+// A second of slack: the step is due at t, not a moment before.
+func (c *Syncer) recheckAt(t time.Time) {
+	if c.Kick == nil {
+		return
+	}
+	d := max(t.Sub(c.now()), 0) + time.Second
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recheck != nil {
+		c.recheck.Stop()
+		c.recheck = nil
+	}
+	if d <= recheckHorizon {
+		c.recheck = time.AfterFunc(d, c.Kick)
 	}
 }
 
@@ -178,11 +224,24 @@ func (c *Syncer) signer() *secretca.Store {
 
 // event logs a state change once, not on every probe.
 func (c *Syncer) event(msg string, attrs ...any) {
+	c.eventOnce(&c.lastEvent, msg, attrs...)
+}
+
+// tokenEvent logs a token key event once until it changes; an empty msg
+// marks them fine again, so a problem that comes back is logged.
+func (c *Syncer) tokenEvent(msg string, attrs ...any) {
+	c.eventOnce(&c.lastTokenEvent, msg, attrs...)
+}
+
+func (c *Syncer) eventOnce(last *string, msg string, attrs ...any) {
 	key := fmt.Sprint(append([]any{msg}, attrs...)...)
 	c.mu.Lock()
-	changed := c.lastEvent != key
-	c.lastEvent = key
+	changed := *last != key
+	*last = key
 	c.mu.Unlock()
+	if msg == "" {
+		return
+	}
 	if changed {
 		c.log().Info(msg, attrs...)
 	}

@@ -1,14 +1,20 @@
 package leader_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
 )
 
 func (f *fixture) pod(name, hash string, phase corev1.PodPhase, terminating bool) {
@@ -79,5 +85,69 @@ func TestTokenKeysOutsideACluster(t *testing.T) {
 	_, _ = f.probe()
 	if f.secret(proxyconfig.TokenKeySecret) == nil {
 		t.Fatal("token keys not created")
+	}
+}
+
+// TestTokenKeyWaitIsLoggedOnce: while a rollout holds the token keys back,
+// each probe finds the same wait and the same serving certificate; each is
+// logged once, not both again at every probe because one replaced the
+// other as "the last event".
+func TestTokenKeyWaitIsLoggedOnce(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.c.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.c.PodName = "agent-new-1"
+	f.pod("agent-new-1", "new", corev1.PodRunning, false)
+	f.pod("agent-old-1", "old", corev1.PodRunning, false)
+	f.setIngressAfterFirstProbe("10.99.1.2")
+	for range 3 {
+		if _, err := f.probe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, msg := range []string{"proxy tokens wait until every agent replica runs this version", "using the generated serving certificate"} {
+		if n := strings.Count(buf.String(), msg); n != 1 {
+			t.Errorf("%q logged %d times in 3 probes:\n%s", msg, n, buf.String())
+		}
+	}
+}
+
+// setIngressAfterFirstProbe creates the LoadBalancer Service with an
+// address, as a first probe and a cloud controller would.
+func (f *fixture) setIngressAfterFirstProbe(ip string) {
+	f.t.Helper()
+	if _, err := f.probe(); !errors.Is(err, credentialissuer.ErrPending) {
+		f.t.Fatalf("first probe: %v", err)
+	}
+	f.setIngress(ip)
+}
+
+// TestFirstTokenKeyIsPromotedOnTime: once everything works the controller
+// probes only every few minutes, and nothing it watches changes when a new
+// key becomes due for promotion; the leader asks to be woken then, so the
+// first tokens come PromoteAfter after the key, not a probe interval later.
+func TestFirstTokenKeyIsPromotedOnTime(t *testing.T) {
+	f := newFixture(t)
+	kicked := make(chan struct{}, 10)
+	f.c.Kick = func() { kicked <- struct{}{} }
+	start := time.Now().Truncate(time.Second)
+	clock := start
+	f.c.Now = func() time.Time { return clock }
+	_, _ = f.probe()
+	if s := f.secret(proxyconfig.TokenKeySecret); s == nil || len(s.Data["signing.key"]) != 0 {
+		t.Fatal("want a first key that does not sign yet")
+	}
+	// A moment before the key is due: the wake-up comes about then.
+	clock = start.Add(tokenkeys.DefaultPromoteAfter - 500*time.Millisecond)
+	_, _ = f.probe()
+	select {
+	case <-kicked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not ask to sync again when the first key is due for promotion")
+	}
+	clock = start.Add(tokenkeys.DefaultPromoteAfter)
+	_, _ = f.probe()
+	if len(f.secret(proxyconfig.TokenKeySecret).Data["signing.key"]) == 0 {
+		t.Fatal("the first key was not promoted when due")
 	}
 }

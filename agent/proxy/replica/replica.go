@@ -257,7 +257,7 @@ func (p *Runtime) poke() {
 // Leader is the leader's half, sharing this replica's view of the spec.
 func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
 	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
-		Labels: labels, Selector: selector, PodName: p.podName, CredentialTTL: p.ttl,
+		Labels: labels, Selector: selector, PodName: p.podName, CredentialTTL: p.ttl, Kick: p.kickStatus,
 		Log: p.log.With("controller", "impersonation-proxy-leader")}
 }
 

@@ -11,21 +11,27 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
 )
 
-// giveUIDs makes the fake API server stamp created Secrets with a UID, as a
-// real one does: the token keys' Secret UID names the installation.
-func giveUIDs(kube *fake.Clientset) {
-	kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		s := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret)
-		s.UID = types.UID("uid-of-" + s.Name)
-		return false, nil, nil
-	})
+// giveUID stamps a created Secret with a UID, as a real API server does:
+// the token keys' Secret UID names the installation. Through the tracker,
+// not a reactor: reactors cannot be added while the informers run.
+func giveUID(t *testing.T, kube *fake.Clientset, name string) {
+	t.Helper()
+	gvr := corev1.SchemeGroupVersion.WithResource("secrets")
+	obj, err := kube.Tracker().Get(gvr, "pinniped", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := obj.(*corev1.Secret).DeepCopy()
+	s.UID = types.UID("uid-of-" + name)
+	if err := kube.Tracker().Update(gvr, s, "pinniped"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitForSecret waits until this replica's informer has seen the Secret
@@ -47,7 +53,7 @@ func waitForSecret(t *testing.T, p *Runtime, kube *fake.Clientset, name string) 
 
 func sameData(got *corev1.Secret, want runtime.Object) bool {
 	w := want.(*corev1.Secret)
-	if len(got.Data) != len(w.Data) {
+	if got.UID != w.UID || len(got.Data) != len(w.Data) {
 		return false
 	}
 	for k, v := range w.Data {
@@ -66,7 +72,6 @@ func sameData(got *corev1.Secret, want runtime.Object) bool {
 func TestProxyExchangeIssuesTokensOnceAKeySigns(t *testing.T) {
 	for _, certificatesOnly := range []bool{false, true} {
 		p, kube := newRuntime(t, nil)
-		giveUIDs(kube)
 		p.certificatesOnly = certificatesOnly
 		ctx := context.Background()
 		secrets := kube.CoreV1().Secrets("pinniped")
@@ -79,6 +84,7 @@ func TestProxyExchangeIssuesTokensOnceAKeySigns(t *testing.T) {
 		if err := keys.Ensure(ctx); err != nil {
 			t.Fatal(err)
 		}
+		giveUID(t, kube, proxyconfig.TokenKeySecret)
 		waitForSecret(t, p, kube, proxyconfig.SignerSecret)
 		waitForSecret(t, p, kube, proxyconfig.TokenKeySecret)
 		alice := &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}

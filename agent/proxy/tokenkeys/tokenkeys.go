@@ -151,6 +151,26 @@ func (s *Store) ensureOnce(ctx context.Context) error {
 	return err
 }
 
+// Due is when Ensure next has a step to take on the Secret as it is now: it
+// takes it at the first call after Due. The leader's controller probes only
+// every few minutes once all works, so the leader asks to be woken then: a
+// first key would otherwise wait that long, not PromoteAfter, before the
+// proxy hands out its first token.
+func (s *Store) Due(secret *corev1.Secret) (time.Time, error) {
+	st, err := read(secret)
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch {
+	case st.previous != nil:
+		return st.retired.Add(s.retain()), nil
+	case st.next != nil:
+		return st.nextSince.Add(s.promoteAfter()), nil
+	default:
+		return st.signingSince.Add(s.rotateAfter()), nil
+	}
+}
+
 func (s *Store) now() time.Time {
 	if s.Now != nil {
 		return s.Now()

@@ -1,6 +1,7 @@
 package tokenkeys_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +9,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -423,5 +425,30 @@ func TestDefaults(t *testing.T) {
 	b.ensure()
 	if len(b.secret().Data[tokenkeys.PreviousPub]) == 0 {
 		t.Fatal("not promoted after the default delay")
+	}
+}
+
+// TestDueIsWhenEnsureStepsNext: at every stage of a rotation, Ensure does
+// nothing a second before Due and takes its step just after, so a leader
+// woken then never waits for a later probe.
+func TestDueIsWhenEnsureStepsNext(t *testing.T) {
+	b := newBed(t)
+	b.ensure() // a next key only
+	for stage := range 4 {
+		before := b.secret()
+		due, err := b.store.Due(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.now = due.Add(-time.Second)
+		b.ensure()
+		if !maps.EqualFunc(b.secret().Data, before.Data, bytes.Equal) {
+			t.Fatalf("stage %d: Ensure stepped before Due", stage)
+		}
+		b.now = due.Add(time.Nanosecond)
+		b.ensure()
+		if maps.EqualFunc(b.secret().Data, before.Data, bytes.Equal) {
+			t.Fatalf("stage %d: Ensure did not step at Due", stage)
+		}
 	}
 }
