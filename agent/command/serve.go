@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/logbuffer"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
@@ -83,7 +84,7 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
 	f.StringVar(&o.ProxyListenAddress, "proxy-listen", ":8444", "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
 	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", "pinniped-agent-proxy", "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
-	f.StringVar(&o.ProxyCredential, "proxy-credential", server.ProxyCredentialToken, "what the impersonation proxy's TokenCredentialRequest returns: token (a bearer token valid only at this proxy; a renewal does not cut a client's open watches, logs and exec sessions) or certificate (a client certificate, for clients that need one)")
+	f.StringVar(&o.ProxyCredential, "proxy-credential", proxycredential.Default, "what the impersonation proxy's TokenCredentialRequest returns: token (a bearer token valid only at this proxy; a renewal does not cut a client's open watches, logs and exec sessions) or certificate (a client certificate, for clients that need one)")
 	f.StringVar(&proxyAudit, "proxy-audit", string(metrics.ProxyAuditAll), "impersonation proxy requests that get an audit line: all, changes (all but successful reads) or none (metrics only)")
 	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")
 	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")

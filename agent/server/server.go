@@ -22,6 +22,7 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
@@ -66,20 +67,9 @@ type Options struct {
 	// tokens.
 	ProxyServiceAccount string
 	// ProxyCredential is what the proxy's own TokenCredentialRequest
-	// returns: ProxyCredentialToken or ProxyCredentialCertificate.
+	// returns (package proxycredential); empty means its Default.
 	ProxyCredential string
 }
-
-// What the impersonation proxy's TokenCredentialRequest returns.
-const (
-	// ProxyCredentialToken is a bearer token the agent signs, valid only at
-	// this installation's proxy. A client holding a new token keeps its
-	// connections; client-go closes them all for a new client certificate.
-	ProxyCredentialToken = "token"
-	// ProxyCredentialCertificate is a client certificate from the proxy's
-	// signer, for clients that need one.
-	ProxyCredentialCertificate = "certificate"
-)
 
 // Validate reports settings that cannot work.
 func (o *Options) Validate() error {
@@ -90,10 +80,10 @@ func (o *Options) Validate() error {
 	if err := credentialttl.Check(o.CertTTL); err != nil {
 		errs = append(errs, fmt.Errorf("--credential-ttl: %w", err))
 	}
-	switch o.ProxyCredential {
-	case "", ProxyCredentialToken, ProxyCredentialCertificate:
-	default:
-		errs = append(errs, fmt.Errorf("--proxy-credential %q: must be %s or %s", o.ProxyCredential, ProxyCredentialToken, ProxyCredentialCertificate))
+	if o.ProxyCredential != "" {
+		if err := proxycredential.Check(o.ProxyCredential); err != nil {
+			errs = append(errs, fmt.Errorf("--proxy-credential: %w", err))
+		}
 	}
 	if err := groupsuffix.Validate(groupsuffix.OrDefault(o.GroupSuffix)); err != nil {
 		errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
@@ -246,7 +236,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		Namespace: o.Namespace, CredentialIssuerName: o.CredentialIssuerName, CertTTL: o.CertTTL,
 		ServiceAccount: o.ProxyServiceAccount, ListenAddress: o.ProxyListenAddress, LogIdentities: o.LogIdentities,
 		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus, GroupSuffix: o.GroupSuffix,
-		CertificatesOnly: o.ProxyCredential == ProxyCredentialCertificate, PodName: o.PodName,
+		CertificatesOnly: o.ProxyCredential == proxycredential.Certificate, PodName: o.PodName,
 	}, kube, dyn, restConfig, registry, log.With("component", "impersonation-proxy"))
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 )
 
 // Config says what to render.
@@ -50,6 +51,9 @@ type Config struct {
 	// client certificates it issues. Zero keeps the agent's default
 	// (credentialttl.Default) and renders no flag.
 	CredentialTTL time.Duration
+	// ProxyCredential is the agent's --proxy-credential (package
+	// proxycredential); empty keeps the agent's default and renders no flag.
+	ProxyCredential string
 	// ProxyAudit is the agent's --proxy-audit (all, changes, none); empty
 	// keeps the agent's default (all).
 	ProxyAudit string
@@ -174,6 +178,11 @@ func (c *Config) Validate() error {
 	if c.CredentialTTL != 0 {
 		if err := credentialttl.Check(c.CredentialTTL); err != nil {
 			errs = append(errs, fmt.Errorf("--credential-ttl: %w", err))
+		}
+	}
+	if c.ProxyCredential != "" {
+		if err := proxycredential.Check(c.ProxyCredential); err != nil {
+			errs = append(errs, fmt.Errorf("--proxy-credential: %w", err))
 		}
 	}
 	switch c.ProxyAudit {

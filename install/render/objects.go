@@ -197,6 +197,9 @@ func agentArgs(c *Config) []string {
 	if c.CredentialTTL != 0 {
 		args = append(args, "--credential-ttl="+credentialttl.Format(c.CredentialTTL))
 	}
+	if c.ProxyCredential != "" {
+		args = append(args, "--proxy-credential="+c.ProxyCredential)
+	}
 	if c.ProxyAudit != "" {
 		args = append(args, "--proxy-audit="+c.ProxyAudit)
 	}

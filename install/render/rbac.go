@@ -74,7 +74,7 @@ func namespaceRules(c *Config) []rule {
 			core, []string{"serviceaccounts/token"}, []string{"create"}, ProxyServiceAccountName),
 		r("read CA bundles that authenticators reference by ConfigMap",
 			core, []string{"configmaps"}, []string{"get"}),
-		r("see that every agent replica runs the same version before the impersonation proxy hands out its own tokens, which older replicas cannot read",
+		r("see that every agent replica runs the same version before the impersonation proxy hands out its own tokens, which older replicas cannot read; find the kube-cert-agent helper pod",
 			core, []string{"pods"}, []string{"get", "list"}),
 		r("elect one replica to write statuses, so replicas do not fight",
 			[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"create"}),
@@ -96,8 +96,6 @@ func kubeCertAgentRules() []rule {
 			[]string{"apps"}, []string{"deployments"}, []string{"create"}),
 		r("keep the kube-cert-agent helper's Deployment up to date",
 			[]string{"apps"}, []string{"deployments"}, []string{"get", "update"}, KubeCertAgentName),
-		r("find the kube-cert-agent helper pod",
-			core, []string{"pods"}, []string{"get", "list"}),
 		r("read the cluster signing key through the helper pod, into memory only",
 			core, []string{"pods/exec"}, []string{"create", "get"}),
 	}

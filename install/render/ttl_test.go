@@ -64,3 +64,28 @@ func TestCredentialTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyCredential: the admin's --proxy-credential reaches the agent as
+// given, none is rendered when not chosen, and a value the agent would
+// refuse is refused before anything is applied.
+func TestProxyCredential(t *testing.T) {
+	for _, v := range []string{"token", "certificate"} {
+		n := 0
+		for _, a := range agentArgs(t, render.Config{Image: "img", ProxyCredential: v}) {
+			if a == "--proxy-credential="+v {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: --proxy-credential rendered %d times", v, n)
+		}
+	}
+	for _, a := range agentArgs(t, render.Config{Image: "img"}) {
+		if strings.HasPrefix(a, "--proxy-credential") {
+			t.Errorf("nothing chosen, yet the agent gets %s", a)
+		}
+	}
+	if _, err := render.Render(render.Config{Image: "img", ProxyCredential: "certificates"}); err == nil || !strings.Contains(err.Error(), "--proxy-credential") {
+		t.Errorf("a misspelt value: %v", err)
+	}
+}
