@@ -68,3 +68,28 @@ func HopByHopProblem(h http.Header) (string, bool) {
 	}
 	return "", false
 }
+
+// WebSocketBearerPrefix marks a WebSocket subprotocol that carries a bearer
+// token (browsers cannot set Authorization on a WebSocket). The API server
+// hands such a token to its token authenticators, webhooks included.
+const WebSocketBearerPrefix = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol prefix, not a credential
+
+// WebSocketBearer reports whether any Sec-WebSocket-Protocol entry, in any
+// header line or case, carries a bearer token: an identity a client can send
+// outside the identity headers.
+func WebSocketBearer(h http.Header) bool {
+	for k, lines := range h {
+		if !strings.EqualFold(k, "Sec-WebSocket-Protocol") {
+			continue
+		}
+		for _, line := range lines {
+			for proto := range strings.SplitSeq(line, ",") {
+				proto = strings.TrimSpace(proto)
+				if len(proto) >= len(WebSocketBearerPrefix) && strings.EqualFold(proto[:len(WebSocketBearerPrefix)], WebSocketBearerPrefix) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

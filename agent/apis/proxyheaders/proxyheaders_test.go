@@ -49,3 +49,19 @@ func TestHopByHopProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestWebSocketBearer(t *testing.T) {
+	for _, tc := range []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{}, false},
+		{http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, v4.channel.k8s.io"}}, false},
+		{http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.eA"}}, true},
+		{http.Header{"sec-websocket-protocol": {"v5.channel.k8s.io", " BASE64URL.Bearer.authorization.k8s.io.eA"}}, true},
+	} {
+		if got := WebSocketBearer(tc.h); got != tc.want {
+			t.Errorf("WebSocketBearer(%v) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+}
