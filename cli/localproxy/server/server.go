@@ -1,0 +1,236 @@
+// Package server is the local credential proxy's request path: it takes a
+// request from a client on this machine (kubectl, a controller, an IDE),
+// checks the proxy's local secret, and forwards it to the context's API
+// server with the context's current credential generation.
+//
+// The client's credential is the constant local secret, so a renewal never
+// changes anything the client holds, and client-go never cuts its streams.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
+)
+
+// Target is one kubeconfig context the proxy serves, under /ctx/<Slug>/.
+type Target struct {
+	Context, Slug string
+	// Upstream is the API server's base URL.
+	Upstream *url.URL
+	// Holder has the current credential generation.
+	Holder *upstream.Holder
+	// State says why no credential is ready (e.g. a person must log in); it
+	// is asked only when a request finds none, for the message. Nil means
+	// no reason is known.
+	State func() (ready bool, why string)
+}
+
+// PathPrefix is the path under which each context is served:
+// PathPrefix + slug is the context's server URL path in a kubeconfig.
+const PathPrefix = "/ctx/"
+
+// RetryAfter is what a client is told to wait when a context has no
+// credential yet.
+const RetryAfter = 5 * time.Second
+
+type handler struct {
+	secret  []byte
+	targets map[string]*route
+	served  string
+	log     *slog.Logger
+}
+
+type route struct {
+	t     *Target
+	proxy *httputil.ReverseProxy
+}
+
+// New is the proxy's handler. It checks Authorization: Bearer <secret> in
+// constant time, refuses hop-by-hop tricks, routes /ctx/<slug>/ to its
+// target, strips every identity the client sent, and forwards with the
+// target's current credential generation, captured once per request so a
+// request and its upgrade use one credential. A context without a usable
+// credential is answered 503 at once, never held.
+func New(secret []byte, targets []*Target, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{secret: slices.Clone(secret), targets: map[string]*route{}, log: log}
+	var names []string
+	for _, t := range targets {
+		h.targets[t.Slug] = &route{t: t, proxy: h.reverseProxy(t)}
+		names = append(names, fmt.Sprintf("%q at %s%s", t.Context, PathPrefix, t.Slug))
+	}
+	slices.Sort(names)
+	h.served = strings.Join(names, ", ")
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(h.secret) == 0 {
+		// Fail closed: an empty secret would match an empty token.
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy has no local secret; restart it")
+		return
+	}
+	if msg, ok := h.authorized(r.Header); !ok {
+		h.log.Info("refused a request without the local secret", "remote", r.RemoteAddr, "reason", msg)
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, msg)
+		return
+	}
+	if token, bad := proxyheaders.HopByHopProblem(r.Header); bad {
+		h.log.Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
+		return
+	}
+	if proxyheaders.WebSocketBearer(r.Header) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"the pinniped proxy takes no bearer token in a WebSocket subprotocol: it sends the context's own credential")
+		return
+	}
+
+	rt, rest, ok := h.route(r.URL)
+	if !ok {
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound,
+			fmt.Sprintf("no context is served at %s; this pinniped proxy serves %s", r.URL.Path, h.served))
+		return
+	}
+	g := rt.t.Holder.Load()
+	if g == nil || expired(g) {
+		why := "it has no valid credential yet"
+		if rt.t.State != nil {
+			if _, msg := rt.t.State(); msg != "" {
+				why = msg
+			}
+		}
+		w.Header().Set("Retry-After", fmt.Sprint(int(RetryAfter.Seconds())))
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("context %q of the pinniped proxy: %s", rt.t.Context, why))
+		return
+	}
+
+	out := r.WithContext(context.WithValue(r.Context(), generationKey{}, g))
+	u := *r.URL
+	u.Path, u.RawPath = rest.Path, rest.RawPath
+	out.URL = &u
+	rt.proxy.ServeHTTP(w, out)
+}
+
+// authorized checks the one Authorization header against the local secret.
+// The message says what is wrong without echoing what was sent.
+func (h *handler) authorized(hdr http.Header) (string, bool) {
+	vals := hdr.Values("Authorization")
+	if len(vals) == 0 {
+		return "this is a pinniped proxy and the request has no secret: use a kubeconfig written by `pinniped proxy`", false
+	}
+	if len(vals) != 1 {
+		return "this is a pinniped proxy and the request has more than one Authorization header: send only its secret", false
+	}
+	const scheme = "bearer "
+	v := vals[0]
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "this is a pinniped proxy and the request has no bearer secret: use a kubeconfig written by `pinniped proxy`", false
+	}
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(v[len(scheme):])), h.secret) != 1 {
+		return "the secret does not match: this is not your pinniped proxy, or it was restarted; use the kubeconfig it wrote", false
+	}
+	return "", true
+}
+
+// route finds the target and the upstream path of a request: /ctx/<slug>
+// and what follows it, escaped as it came.
+func (h *handler) route(u *url.URL) (*route, *url.URL, bool) {
+	ep := u.EscapedPath()
+	if !strings.HasPrefix(ep, PathPrefix) {
+		return nil, nil, false
+	}
+	slug, after, _ := strings.Cut(ep[len(PathPrefix):], "/")
+	rt, ok := h.targets[slug]
+	if !ok {
+		return nil, nil, false
+	}
+	// Not url.Parse: a rest that starts with // would become a host.
+	p, err := url.PathUnescape("/" + after)
+	if err != nil {
+		return nil, nil, false
+	}
+	return rt, &url.URL{Path: p, RawPath: "/" + after}, true
+}
+
+func expired(g *upstream.Generation) bool {
+	exp := g.Cred.ExpirationTimestamp
+	return !exp.IsZero() && !time.Now().Before(exp)
+}
+
+type generationKey struct{}
+
+// errNoGeneration means a request reached the transport without the
+// generation captured for it: a bug, and nothing is sent.
+var errNoGeneration = errors.New("the request has no credential generation")
+
+// generationTransport sends a request with the generation captured when it
+// arrived, so the request and its upgrade, however long they run, use one
+// credential. The generation's own transport is the fail-closed check:
+// it refuses any identity it did not set itself.
+type generationTransport struct{}
+
+func (generationTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	g, ok := r.Context().Value(generationKey{}).(*upstream.Generation)
+	if !ok || g == nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, errNoGeneration
+	}
+	return g.RoundTripper(httpstream.IsUpgradeRequest(r)).RoundTrip(r)
+}
+
+func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		// Stripping happens here because nothing of the reverse proxy runs
+		// after Rewrite but the transport, which adds the credential.
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(t.Upstream)
+			proxyheaders.StripIdentityHeaders(r.Out.Header)
+		},
+		Transport: generationTransport{},
+		// No timed flushing: the reverse proxy flushes every write of a
+		// response of unknown length (watches, logs -f) at once by itself.
+		FlushInterval: 0,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, upstream.ErrIdentityHeader) || errors.Is(err, errNoGeneration) {
+				h.log.Error("refused to forward a request that would not carry exactly the context's credential", "context", t.Context, "error", err)
+				writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy refused to forward this request")
+				return
+			}
+			h.log.Info("API server unreachable", "context", t.Context, "error", err)
+			writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
+				fmt.Sprintf("the pinniped proxy could not reach the API server of context %q: %v", t.Context, err))
+		},
+	}
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg, //nolint:gosec // HTTP codes fit
+	})
+}
