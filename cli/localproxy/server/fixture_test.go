@@ -234,8 +234,15 @@ func newLocalProxy(t testing.TB, api *apiServer, state func() (bool, string)) *l
 	return p
 }
 
+// reply is a response whose body was read and closed.
+type reply struct {
+	StatusCode int
+	Proto      string
+	Header     http.Header
+}
+
 // do sends one request through the proxy with the local secret.
-func (p *localProxy) do(t testing.TB, method, path string) (*http.Response, string) {
+func (p *localProxy) do(t testing.TB, method, path string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, p.URL+path, nil)
 	if err != nil {
@@ -251,7 +258,7 @@ func (p *localProxy) do(t testing.TB, method, path string) (*http.Response, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return reply{StatusCode: resp.StatusCode, Proto: resp.Proto, Header: resp.Header}, string(b)
 }
 
 // spdyConnect upgrades to SPDY through the proxy, as kubectl exec does.

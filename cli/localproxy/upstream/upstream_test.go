@@ -260,7 +260,7 @@ func TestHolderRetiresOldGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, api.URL+"/stream", nil)
-	resp, err := h.Load().RoundTripper(false).RoundTrip(req)
+	resp, err := h.Load().RoundTripper(false).RoundTrip(req) //nolint:bodyclose // closed just below; the linter loses it in the reading goroutine
 	if err != nil {
 		t.Fatal(err)
 	}
