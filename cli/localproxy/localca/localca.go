@@ -125,7 +125,7 @@ func load(dir string, now func() time.Time) (*certauthority.CA, error) {
 // kubeconfigs written by earlier starts stop trusting the proxy, and the
 // next start writes a new one anyway.
 func corrupt(dir, what string, err error) error {
-	return fmt.Errorf("%w: %s in %s cannot be read (%v): delete %s and %s there, and start `pinniped proxy` again to make a new one",
+	return fmt.Errorf("%w: %s in %s cannot be read (%w): delete %s and %s there, and start `pinniped proxy` again to make a new one",
 		ErrCorrupt, what, dir, err, filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
 }
 

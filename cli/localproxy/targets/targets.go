@@ -226,7 +226,7 @@ func interactive(l *kubeexec.Login) bool {
 		return false
 	}
 	c := l.OIDC
-	return !(c.PasswordLogin() && c.Username != "" && c.Password != "")
+	return !c.PasswordLogin() || c.Username == "" || c.Password == ""
 }
 
 // slugHex is how many hex digits of the name's SHA-256 a slug carries; a

@@ -43,8 +43,6 @@ func roundTrip(t *testing.T, cfg *clientcmdapi.Config) *clientcmdapi.Config {
 	return loaded
 }
 
-func noEnv(string) (string, bool) { return "", false }
-
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
