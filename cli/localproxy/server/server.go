@@ -252,9 +252,13 @@ func keepLocationInContext(t *Target, resp *http.Response) error {
 		return nil
 	}
 	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400
+	sent := t.Upstream
+	if resp.Request != nil && resp.Request.URL != nil {
+		sent = resp.Request.URL
+	}
 	mapped := make([]string, 0, len(locs))
 	for _, loc := range locs {
-		m, ok := localLocation(t.Upstream, resp.Request.URL, t.Slug, loc)
+		m, ok := localLocation(t.Upstream, sent, t.Slug, loc)
 		if !ok {
 			if redirect {
 				return errForeignRedirect
