@@ -99,6 +99,13 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.seen = append(a.seen, s)
 	a.mu.Unlock()
+	if strings.HasSuffix(r.URL.Path, "/redirect") {
+		// What an API server, or anything it passes responses from (an
+		// aggregated API, a service proxy), can answer, under any base path.
+		w.Header().Set("Location", r.URL.Query().Get("to"))
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
 	switch r.URL.Path {
 	case "/watch":
 		w.WriteHeader(http.StatusOK)

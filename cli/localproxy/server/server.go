@@ -209,7 +209,8 @@ func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 			r.SetURL(t.Upstream)
 			proxyheaders.StripIdentityHeaders(r.Out.Header)
 		},
-		Transport: generationTransport{},
+		Transport:      generationTransport{},
+		ModifyResponse: func(resp *http.Response) error { return keepLocationInContext(t, resp) },
 		// No timed flushing: the reverse proxy flushes every write of a
 		// response of unknown length (watches, logs -f) at once by itself.
 		FlushInterval: 0,
@@ -219,11 +220,84 @@ func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 				writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy refused to forward this request")
 				return
 			}
+			if errors.Is(err, errForeignRedirect) {
+				h.log.Info("refused an API server's redirect out of its context", "context", t.Context)
+				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonInternalError,
+					fmt.Sprintf("the API server of context %q redirected the request outside that API server; the pinniped proxy does not pass such a redirect on", t.Context))
+				return
+			}
 			h.log.Info("API server unreachable", "context", t.Context, "error", err)
 			writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
 				fmt.Sprintf("the pinniped proxy could not reach the API server of context %q: %v", t.Context, err))
 		},
 	}
+}
+
+// errForeignRedirect means an API server redirected a client to a place
+// that is not on that API server.
+var errForeignRedirect = errors.New("the API server redirected outside itself")
+
+// keepLocationInContext maps a Location that names a place on the
+// context's API server to the same place under the context's prefix, and
+// refuses a redirect anywhere else. Why: every context shares the proxy's
+// origin and secret, and clients follow redirects with their credential
+// (client-go sets it on every request it sends), so a Location of
+// /ctx/<other>/... passed on as sent would let one API server, or anything
+// whose responses it passes on (an aggregated API, a service proxy), send
+// the user's request to another context, with that context's credential;
+// a Location on another host would get the local secret sent there.
+func keepLocationInContext(t *Target, resp *http.Response) error {
+	locs := resp.Header.Values("Location")
+	if len(locs) == 0 {
+		return nil
+	}
+	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400
+	sent := t.Upstream
+	if resp.Request != nil && resp.Request.URL != nil {
+		sent = resp.Request.URL
+	}
+	mapped := make([]string, 0, len(locs))
+	for _, loc := range locs {
+		m, ok := localLocation(t.Upstream, sent, t.Slug, loc)
+		if !ok {
+			if redirect {
+				return errForeignRedirect
+			}
+			// A client does not follow it; it would only name a place the
+			// client cannot reach through this proxy.
+			continue
+		}
+		mapped = append(mapped, m)
+	}
+	resp.Header.Del("Location")
+	for _, m := range mapped {
+		resp.Header.Add("Location", m)
+	}
+	return nil
+}
+
+// localLocation resolves loc as the client would have against the API
+// server, and returns it under the context's prefix when it is on that API
+// server, below its base path.
+func localLocation(up, sent *url.URL, slug, loc string) (string, bool) {
+	u, err := sent.Parse(loc)
+	if err != nil || u.Scheme != sent.Scheme || !strings.EqualFold(u.Host, sent.Host) || u.User != nil {
+		return "", false
+	}
+	base := strings.TrimSuffix(up.EscapedPath(), "/")
+	p := u.EscapedPath()
+	if !strings.HasPrefix(p, base) {
+		return "", false
+	}
+	p = p[len(base):]
+	if p != "" && p[0] != '/' {
+		return "", false
+	}
+	out := &url.URL{Path: PathPrefix + slug + p, RawQuery: u.RawQuery, Fragment: u.Fragment}
+	if pp, err := url.PathUnescape(out.Path); err == nil {
+		out.RawPath, out.Path = out.Path, pp
+	}
+	return out.String(), true
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
