@@ -3,6 +3,7 @@ package login_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -80,5 +81,70 @@ func TestCredentialStatic(t *testing.T) {
 	}
 	if h.exchanges.Load() != 1 || decode(t, out.Bytes())["status"].(map[string]any)["expirationTimestamp"] != first.ExpirationTimestamp.UTC().Format(time.RFC3339) {
 		t.Fatalf("kubectl did not get the cached credential: %d exchanges, %s", h.exchanges.Load(), out.String())
+	}
+}
+
+// TestUnattendedNeedsAPerson: an Unattended engine (pinniped proxy renewing
+// in the background) never starts a login a person must finish, and says
+// so with ErrNeedsPerson; what needs nobody (the cache, a refresh, a
+// password from the environment) still works.
+func TestUnattendedNeedsAPerson(t *testing.T) {
+	ctx := context.Background()
+	unattended := func(h *harness) *login.Engine {
+		e := h.engine(nil)
+		e.Unattended = true
+		e.UI = &browserUI{ca: h.idp.CABundle, answers: map[string]string{"Username: ": "alice", "Password: ": "password"}}
+		return e
+	}
+
+	h := newHarness(t)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("no session: %v, want ErrNeedsPerson", err)
+	}
+	if h.ui.opened.Load() != 0 || h.idp.AuthCodeGrants.Load() != 0 {
+		t.Fatal("an unattended engine started a browser login")
+	}
+	// A person logs in; later the background renewal refreshes alone.
+	if _, err := h.engine(nil).CredentialOIDC(ctx, h.request(true), login.Request{Interactive: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.add(55 * time.Minute)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); err != nil {
+		t.Fatalf("an unattended refresh: %v", err)
+	}
+	if h.idp.RefreshGrants.Load() != 1 || h.ui.opened.Load() != 1 {
+		t.Fatalf("refreshes %d, browsers %d", h.idp.RefreshGrants.Load(), h.ui.opened.Load())
+	}
+	// The refresh is refused: only a person can help now.
+	h.clk.add(2 * time.Hour)
+	h.idp.FailRefresh.Store(true)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("refresh refused: %v, want ErrNeedsPerson", err)
+	}
+	if h.ui.opened.Load() != 1 {
+		t.Fatal("an unattended engine opened a browser")
+	}
+
+	device := h.request(true)
+	device.Flow = config.FlowDevice
+	if _, err := unattended(h).CredentialOIDC(ctx, device, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("device flow: %v, want ErrNeedsPerson", err)
+	}
+
+	// A password from the environment needs nobody; a missing one is
+	// never asked for, even of a UI that would answer.
+	h = newHarness(t)
+	pw := h.request(true)
+	pw.Flow, pw.Username, pw.Password = config.FlowPassword, "alice", "password"
+	if _, err := unattended(h).CredentialOIDC(ctx, pw, login.Request{}); err != nil || h.idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("password from the environment: %v, %d grants", err, h.idp.PasswordGrants.Load())
+	}
+	h = newHarness(t)
+	pw = h.request(true)
+	pw.Flow, pw.Username = config.FlowPassword, "alice"
+	e := unattended(h)
+	e.CanPrompt = true
+	if _, err := e.CredentialOIDC(ctx, pw, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) || len(e.UI.(*browserUI).asked) != 0 {
+		t.Fatalf("password without PINNIPED_PASSWORD: %v, asked %v", err, e.UI.(*browserUI).asked)
 	}
 }

@@ -58,6 +58,10 @@ type Provider interface {
 	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
 }
 
+// ErrNeedsPerson: only a login with a person can give a credential now,
+// and the engine is Unattended.
+var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
+
 // Engine holds the collaborators.
 type Engine struct {
 	// Store caches credentials and sessions; nil disables caching.
@@ -87,6 +91,13 @@ type Engine struct {
 	// Debug, when set, is told what the engine decides and why, for
 	// PINNIPED_DEBUG; never a secret.
 	Debug func(format string, args ...any)
+	// Unattended: nobody is there at all (pinniped proxy renewing in the
+	// background). A login that needs a person (a browser, a device code,
+	// a password to type) is not started; the engine returns
+	// ErrNeedsPerson instead, so the caller can say so at once and run it
+	// when a person can attend. A cached token, a refresh and a password
+	// from the environment still work.
+	Unattended bool
 	// Skew is how much validity a cached cluster credential must have left
 	// to be used (0: credcache.DefaultSkew, kubectl's). pinniped proxy asks
 	// for more, so it renews before kubectl would and has time to retry;
@@ -483,7 +494,13 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 		e.UI.Step("logging in as " + user + " with a password")
 		return p.PasswordGrant(ctx, user, pass)
 	case c.Flow == config.FlowDevice:
+		if e.Unattended {
+			return nil, fmt.Errorf("%w: the device flow shows a code to enter", ErrNeedsPerson)
+		}
 		return p.DeviceLogin(ctx, e.UI)
+	}
+	if e.Unattended {
+		return nil, fmt.Errorf("%w: the browser login", ErrNeedsPerson)
 	}
 	if !e.CanPrompt {
 		// An IDE, a pipe, a CI job: no prompt, but a browser login
@@ -503,6 +520,9 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 // is missing, the person's answers when one can type.
 func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
 	user, pass := c.Username, c.Password
+	if (user == "" || pass == "") && e.Unattended {
+		return "", "", fmt.Errorf("%w: the password login asks for what PINNIPED_USERNAME and PINNIPED_PASSWORD do not give", ErrNeedsPerson)
+	}
 	if (user == "" || pass == "") && !e.CanPrompt {
 		return "", "", errors.New("a password login needs PINNIPED_USERNAME and PINNIPED_PASSWORD in the environment, or a terminal to ask on; set both")
 	}
