@@ -85,29 +85,29 @@ func New(secret []byte, targets []*Target, log *slog.Logger) http.Handler {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(h.secret) == 0 {
 		// Fail closed: an empty secret would match an empty token.
-		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy has no local secret; restart it")
+		WriteStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy has no local secret; restart it")
 		return
 	}
 	if msg, ok := h.authorized(r.Header); !ok {
 		h.log.Info("refused a request without the local secret", "remote", r.RemoteAddr, "reason", msg)
-		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, msg)
+		WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, msg)
 		return
 	}
 	if token, bad := proxyheaders.HopByHopProblem(r.Header); bad {
 		h.log.Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+		WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
 		return
 	}
 	if proxyheaders.WebSocketBearer(r.Header) {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+		WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			"the pinniped proxy takes no bearer token in a WebSocket subprotocol: it sends the context's own credential")
 		return
 	}
 
 	rt, rest, ok := h.route(r.URL)
 	if !ok {
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound,
+		WriteStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound,
 			fmt.Sprintf("no context is served at %s; this pinniped proxy serves %s", r.URL.Path, h.served))
 		return
 	}
@@ -120,7 +120,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		w.Header().Set("Retry-After", fmt.Sprint(int(RetryAfter.Seconds())))
-		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+		WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			fmt.Sprintf("context %q of the pinniped proxy: %s", rt.t.Context, why))
 		return
 	}
@@ -217,17 +217,17 @@ func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, upstream.ErrIdentityHeader) || errors.Is(err, errNoGeneration) {
 				h.log.Error("refused to forward a request that would not carry exactly the context's credential", "context", t.Context, "error", err)
-				writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy refused to forward this request")
+				WriteStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the pinniped proxy refused to forward this request")
 				return
 			}
 			if errors.Is(err, errForeignRedirect) {
 				h.log.Info("refused an API server's redirect out of its context", "context", t.Context)
-				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonInternalError,
+				WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonInternalError,
 					fmt.Sprintf("the API server of context %q redirected the request outside that API server; the pinniped proxy does not pass such a redirect on", t.Context))
 				return
 			}
 			h.log.Info("API server unreachable", "context", t.Context, "error", err)
-			writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
+			WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
 				fmt.Sprintf("the pinniped proxy could not reach the API server of context %q: %v", t.Context, err))
 		},
 	}
@@ -300,7 +300,9 @@ func localLocation(up, sent *url.URL, slug, loc string) (string, bool) {
 	return out.String(), true
 }
 
-func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+// WriteStatus answers with a Kubernetes Status, which kubectl and client-go
+// show as the error message.
+func WriteStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(&metav1.Status{
