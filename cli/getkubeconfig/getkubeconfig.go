@@ -494,4 +494,3 @@ func readFiles(paths []string) ([]byte, error) {
 	}
 	return out, nil
 }
-
