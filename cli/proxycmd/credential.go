@@ -3,8 +3,6 @@ package proxycmd
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -53,31 +51,11 @@ func (o *CredentialOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, err := Secret(ctx, o.StateDir)
+	secret, err := state.RunningSecret(ctx, o.StateDir)
 	if err != nil {
 		return err
 	}
 	// No expiry: the secret lasts as long as the proxy, and a token that
 	// never changes is what keeps client-go from closing connections.
 	return execcred.Write(o.f.IO.Out, exec.APIVersion, execcred.Status{Token: string(secret)})
-}
-
-// Secret is the local secret of the proxy running in dir, or an error
-// that says how to start it.
-func Secret(ctx context.Context, dir string) ([]byte, error) {
-	rep, err := state.Status(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	if !rep.Running {
-		return nil, errNotRunning
-	}
-	secret, err := state.ReadSecret(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errors.New("pinniped proxy is starting: try again in a moment")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the pinniped proxy's local secret: %w", err)
-	}
-	return secret, nil
 }

@@ -3,7 +3,6 @@ package proxycmd
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -351,5 +350,3 @@ func shellQuote(s string) string {
 	}
 	return s
 }
-
-var errNotRunning = errors.New("pinniped proxy is not running: start it with `pinniped proxy` in a terminal")

@@ -254,3 +254,31 @@ func Status(ctx context.Context, dir string) (Report, error) {
 	_ = l.Unlock()
 	return Report{Stale: s != nil, State: s}, nil
 }
+
+// ErrNotRunning is RunningSecret's error when no proxy holds dir.
+var ErrNotRunning = errors.New("pinniped proxy is not running: start it with `pinniped proxy` in a terminal")
+
+// ErrStarting is RunningSecret's error when a proxy holds dir but has not
+// written its secret yet.
+var ErrStarting = errors.New("pinniped proxy is starting: try again in a moment")
+
+// RunningSecret is the local secret of the proxy running in dir: what its
+// kubeconfig's exec entry prints. No proxy running is ErrNotRunning: a
+// secret left by one that was killed is never handed out.
+func RunningSecret(ctx context.Context, dir string) ([]byte, error) {
+	rep, err := Status(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !rep.Running {
+		return nil, ErrNotRunning
+	}
+	secret, err := ReadSecret(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrStarting
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the pinniped proxy's local secret: %w", err)
+	}
+	return secret, nil
+}
