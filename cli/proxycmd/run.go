@@ -60,7 +60,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s (another program may use the port: choose another with --listen): %w", o.Listen, err)
 	}
@@ -343,8 +343,11 @@ func (p *proxy) announce() {
 
 // shellQuote quotes s for a POSIX shell when it needs it.
 func shellQuote(s string) string {
+	safe := func(r rune) bool {
+		return strings.ContainsRune("/.-_~", r) || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+	}
 	for _, r := range s {
-		if !(r == '/' || r == '.' || r == '-' || r == '_' || r == '~' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
+		if !safe(r) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
 	}
