@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pinniped-kit/pinniped/cache"
@@ -35,8 +34,6 @@ func (s *Store) name(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:16]) + ".cred"
 }
-
-func (s *Store) path(key string) string { return filepath.Join(s.Dir, s.name(key)) }
 
 // ensureDir creates the directory 0700, tightens one of this user's that
 // others could enter, and refuses anything else (privatedir's rule).
@@ -69,29 +66,7 @@ func (s *Store) Set(_ context.Context, key string, value []byte) error {
 	if err := s.ensureDir(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(s.Dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write cached credential: %w", err)
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }() // no-op after a successful rename
-	// CreateTemp makes 0600 files already; be explicit in case of an odd umask.
-	if err := f.Chmod(0o600); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if _, err := f.Write(value); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write cached credential: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write cached credential: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path(key)); err != nil {
+	if err := privatedir.WriteFile(s.Dir, s.name(key), value); err != nil {
 		return fmt.Errorf("write cached credential: %w", err)
 	}
 	return nil

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 )
 
 // ErrNotPrivate is in every refusal of a directory or a file that breaks
@@ -54,4 +56,39 @@ func judgeFile(name string, mode fs.FileMode, owned bool) error {
 		return notPrivate("%s belongs to another user: remove it (rm %s)", name, name)
 	}
 	return nil
+}
+
+// WriteFile replaces the file name in dir with data, mode 0600: written to
+// a temporary file in dir, synced and renamed into place, so a crash or a
+// concurrent reader never sees half of it. dir must have passed Tighten
+// (only this user can then change what is in it); it is checked again
+// here, without following a link. A link named name is replaced, never
+// followed.
+func WriteFile(dir, name string, data []byte) error {
+	if err := Check(dir); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // a no-op after the rename
+	// CreateTemp makes 0600 files already; be explicit in case of an odd umask.
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/install"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
+	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/cli/version"
 	"github.com/pinniped-kit/pinniped/cli/whoami"
@@ -61,6 +62,7 @@ which is cached in your OS keyring until it expires.`,
 		logincmd.NewCmdLogin(f),
 		logout.NewCmdLogout(f, nil),
 		logout.NewCmdStatus(f, nil),
+		proxycmd.NewCmdProxy(f, nil),
 		whoami.NewCmdWhoami(f, nil),
 		doctor.NewCmdDoctor(f, nil),
 	)

@@ -225,7 +225,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	pinniped := kubeconfig.Exec{Path: o.PinnipedPath, InstallHint: o.InstallHint}
 	if pinniped.Path == "" {
-		pinniped.Path = frontPath(o.f.Getenv)
+		pinniped.Path = handoff.FrontPath(o.f.Getenv)
 	}
 
 	server, serverCA := cluster.Server, ca
@@ -493,26 +493,4 @@ func readFiles(paths []string) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
-}
-
-// frontPath is the `pinniped` binary kubectl should run: the lean front
-// (which answers from the cache and starts this engine when it must), as it
-// told us when it handed over; else this binary.
-func frontPath(getenv func(string) string) string {
-	if p := getenv(handoff.FrontPathEnv); p != "" {
-		return p
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "pinniped"
-	}
-	exe, _ = filepath.Abs(exe)
-	// The engine run by hand: the front beside it, if it is there.
-	if strings.TrimSuffix(filepath.Base(exe), ".exe") == handoff.EngineName {
-		front := filepath.Join(filepath.Dir(exe), strings.Replace(filepath.Base(exe), handoff.EngineName, "pinniped", 1))
-		if _, err := os.Stat(front); err == nil {
-			return front
-		}
-	}
-	return exe
 }

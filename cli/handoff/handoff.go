@@ -76,3 +76,26 @@ func Run(args []string) int {
 	env := append(os.Environ(), FrontPathEnv+"="+front)
 	return run(engine, args, env)
 }
+
+// FrontPath is the `pinniped` binary kubectl should run: the lean front
+// (which answers from the cache and starts this engine when it must), as it
+// told us when it handed over; else this binary. Every command that
+// writes a kubeconfig running pinniped uses it.
+func FrontPath(getenv func(string) string) string {
+	if p := getenv(FrontPathEnv); p != "" {
+		return p
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "pinniped"
+	}
+	exe, _ = filepath.Abs(exe)
+	// The engine run by hand: the front beside it, if it is there.
+	if strings.TrimSuffix(filepath.Base(exe), ".exe") == EngineName {
+		front := filepath.Join(filepath.Dir(exe), strings.Replace(filepath.Base(exe), EngineName, "pinniped", 1))
+		if _, err := os.Stat(front); err == nil {
+			return front
+		}
+	}
+	return exe
+}

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,10 @@ type Provider interface {
 	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
 }
 
+// ErrNeedsPerson: only a login with a person can give a credential now,
+// and the engine is Unattended.
+var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
+
 // Engine holds the collaborators.
 type Engine struct {
 	// Store caches credentials and sessions; nil disables caching.
@@ -86,6 +91,18 @@ type Engine struct {
 	// Debug, when set, is told what the engine decides and why, for
 	// PINNIPED_DEBUG; never a secret.
 	Debug func(format string, args ...any)
+	// Unattended: nobody is there at all (pinniped proxy renewing in the
+	// background). A login that needs a person (a browser, a device code,
+	// a password to type) is not started; the engine returns
+	// ErrNeedsPerson instead, so the caller can say so at once and run it
+	// when a person can attend. A cached token, a refresh and a password
+	// from the environment still work.
+	Unattended bool
+	// Skew is how much validity a cached cluster credential must have left
+	// to be used (0: credcache.DefaultSkew, kubectl's). pinniped proxy asks
+	// for more, so it renews before kubectl would and has time to retry;
+	// the cache keys are the same, so both still share one credential.
+	Skew time.Duration
 
 	lockWarning sync.Once
 }
@@ -103,47 +120,74 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
+// Request is what a credential is asked for.
+type Request struct {
+	// Cluster is the cluster kubectl hands the plugin
+	// (execcred.Request.KeyCluster, kubeexec.ExecCluster): the cache keys
+	// name it, so kubectl and an in-process caller share credentials.
+	Cluster config.Cluster
+	// Interactive: a person may be typing in a login this one waits for,
+	// so it waits longer for the lock.
+	Interactive bool
+}
+
+// requestOf is what kubectl's exec request asks for.
+func requestOf(exec *execcred.Request) Request {
+	return Request{Cluster: exec.KeyCluster(), Interactive: exec.Interactive}
+}
+
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
 func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
+	cred, err := e.CredentialOIDC(ctx, c, requestOf(exec))
+	if err != nil {
+		return err
+	}
+	return e.write(exec, cred)
+}
+
+// CredentialOIDC is the credential LoginOIDC prints, for callers in this
+// process (pinniped proxy): cached and valid for more than the skew, or
+// from a login it caches.
+func (e *Engine) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) (*credcache.Credential, error) {
 	start := e.now()
-	key := c.CredentialKey(exec.KeyCluster())
+	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
 	hit, ok, err := e.cached(ctx, creds, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok {
 		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
-		return e.write(exec, hit)
+		return hit, nil
 	}
-	e.debug("cluster credential: none cached that is valid for 30 s more")
+	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
 	// One login per key across processes: the rest wait here, then find
 	// the credential the first one cached.
-	unlock, err := e.lock(ctx, key, exec.Interactive)
+	unlock, err := e.lock(ctx, key, r.Interactive)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	hit, ok, err = e.cached(ctx, creds, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok {
-		return e.write(exec, hit)
+		return hit, nil
 	}
 
-	tokens, refreshed, err := e.idToken(ctx, c, exec)
+	tokens, refreshed, err := e.idToken(ctx, c, r.Interactive)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
 	if c.PresentsAccessToken() {
 		if tokens.AccessToken == "" {
-			return errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
+			return nil, errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
 		}
 		exp, ok := jwtExpiry(tokens.AccessToken)
 		if !ok {
-			return errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
+			return nil, errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
 		}
 		e.debug("presenting the access token, not the ID token")
 		token, expiry = tokens.AccessToken, exp
@@ -155,10 +199,10 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
 		p, err := e.Discover(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if token, expiry, err = p.ExchangeForAudience(ctx, tokens.AccessToken, c.RequestAudience); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
@@ -171,9 +215,9 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 				// The agent says only "authentication failed" (as
 				// upstream); a claim the authenticator maps and the token
 				// lacks is the usual first-login cause.
-				return fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
+				return nil, fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
 			}
-			return err
+			return nil, err
 		}
 		cred = &credcache.Credential{
 			Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData,
@@ -183,8 +227,8 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	storedIn := "nowhere (caching disabled)"
 	if creds != nil {
 		label := c.Issuer
-		if exec != nil && exec.Cluster != nil {
-			label = exec.Cluster.Server + " via " + c.Issuer
+		if r.Cluster.Server != "" {
+			label = r.Cluster.Server + " via " + c.Issuer
 		}
 		if err := creds.Put(ctx, key, label, *cred); err != nil {
 			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will log in again; check the cache's disk and permissions")
@@ -205,7 +249,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 	// text from elsewhere, escaped once here for every view.
 	who, groups = termsafe.Visible(who), termsafe.VisibleAll(groups)
 	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
-	return e.write(exec, cred)
+	return cred, nil
 }
 
 // claimNames lists, sorted, the claim names (never the values) of a JWT;
@@ -285,7 +329,20 @@ func (e *Engine) credCache() *credcache.Cache {
 	if e.Store == nil || e.NoCredentialCache {
 		return nil
 	}
-	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir}
+	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir, Skew: e.Skew}
+}
+
+// skew is the validity a cached credential must have left to be used.
+func (e *Engine) skew() time.Duration {
+	if e.Skew > 0 {
+		return e.Skew
+	}
+	return credcache.DefaultSkew
+}
+
+// seconds writes d as debug lines always have ("30 s").
+func seconds(d time.Duration) string {
+	return strconv.FormatInt(int64(d.Round(time.Second)/time.Second), 10) + " s"
 }
 
 // cached is the valid credential cached under key, if any. A cache that
@@ -348,7 +405,7 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
-func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Request) (*sessions.Tokens, bool, error) {
+func (e *Engine) idToken(ctx context.Context, c *config.OIDC, interactive bool) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
 	session, err := e.loadSession(ctx, sk)
 	if err != nil {
@@ -363,7 +420,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, exec *execcred.Req
 	// rotate are single-use (a second use fails, or revokes the family),
 	// so one refresh or login per session at a time; whoever waited finds
 	// the session the first one saved.
-	unlock, err := e.lock(ctx, sk, exec.Interactive)
+	unlock, err := e.lock(ctx, sk, interactive)
 	if err != nil {
 		return nil, false, err
 	}
@@ -437,7 +494,13 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 		e.UI.Step("logging in as " + user + " with a password")
 		return p.PasswordGrant(ctx, user, pass)
 	case c.Flow == config.FlowDevice:
+		if e.Unattended {
+			return nil, fmt.Errorf("%w: the device flow shows a code to enter", ErrNeedsPerson)
+		}
 		return p.DeviceLogin(ctx, e.UI)
+	}
+	if e.Unattended {
+		return nil, fmt.Errorf("%w: the browser login", ErrNeedsPerson)
 	}
 	if !e.CanPrompt {
 		// An IDE, a pipe, a CI job: no prompt, but a browser login
@@ -457,6 +520,9 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 // is missing, the person's answers when one can type.
 func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
 	user, pass := c.Username, c.Password
+	if (user == "" || pass == "") && e.Unattended {
+		return "", "", fmt.Errorf("%w: the password login asks for what PINNIPED_USERNAME and PINNIPED_PASSWORD do not give", ErrNeedsPerson)
+	}
 	if (user == "" || pass == "") && !e.CanPrompt {
 		return "", "", errors.New("a password login needs PINNIPED_USERNAME and PINNIPED_PASSWORD in the environment, or a terminal to ask on; set both")
 	}

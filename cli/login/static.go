@@ -11,38 +11,55 @@ import (
 // LoginStatic prints a credential for a static token: the token itself, or
 // the cluster credential the agent trades it for (cached until it expires).
 func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcred.Request) error {
-	if err := c.Validate(); err != nil {
+	cred, err := e.CredentialStatic(ctx, c, requestOf(exec))
+	if err != nil {
 		return err
 	}
 	if c.Concierge == nil {
-		// Nothing to cache: the token is the credential, valid as long as
-		// whoever issued it says.
-		return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{Token: c.Token})
+		// The token itself: kubectl is told no expiry, as its issuer
+		// told us none.
+		return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{Token: cred.Token})
 	}
-	key := c.CredentialKey(exec.KeyCluster())
+	return e.write(exec, cred)
+}
+
+// CredentialStatic is the credential LoginStatic prints, for callers in
+// this process (pinniped proxy). Without the agent it is the token itself,
+// with a zero ExpirationTimestamp: valid as long as whoever issued it says.
+func (e *Engine) CredentialStatic(ctx context.Context, c *config.Static, r Request) (*credcache.Credential, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Concierge == nil {
+		// Nothing to cache: the token is the credential.
+		return &credcache.Credential{Token: c.Token}, nil
+	}
+	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
 	hit, ok, err := e.cached(ctx, creds, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok {
-		return e.write(exec, hit)
+		return hit, nil
 	}
+	// Nobody types anything for a static token, so the other login holding
+	// the lock is never waiting for a person.
 	unlock, err := e.lock(ctx, key, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	hit, ok, err = e.cached(ctx, creds, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok {
-		return e.write(exec, hit)
+		return hit, nil
 	}
 	cc, err := e.Exchange(ctx, c.Concierge, c.Token)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cred := &credcache.Credential{Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData, ExpirationTimestamp: cc.ExpirationTimestamp.Time}
 	if creds != nil {
@@ -50,5 +67,5 @@ func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcr
 			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will ask the agent again")
 		}
 	}
-	return e.write(exec, cred)
+	return cred, nil
 }

@@ -21,9 +21,12 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
+	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 )
 
 // Options are the inputs of `pinniped logout`.
@@ -464,7 +467,8 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.C
 		Short: "Show which cluster credentials are cached, where, and until when",
 		Long: `status lists the cluster credentials "pinniped login" has cached, in the OS
 keyring and in its file fallback, with when each expires. It never shows a
-secret.`,
+secret. It also says whether "pinniped proxy" runs, where, and the state of
+each context it serves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -500,5 +504,9 @@ func status(ctx context.Context, f *cmdutil.Factory) error {
 	if !any {
 		fmt.Fprintln(f.IO.Out, "No cached credentials.")
 	}
-	return nil
+	dir, err := state.DefaultDir(credstore.Places{Getenv: f.Getenv})
+	if err != nil {
+		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
+	}
+	return proxycmd.PrintStatus(ctx, f.IO.Out, dir, now)
 }

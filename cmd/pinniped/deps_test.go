@@ -36,6 +36,7 @@ func TestFrontStaysTiny(t *testing.T) {
 			"github.com/pinniped-kit/pinniped/agent/apis/httpsurl",
 			"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix",
 			"github.com/pinniped-kit/pinniped/cli/credstore",
+			"github.com/pinniped-kit/pinniped/cli/localproxy/state",
 			"github.com/pinniped-kit/pinniped/cli/login/execcred",
 			"github.com/pinniped-kit/pinniped/cache",
 			"github.com/zalando/go-keyring",

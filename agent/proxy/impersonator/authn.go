@@ -25,6 +25,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/agent/chaincheck"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/proxy/verifycache"
@@ -277,10 +278,9 @@ func proxyTokenRefusal(err error) string {
 	}
 }
 
-// webSocketBearerPrefix marks a WebSocket subprotocol that carries a bearer
-// token (browsers cannot set Authorization on a WebSocket). The API server
-// hands such a token to its token authenticators, webhooks included.
-const webSocketBearerPrefix = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol prefix, not a credential
+// webSocketBearerPrefix is the subprotocol prefix the API server reads a
+// bearer token from.
+const webSocketBearerPrefix = proxyheaders.WebSocketBearerPrefix
 
 // proxyTokenInWebSocketProtocol reports whether any Sec-WebSocket-Protocol
 // entry carries a token of ours, read as the API server reads it. The proxy

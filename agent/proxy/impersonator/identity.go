@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 )
 
 // The proxy fails closed: every request it forwards carries, in its
@@ -52,7 +53,7 @@ func (c *identityCheck) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	got := http.Header{}
 	for k, vs := range r.Header {
-		if isIdentityHeader(k) {
+		if proxyheaders.IsIdentityHeader(k) {
 			got[k] = vs
 		}
 	}
@@ -78,30 +79,4 @@ func sameHeaders(a, b http.Header) bool {
 		}
 	}
 	return true
-}
-
-// allowedConnectionTokens are the only Connection tokens a client may send.
-// Every other token names a header for the next hop to delete: the reverse
-// proxy obeys such a token, and a client that names Impersonate-User would
-// otherwise have a say in which identity headers reach the API server.
-var allowedConnectionTokens = []string{"upgrade", "close", "keep-alive"}
-
-// hopByHopProblem returns the first Connection token that is not allowed.
-// Every Connection line counts, and each may be a comma-separated list
-// (RFC 9110 section 7.6.1); empty list elements are allowed there.
-func hopByHopProblem(h http.Header) (string, bool) {
-	for k, lines := range h {
-		if !strings.EqualFold(k, "Connection") {
-			continue
-		}
-		for _, line := range lines {
-			for token := range strings.SplitSeq(line, ",") {
-				token = strings.ToLower(strings.Trim(token, " \t"))
-				if token != "" && !slices.Contains(allowedConnectionTokens, token) {
-					return token, true
-				}
-			}
-		}
-	}
-	return "", false
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 )
 
 type countingTransport struct{ calls int }
@@ -131,7 +133,7 @@ func TestIdentitySurvivesHopByHopRemoval(t *testing.T) {
 		}
 		got := http.Header{}
 		for k, vs := range up.last {
-			if isIdentityHeader(k) {
+			if proxyheaders.IsIdentityHeader(k) {
 				got[k] = vs
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
 
@@ -129,7 +130,7 @@ func (p *Proxy) Init() {
 			Rewrite: func(r *httputil.ProxyRequest) {
 				r.SetURL(p.Upstream)
 				r.Out.Host = p.Upstream.Host
-				stripIdentityHeaders(r.Out.Header)
+				proxyheaders.StripIdentityHeaders(r.Out.Header)
 				if id, ok := assertedIdentity(r.In.Context()); ok {
 					for k, vs := range id {
 						r.Out.Header[k] = slices.Clone(vs)
@@ -182,7 +183,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	w = rec
 
-	if token, bad := hopByHopProblem(r.Header); bad {
+	if token, bad := proxyheaders.HopByHopProblem(r.Header); bad {
 		p.log().Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
@@ -458,37 +459,6 @@ func requested(h http.Header) (*Request, error) {
 	}
 	sort.Strings(want.Groups)
 	return &want, nil
-}
-
-// identityPrefixes are headers a client could use to claim an identity or
-// to mislead the API server about where a request came from.
-var identityPrefixes = []string{"impersonate-", "x-remote-", "x-forwarded-"}
-
-// stripIdentityHeaders removes every client-sent header that carries an
-// identity, whatever its case: the proxy is the only one that speaks for the
-// user upstream.
-func stripIdentityHeaders(h http.Header) {
-	for k := range h {
-		if isIdentityHeader(k) {
-			delete(h, k)
-		}
-	}
-}
-
-// isIdentityHeader reports whether a header name carries an identity, in
-// any case, and with underscores read as dashes (some servers and proxies
-// treat them alike).
-func isIdentityHeader(name string) bool {
-	lk := strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	if lk == "authorization" || lk == "proxy-authorization" || lk == "forwarded" || lk == "x-real-ip" {
-		return true
-	}
-	for _, p := range identityPrefixes {
-		if strings.HasPrefix(lk, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func setImpersonation(h http.Header, u user.Info) {

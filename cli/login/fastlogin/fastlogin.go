@@ -1,5 +1,6 @@
 // Package fastlogin answers kubectl's most frequent question, `pinniped login
-// oidc|static` with a valid cached credential, inside the lean front binary.
+// oidc|static` with a valid cached credential (or `pinniped proxy credential`
+// with a running proxy's secret), inside the lean front binary.
 // kubectl runs the plugin before nearly every request, and Go runs the init
 // of every package a binary links before main: the engine's login flows
 // (OIDC, HTTP/2, the TUI, apimachinery) cost milliseconds of start-up that a
@@ -35,7 +36,7 @@ const timeout = 5 * time.Second
 // Answer prints the ExecCredential for args (the command line after
 // "pinniped") and reports true when it could; false means the engine must run.
 func Answer(args []string, env Env, stdout io.Writer) bool {
-	if len(args) < 2 || args[0] != "login" {
+	if len(args) < 2 || (args[0] != "login" && (args[0] != "proxy" || args[1] != "credential")) {
 		return false
 	}
 	if env.Getenv("PINNIPED_DEBUG") == "true" {
@@ -47,6 +48,8 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 	}
 	var status *execcred.Status
 	switch args[1] {
+	case "credential":
+		status = proxyCredential(args[2:])
 	case "oidc":
 		var o loginflags.OIDC
 		if !loginflags.Parse(o.Flags(), args[2:]) {

@@ -142,9 +142,19 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: o.Exec.Interactive, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
 		Issuer: c.Issuer, Cancel: cancelLogin,
 	})
-	engine, err := newEngine(o.f, c.CredentialCache, view)
+	engine, err := NewOIDCEngine(o.f, c, view)
 	if err != nil {
 		return err
+	}
+	return view.Finish(engine.LoginOIDC(ctx, c, o.Exec))
+}
+
+// NewOIDCEngine is the engine `pinniped login oidc` runs for the login c,
+// shown in view: NewEngine, with the issuer c names to discover.
+func NewOIDCEngine(f *cmdutil.Factory, c *config.OIDC, view *ui.Login) (*login.Engine, error) {
+	engine, err := NewEngine(f, c.CredentialCache, view)
+	if err != nil {
+		return nil, err
 	}
 	engine.Discover = func(ctx context.Context) (login.Provider, error) {
 		p, err := oidclogin.Discover(ctx, c, nil)
@@ -153,10 +163,15 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		}
 		return p, err
 	}
-	return view.Finish(engine.LoginOIDC(ctx, c, o.Exec))
+	return engine, nil
 }
 
-func newEngine(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
+// NewEngine is the engine `pinniped login` runs, for a login whose
+// --credential-cache is cacheMode, shown in view: the factory's caches,
+// clock, environment (PINNIPED_DEBUG, PINNIPED_SKIP_PRINT_LOGIN_URL) and
+// streams (the credential goes to f.IO.Out only through Login*). pinniped
+// proxy builds its engines here too, so both share caches and keys.
+func NewEngine(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
 	// Upstream's --credential-cache="" turns off only the cluster-credential
 	// cache: sessions are still kept (in the default store).
 	noCredentials := cacheMode == ""

@@ -64,7 +64,7 @@ func (o *StaticOptions) Complete() error {
 func (o *StaticOptions) Run(ctx context.Context) error {
 	// Nobody is asked anything: a static token needs no person.
 	view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
-	engine, err := newEngine(o.f, o.Login.CredentialCache, view)
+	engine, err := NewEngine(o.f, o.Login.CredentialCache, view)
 	if err != nil {
 		return err
 	}

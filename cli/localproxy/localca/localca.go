@@ -1,0 +1,150 @@
+// Package localca is the local credential proxy's own certificate
+// authority: made once in the proxy's state directory, then reused, so the
+// CA a generated kubeconfig pins stays the same across restarts. Each start
+// issues a new serving certificate for the loopback addresses.
+//
+// Why TLS on loopback at all: the pinned CA keeps another local user who
+// takes the port while the proxy is down from receiving the local secret,
+// since client-go checks the server's certificate before it sends a header.
+package localca
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
+)
+
+// Files of the CA in the state directory, both 0600.
+const (
+	CertFile = "ca.crt"
+	KeyFile  = "ca.key"
+)
+
+const (
+	// CALifetime is how long a new CA is valid.
+	CALifetime = 5 * 365 * 24 * time.Hour
+	// ServingLifetime is how long each start's serving certificate is.
+	ServingLifetime = 30 * 24 * time.Hour
+	// commonName names the CA and its certificates, for whoever looks.
+	commonName = "pinniped proxy local CA"
+)
+
+// Names the serving certificate is for: what a generated kubeconfig may
+// name as the proxy's address.
+var (
+	DNSNames = []string{"localhost"}
+	IPs      = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+)
+
+// ErrCorrupt is in the error for a CA file that cannot be used.
+var ErrCorrupt = errors.New("the proxy's local CA is unusable")
+
+// Serving is one start's TLS identity.
+type Serving struct {
+	// Certificate is the serving certificate and its key, for tls.Config.
+	Certificate tls.Certificate
+	// CAPEM is the CA certificate, for the kubeconfig's
+	// certificate-authority-data.
+	CAPEM []byte
+	// NotAfter is when the serving certificate expires.
+	NotAfter time.Time
+}
+
+// Serve loads the CA from dir, or makes one there when it has none (or one
+// that will expire before a new serving certificate would), and issues a
+// serving certificate for localhost, 127.0.0.1 and ::1. dir must be the
+// proxy's state directory, made private (state.Prepare); the CA files are
+// read and written under privatedir's rule.
+func Serve(dir string, now func() time.Time) (*Serving, error) {
+	if now == nil {
+		now = time.Now
+	}
+	ca, err := load(dir, now)
+	if err != nil {
+		return nil, err
+	}
+	if ca == nil || ca.Certificate().NotAfter.Before(now().Add(ServingLifetime)) {
+		if ca, err = create(dir, now); err != nil {
+			return nil, err
+		}
+	}
+	issued, err := ca.IssueServingCert(commonName, DNSNames, IPs, ServingLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("issue the proxy's serving certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the proxy's serving certificate: %w", err)
+	}
+	return &Serving{Certificate: cert, CAPEM: ca.CertPEM(), NotAfter: issued.NotAfter}, nil
+}
+
+// load reads the CA, or returns nil when dir has neither file: a start
+// that made only one of them before it stopped left nothing usable either,
+// and the CA is made again.
+func load(dir string, now func() time.Time) (*certauthority.CA, error) {
+	certPEM, certErr := privatedir.ReadFile(dir, CertFile)
+	keyPEM, keyErr := privatedir.ReadFile(dir, KeyFile)
+	switch {
+	case errors.Is(certErr, fs.ErrNotExist) || errors.Is(keyErr, fs.ErrNotExist):
+		return nil, nil
+	case certErr != nil:
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, CertFile), certErr)
+	case keyErr != nil:
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, KeyFile), keyErr)
+	}
+	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
+		return nil, corrupt(dir, CertFile, errors.New("it holds no PEM certificate"))
+	} else if c, err := x509.ParseCertificate(b.Bytes); err != nil {
+		return nil, corrupt(dir, CertFile, err)
+	} else if !c.IsCA {
+		return nil, corrupt(dir, CertFile, errors.New("its certificate is not a CA"))
+	}
+	if b, _ := pem.Decode(keyPEM); b == nil {
+		return nil, corrupt(dir, KeyFile, errors.New("it holds no PEM key"))
+	} else if _, err := x509.ParsePKCS8PrivateKey(b.Bytes); err != nil {
+		return nil, corrupt(dir, KeyFile, err)
+	}
+	ca, err := certauthority.Load(certPEM, keyPEM, now)
+	if err != nil {
+		return nil, corrupt(dir, CertFile+" and "+KeyFile, err)
+	}
+	return ca, nil
+}
+
+// corrupt says which file is wrong and how to recover: a new CA means
+// kubeconfigs written by earlier starts stop trusting the proxy, and the
+// next start writes a new one anyway.
+func corrupt(dir, what string, err error) error {
+	return fmt.Errorf("%w: %s in %s cannot be read (%w): delete %s and %s there, and start `pinniped proxy` again to make a new one",
+		ErrCorrupt, what, dir, err, filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
+}
+
+// create makes a new CA and writes it: the key first, so the certificate,
+// whose presence alone would not make a CA, is never there without it.
+func create(dir string, now func() time.Time) (*certauthority.CA, error) {
+	ca, err := certauthority.New(commonName, CALifetime, now)
+	if err != nil {
+		return nil, fmt.Errorf("make the proxy's local CA: %w", err)
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	if err := privatedir.WriteFile(dir, KeyFile, keyPEM); err != nil {
+		return nil, fmt.Errorf("write %s: %w", filepath.Join(dir, KeyFile), err)
+	}
+	if err := privatedir.WriteFile(dir, CertFile, ca.CertPEM()); err != nil {
+		return nil, fmt.Errorf("write %s: %w", filepath.Join(dir, CertFile), err)
+	}
+	return ca, nil
+}

@@ -1,0 +1,226 @@
+package localca
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
+)
+
+func stateDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "proxy")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestMadeOnceThenReused(t *testing.T) {
+	dir := stateDir(t)
+	first, err := Serve(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS != "windows" {
+		for _, name := range []string{CertFile, KeyFile} {
+			info, err := os.Lstat(filepath.Join(dir, name))
+			if err != nil || info.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %v %v, want 0600", name, info.Mode(), err)
+			}
+		}
+	}
+	second, err := Serve(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.CAPEM, second.CAPEM) {
+		t.Error("a second start made a new CA: kubeconfigs written before would stop trusting the proxy")
+	}
+	if bytes.Equal(first.Certificate.Certificate[0], second.Certificate.Certificate[0]) {
+		t.Error("a second start reused the serving certificate")
+	}
+	onDisk, err := os.ReadFile(filepath.Join(dir, CertFile))
+	if err != nil || !bytes.Equal(onDisk, first.CAPEM) {
+		t.Errorf("%s does not hold the CA returned: %v", CertFile, err)
+	}
+}
+
+// TestServingCertificate: the leaf is for the loopback names only, for 30
+// days, and a client that pins the CA (as the kubeconfig does) completes a
+// handshake with each name.
+func TestServingCertificate(t *testing.T) {
+	dir := stateDir(t)
+	now := time.Now()
+	s, err := Serve(dir, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(s.Certificate.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, ip := range leaf.IPAddresses {
+		ips = append(ips, ip.String())
+	}
+	if strings.Join(leaf.DNSNames, ",") != "localhost" || strings.Join(ips, ",") != "127.0.0.1,::1" {
+		t.Errorf("SANs %v %v", leaf.DNSNames, ips)
+	}
+	if leaf.IsCA || !leaf.NotAfter.Equal(now.Add(ServingLifetime).Truncate(time.Second)) || !s.NotAfter.Truncate(time.Second).Equal(leaf.NotAfter) {
+		t.Errorf("leaf CA %v until %v (returned %v), want %v", leaf.IsCA, leaf.NotAfter, s.NotAfter, now.Add(ServingLifetime))
+	}
+
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{s.Certificate}, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	srv.StartTLS()
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CAPEM)
+	for _, host := range []string{"localhost", "127.0.0.1", "example.com"} {
+		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", port), &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			_ = conn.Close()
+		}
+		if (err == nil) != (host != "example.com") {
+			t.Errorf("handshake as %s: %v", host, err)
+		}
+	}
+}
+
+// TestANearlyExpiredCAIsReplaced: a CA that would not outlive a new
+// serving certificate is made again, not left to cap it.
+func TestANearlyExpiredCAIsReplaced(t *testing.T) {
+	dir := stateDir(t)
+	then := time.Now().Add(-CALifetime + 10*24*time.Hour)
+	old, err := Serve(dir, func() time.Time { return then })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Serve(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(old.CAPEM, s.CAPEM) {
+		t.Error("a CA with 10 days left was kept")
+	}
+}
+
+func TestCorruptFilesAreNamed(t *testing.T) {
+	dir := stateDir(t)
+	if _, err := Serve(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	good := map[string][]byte{}
+	for _, name := range []string{CertFile, KeyFile} {
+		good[name], _ = os.ReadFile(filepath.Join(dir, name))
+	}
+	other := stateDir(t)
+	if _, err := Serve(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	otherKey, _ := os.ReadFile(filepath.Join(other, KeyFile))
+	for name, c := range map[string]struct {
+		file    string
+		content []byte
+		blamed  string
+	}{
+		"garbage cert":   {CertFile, []byte("not pem"), CertFile + " in"},
+		"garbage key":    {KeyFile, []byte("not pem"), KeyFile + " in"},
+		"truncated cert": {CertFile, good[CertFile][:len(good[CertFile])/2], CertFile + " in"},
+		"another CA key": {KeyFile, otherKey, CertFile + " and " + KeyFile},
+		"a key for cert": {CertFile, otherKey, CertFile + " in"},
+		"a cert for key": {KeyFile, good[CertFile], KeyFile + " in"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for f, b := range good {
+				if err := privatedir.WriteFile(dir, f, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := privatedir.WriteFile(dir, c.file, c.content); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Serve(dir, nil)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.blamed) || !strings.Contains(err.Error(), "delete "+filepath.Join(dir, CertFile)) {
+				t.Errorf("%v, want a corrupt-CA error naming %q and saying to delete the files", err, c.blamed)
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, c.file))
+			if !bytes.Equal(after, c.content) {
+				t.Error("the corrupt file was overwritten: the person is told what to delete, nothing is replaced behind their back")
+			}
+		})
+	}
+}
+
+// TestOnlyOneFileMakesANewCA: a start that stopped between writing the
+// key and the certificate left no CA; the next one makes it.
+func TestOnlyOneFileMakesANewCA(t *testing.T) {
+	dir := stateDir(t)
+	first, err := Serve(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, CertFile)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Serve(dir, nil)
+	if err != nil || bytes.Equal(s.CAPEM, first.CAPEM) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestLinksAndOpenDirectoriesAreRefused(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes and links are Unix's here")
+	}
+	dir := stateDir(t)
+	if _, err := Serve(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A link to another CA, planted in place of the key.
+	other := stateDir(t)
+	if _, err := Serve(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, KeyFile), filepath.Join(dir, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Serve(dir, nil); !errors.Is(err, privatedir.ErrNotPrivate) || !strings.Contains(err.Error(), KeyFile) {
+		t.Errorf("a link for the key: %v", err)
+	}
+	// A state directory others may enter.
+	open := stateDir(t)
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Serve(open, nil); !errors.Is(err, privatedir.ErrNotPrivate) {
+		t.Errorf("a directory others may enter: %v", err)
+	}
+	// The directory itself a link.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Serve(link, nil); !errors.Is(err, privatedir.ErrNotPrivate) {
+		t.Errorf("a link for the directory: %v", err)
+	}
+}

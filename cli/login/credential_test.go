@@ -1,0 +1,150 @@
+package login_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+)
+
+// TestSkewRenewsEarlier: an engine with a Skew (pinniped proxy's) takes a
+// cached credential only while it has more than the Skew left, and
+// otherwise trades for a fresh one, which it caches under the key kubectl
+// uses: kubectl's engine (no Skew) reuses what the proxy's cached.
+func TestSkewRenewsEarlier(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	cluster := login.Request{Cluster: config.Cluster{Server: "https://cluster.example", CA: []byte("ca")}}
+	proxy := h.engine(nil)
+	proxy.Skew = 2 * time.Minute
+	kubectl := h.engine(nil)
+	get := func(e *login.Engine) time.Time {
+		t.Helper()
+		cred, err := e.CredentialOIDC(ctx, h.request(true), cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cred.ExpirationTimestamp
+	}
+
+	first := get(proxy) // a login and an exchange; the credential lives 5 minutes
+	if n := h.exchanges.Load(); n != 1 {
+		t.Fatalf("%d exchanges for the first credential", n)
+	}
+	h.clk.add(2*time.Minute + 30*time.Second) // 2m30s left: more than the Skew
+	if got := get(proxy); !got.Equal(first) || h.exchanges.Load() != 1 {
+		t.Fatalf("with 2m30s left of a 2m Skew the proxy exchanged again (%d exchanges)", h.exchanges.Load())
+	}
+
+	h.clk.add(time.Minute) // 1m30s left: less than the Skew, more than kubectl's 30 s
+	if got := get(kubectl); !got.Equal(first) || h.exchanges.Load() != 1 {
+		t.Fatalf("kubectl's engine exchanged with 1m30s left (%d exchanges)", h.exchanges.Load())
+	}
+	second := get(proxy)
+	if h.exchanges.Load() != 2 || !second.After(first) {
+		t.Fatalf("with 1m30s left of a 2m Skew the proxy reused the credential (%d exchanges)", h.exchanges.Load())
+	}
+	if left := second.Sub(h.clk.now()); left < 4*time.Minute {
+		t.Fatalf("the fresh credential has only %v left", left)
+	}
+	// The same cache key: kubectl now finds the proxy's credential.
+	if got := get(kubectl); !got.Equal(second) || h.exchanges.Load() != 2 {
+		t.Fatalf("kubectl did not find the proxy's fresh credential (%d exchanges)", h.exchanges.Load())
+	}
+	if n := h.idp.AuthCodeGrants.Load(); n != 1 {
+		t.Fatalf("%d browser logins; the session serves every exchange", n)
+	}
+}
+
+// TestCredentialStatic: without the agent the credential is the token and
+// has no expiry (the caller must not schedule a renewal); with it, the
+// agent's credential, cached under kubectl's key.
+func TestCredentialStatic(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	cred, err := h.engine(nil).CredentialStatic(ctx, &config.Static{Token: "tok"}, login.Request{})
+	if err != nil || cred.Token != "tok" || !cred.ExpirationTimestamp.IsZero() {
+		t.Fatalf("%+v, %v", cred, err)
+	}
+	conc := &config.Concierge{Endpoint: "https://c", AuthenticatorType: "webhook", AuthenticatorName: "w"}
+	first, err := h.engine(nil).CredentialStatic(ctx, &config.Static{Token: "tok", Concierge: conc}, login.Request{})
+	if err != nil || first.ClientCertificateData != "cert" {
+		t.Fatalf("%+v, %v", first, err)
+	}
+	var out bytes.Buffer
+	if err := h.engine(&out).LoginStatic(ctx, &config.Static{Token: "tok", Concierge: conc}, interactive); err != nil {
+		t.Fatal(err)
+	}
+	if h.exchanges.Load() != 1 || decode(t, out.Bytes())["status"].(map[string]any)["expirationTimestamp"] != first.ExpirationTimestamp.UTC().Format(time.RFC3339) {
+		t.Fatalf("kubectl did not get the cached credential: %d exchanges, %s", h.exchanges.Load(), out.String())
+	}
+}
+
+// TestUnattendedNeedsAPerson: an Unattended engine (pinniped proxy renewing
+// in the background) never starts a login a person must finish, and says
+// so with ErrNeedsPerson; what needs nobody (the cache, a refresh, a
+// password from the environment) still works.
+func TestUnattendedNeedsAPerson(t *testing.T) {
+	ctx := context.Background()
+	unattended := func(h *harness) *login.Engine {
+		e := h.engine(nil)
+		e.Unattended = true
+		e.UI = &browserUI{ca: h.idp.CABundle, answers: map[string]string{"Username: ": "alice", "Password: ": "password"}}
+		return e
+	}
+
+	h := newHarness(t)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("no session: %v, want ErrNeedsPerson", err)
+	}
+	if h.ui.opened.Load() != 0 || h.idp.AuthCodeGrants.Load() != 0 {
+		t.Fatal("an unattended engine started a browser login")
+	}
+	// A person logs in; later the background renewal refreshes alone.
+	if _, err := h.engine(nil).CredentialOIDC(ctx, h.request(true), login.Request{Interactive: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.add(55 * time.Minute)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); err != nil {
+		t.Fatalf("an unattended refresh: %v", err)
+	}
+	if h.idp.RefreshGrants.Load() != 1 || h.ui.opened.Load() != 1 {
+		t.Fatalf("refreshes %d, browsers %d", h.idp.RefreshGrants.Load(), h.ui.opened.Load())
+	}
+	// The refresh is refused: only a person can help now.
+	h.clk.add(2 * time.Hour)
+	h.idp.FailRefresh.Store(true)
+	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("refresh refused: %v, want ErrNeedsPerson", err)
+	}
+	if h.ui.opened.Load() != 1 {
+		t.Fatal("an unattended engine opened a browser")
+	}
+
+	device := h.request(true)
+	device.Flow = config.FlowDevice
+	if _, err := unattended(h).CredentialOIDC(ctx, device, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+		t.Fatalf("device flow: %v, want ErrNeedsPerson", err)
+	}
+
+	// A password from the environment needs nobody; a missing one is
+	// never asked for, even of a UI that would answer.
+	h = newHarness(t)
+	pw := h.request(true)
+	pw.Flow, pw.Username, pw.Password = config.FlowPassword, "alice", "password"
+	if _, err := unattended(h).CredentialOIDC(ctx, pw, login.Request{}); err != nil || h.idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("password from the environment: %v, %d grants", err, h.idp.PasswordGrants.Load())
+	}
+	h = newHarness(t)
+	pw = h.request(true)
+	pw.Flow, pw.Username = config.FlowPassword, "alice"
+	e := unattended(h)
+	e.CanPrompt = true
+	if _, err := e.CredentialOIDC(ctx, pw, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) || len(e.UI.(*browserUI).asked) != 0 {
+		t.Fatalf("password without PINNIPED_PASSWORD: %v, asked %v", err, e.UI.(*browserUI).asked)
+	}
+}

@@ -1,0 +1,178 @@
+// Package proxycmd implements `pinniped proxy`, the local credential proxy
+// (docs/local-proxy.md), `pinniped proxy credential`, the exec plugin of
+// the kubeconfig it writes, and the proxy's part of `pinniped status`. It
+// only wires the cli/localproxy packages together.
+package proxycmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
+)
+
+// DefaultListen is the proxy's default address: a fixed port, so the
+// kubeconfig it writes stays valid from one start to the next.
+const DefaultListen = "127.0.0.1:47443"
+
+// KubeconfigName is the kubeconfig's file name in the state directory.
+const KubeconfigName = "kubeconfig"
+
+// Options are the inputs of `pinniped proxy`.
+type Options struct {
+	Kubeconfig    string
+	Contexts      []string
+	Listen        string
+	KubeconfigOut string
+	StateDir      string
+
+	// What Validate made of them.
+	raw     clientcmdapi.Config
+	targets []*targets.Target
+	skipped []targets.Skipped
+	host    string // the loopback IP to listen on
+	port    int
+
+	f *cmdutil.Factory
+}
+
+// NewCmdProxy returns `pinniped proxy` with its `credential` subcommand;
+// runF (nil: Options.Run) does the work.
+func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{f: f}
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Serve your pinniped contexts through a local proxy that renews credentials without cutting streams",
+		Long: `proxy runs a credential proxy on this machine's loopback interface for every
+context of your kubeconfig whose user runs "pinniped login" (or only the
+--context ones), and writes a kubeconfig with the same context names that
+points at it. Clients using that kubeconfig (kubectl, k9s, Lens, Headlamp,
+controllers) hold only the proxy's local secret, which never changes while
+it runs, so a credential renewal never closes their watches, log tails,
+exec sessions or port-forwards. The proxy logs in itself, with the same
+caches as "pinniped login", renews each credential well before it expires,
+and opens new connections with the new one while old streams run to their
+end.
+
+It listens on loopback only, with a certificate from a CA of its own that
+the kubeconfig pins; every request must carry the local secret (only you
+can read it), and on Linux must come from your own user. Identity headers a
+client sends are never forwarded. When a login needs you, it asks in this
+terminal; requests get a clear error meanwhile, never a hang.
+
+Everything it prints goes to stderr (stdout stays empty): what it serves,
+the kubeconfig to use, and one line per renewal, never a secret or an
+identity. Stop it with Ctrl-C; "pinniped status" shows whether it runs.
+See docs/local-proxy.md.`,
+		Example: `  pinniped proxy
+  export KUBECONFIG=~/.config/pinniped/proxy/kubeconfig   # in another terminal
+
+  pinniped proxy --context=prod --context=staging --listen=127.0.0.1:8443`,
+		Args: cobra.NoArgs,
+		RunE: cmdutil.RunE(o, func() error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			return o.Validate()
+		}, runF, o.Run),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose contexts to serve (default $KUBECONFIG or ~/.kube/config)")
+	fl.StringArrayVar(&o.Contexts, "context", nil, "context to serve (repeatable; default: every context whose user runs pinniped login)")
+	fl.StringVar(&o.Listen, "listen", DefaultListen, "loopback address and port to listen on")
+	fl.StringVar(&o.KubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig that uses the proxy (default <state dir>/kubeconfig); its directory must be private to you")
+	fl.StringVar(&o.StateDir, "state-dir", "", "the proxy's state directory: CA, local secret, state (default $XDG_CONFIG_HOME/pinniped/proxy)")
+	cmd.AddCommand(NewCmdCredential(f, nil))
+	return cmd
+}
+
+// Complete fills in the defaults.
+func (o *Options) Complete() error {
+	if o.StateDir == "" {
+		dir, err := state.DefaultDir(credstore.Places{Getenv: o.f.Getenv})
+		if err != nil {
+			return fmt.Errorf("find the proxy's state directory (or give --state-dir): %w", err)
+		}
+		o.StateDir = dir
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return err
+	}
+	o.StateDir = abs
+	if o.KubeconfigOut == "" {
+		o.KubeconfigOut = filepath.Join(o.StateDir, KubeconfigName)
+	}
+	if o.KubeconfigOut, err = filepath.Abs(o.KubeconfigOut); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Validate checks the address and reads the kubeconfig into what to
+// serve: no network, nothing started.
+func (o *Options) Validate() error {
+	host, port, err := ParseListen(o.Listen)
+	if err != nil {
+		return err
+	}
+	o.host, o.port = host, port
+
+	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	if err != nil {
+		return fmt.Errorf("read the kubeconfig: %w", err)
+	}
+	ts, skipped, err := targets.Build(raw, targets.Options{Contexts: o.Contexts, LookupEnv: o.f.LookupEnv})
+	if err != nil {
+		return err
+	}
+	if len(o.Contexts) > 0 && len(skipped) > 0 {
+		// The person named these: serving fewer is not what they asked.
+		var why []string
+		for _, s := range skipped {
+			why = append(why, fmt.Sprintf("context %q: %s", s.Context, s.Reason))
+		}
+		return fmt.Errorf("cannot serve every --context asked for:\n  %s", strings.Join(why, "\n  "))
+	}
+	if len(ts) == 0 {
+		return errors.New("no context of the kubeconfig runs `pinniped login oidc` or `pinniped login static`: there is nothing to serve " +
+			"(make one with `pinniped get kubeconfig`, or name the kubeconfig with --kubeconfig)")
+	}
+	o.raw, o.targets, o.skipped = raw, ts, skipped
+	return nil
+}
+
+// ParseListen accepts only a loopback address: the proxy hands out live
+// cluster credentials to whoever has the local secret, and nothing off
+// this machine may even reach it. "localhost" means 127.0.0.1 (a name
+// could resolve anywhere).
+func ParseListen(listen string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen=%q is not host:port (e.g. %s): %w", listen, DefaultListen, err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("--listen=%q: %q is not a port number", listen, p)
+	}
+	if h == "localhost" {
+		h = "127.0.0.1"
+	}
+	ip := net.ParseIP(h)
+	if ip == nil || !ip.IsLoopback() {
+		return "", 0, fmt.Errorf("--listen=%q: the proxy listens only on a loopback address (127.0.0.1, ::1 or localhost), "+
+			"never on an address other machines can reach", listen)
+	}
+	return ip.String(), port, nil
+}

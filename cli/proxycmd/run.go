@@ -1,0 +1,355 @@
+package proxycmd
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/peer"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/renew"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/ui/tty"
+)
+
+// Server timeouts. No write or idle-request timeout bounds a response:
+// watches, log tails, exec sessions and port-forwards last as long as the
+// client wants.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 5 * time.Minute
+	// drainTimeout is how long a stop waits for requests in flight; the
+	// streams still open then are cut.
+	drainTimeout = 20 * time.Second
+)
+
+// Run serves until ctx ends (Ctrl-C, SIGTERM), then drains and removes the
+// secret and the state file.
+func (o *Options) Run(ctx context.Context) error {
+	errOut := o.f.IO.ErrOut
+	run, err := state.Start(ctx, o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = run.Stop() }()
+	secret, err := run.NewSecret()
+	if err != nil {
+		return err
+	}
+	serving, err := localca.Serve(o.StateDir, o.f.Now)
+	if err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s (another program may use the port: choose another with --listen): %w", o.Listen, err)
+	}
+	defer ln.Close()
+	base := "https://" + ln.Addr().String()
+
+	p := &proxy{
+		o: o, run: run, out: &lockedWriter{w: errOut}, base: base,
+		interactive: tty.IsTerminal(errOut),
+		infos:       map[string]state.Context{},
+	}
+	srvTargets := make([]*server.Target, 0, len(o.targets))
+	renewers := make([]*renew.Renewer, 0, len(o.targets))
+	for _, t := range o.targets {
+		st, r, err := p.target(t)
+		if err != nil {
+			return err
+		}
+		srvTargets = append(srvTargets, st)
+		renewers = append(renewers, r)
+	}
+	if err := p.writeState(); err != nil {
+		return err
+	}
+	kc, err := Kubeconfig(o.raw, o.targets, base, serving.CAPEM, o.StateDir, frontPath(o.f.Getenv))
+	if err != nil {
+		return err
+	}
+	if err := writePrivate(o.KubeconfigOut, kc); err != nil {
+		return err
+	}
+
+	logger := slog.New(slog.NewTextHandler(p.out, nil))
+	srv := &http.Server{
+		Handler: peer.Check(server.New(secret, srvTargets, logger)),
+		TLSConfig: &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{serving.Certificate},
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnContext:       peer.ConnContext,
+		ErrorLog:          log.New(p.out, "pinniped proxy: ", 0),
+	}
+
+	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, r := range renewers {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Run(renewCtx) }()
+	}
+	defer func() { stopRenewing(); wg.Wait() }()
+
+	p.announce()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("the proxy's server stopped: %w", err)
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(p.out, "Stopping: letting requests in flight finish (up to %s)...\n", drainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		_ = srv.Close()
+	}
+	fmt.Fprintln(p.out, "pinniped proxy stopped.")
+	return nil
+}
+
+// frontPath is the pinniped the kubeconfig's exec entry runs; a variable
+// so tests run their own binary as the plugin.
+var frontPath = defaultFrontPath
+
+// proxy is one run's shared state.
+type proxy struct {
+	o           *Options
+	run         *state.Running
+	out         io.Writer
+	base        string
+	interactive bool
+
+	mu    sync.Mutex
+	infos map[string]state.Context
+}
+
+// lockedWriter keeps lines from renewers of several contexts whole.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// target wires one context: its holder, its renewer and its server entry.
+func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error) {
+	up, _, err := rest.DefaultServerUrlFor(t.Upstream)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context %q: its server: %w", t.Context, err)
+	}
+	get, err := p.getter(t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	holder := &upstream.Holder{}
+	n := 0
+	r := &renew.Renewer{
+		Get: get,
+		Apply: func(c *credcache.Credential) error {
+			n++
+			g, err := upstream.NewGeneration(t.Upstream, *c, n)
+			if err != nil {
+				return err
+			}
+			holder.Swap(g)
+			return nil
+		},
+		Interactive: p.interactive && t.Interactive,
+	}
+	var last renew.Info
+	r.Changed = func(i renew.Info) {
+		p.changed(t, i, last)
+		last = i
+	}
+	p.infos[t.Slug] = state.Context{Context: t.Context, Server: p.base + server.PathPrefix + t.Slug, State: renew.Renewing.String()}
+	pid := os.Getpid()
+	st := &server.Target{
+		Context: t.Context, Slug: t.Slug, Upstream: up, Holder: holder,
+		State: func() (bool, string) {
+			s, msg := r.State()
+			if s == renew.NeedsPerson && r.Interactive {
+				msg = fmt.Sprintf("%s (pid %d)", msg, pid)
+			}
+			return s == renew.Ready, msg
+		},
+	}
+	return st, r, nil
+}
+
+// getter is the renewer's Get for t: the login engine kubectl's call of
+// the plugin runs, with the same caches and keys, so both share sessions
+// and credentials. One engine per target, used by its renewer alone:
+// Skew and Unattended are set per call.
+func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*credcache.Credential, error), error) {
+	f := p.o.f
+	quiet := ui.ForLogin(ui.LoginOptions{In: f.IO.In, Out: p.out, Getenv: f.Getenv, Open: f.Browser, Now: f.Now})
+	req := login.Request{Cluster: t.Cluster}
+	if s := t.Login.Static; s != nil {
+		e, err := logincmd.NewEngine(f, s.CredentialCache, quiet)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, a renew.Ask) (*credcache.Credential, error) {
+			e.Skew, e.Unattended = a.MinValid, !a.Person
+			return e.CredentialStatic(ctx, s, req)
+		}, nil
+	}
+	c := t.Login.OIDC
+	e, err := logincmd.NewOIDCEngine(f, c, quiet)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, a renew.Ask) (*credcache.Credential, error) {
+		if !a.Person {
+			e.Skew, e.Unattended = a.MinValid, true
+			return e.CredentialOIDC(ctx, c, req)
+		}
+		// A person logs in: in this terminal, with the login's own
+		// timeout, in a view of its own that is finished (the terminal
+		// restored) before the next one.
+		fmt.Fprintf(p.out, "Context %q needs you to log in.\n", t.Context)
+		if c.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+			defer cancel()
+		}
+		ctx, cancelLogin := context.WithCancelCause(ctx)
+		defer cancelLogin(nil)
+		view := ui.ForLogin(ui.LoginOptions{
+			In: f.IO.In, Out: p.out, Interactive: true, Getenv: f.Getenv, Open: f.Browser, Now: f.Now,
+			Issuer: c.Issuer, Cancel: cancelLogin,
+		})
+		pe, err := logincmd.NewOIDCEngine(f, c, view)
+		if err != nil {
+			return nil, view.Finish(err)
+		}
+		pe.Skew, pe.Unattended = a.MinValid, false
+		cred, err := pe.CredentialOIDC(ctx, c, login.Request{Cluster: t.Cluster, Interactive: true})
+		return cred, view.Finish(err)
+	}, nil
+}
+
+// changed records a renewer's news in state.json and prints a line for a
+// new credential or a new problem: never an identity or a secret.
+func (p *proxy) changed(t *targets.Target, i, last renew.Info) {
+	p.mu.Lock()
+	c := p.infos[t.Slug]
+	c.Expires, c.Renewals, c.State, c.Problem = i.Expires, i.Renewals, i.State.String(), ""
+	if i.State != renew.Ready || i.Message != "" {
+		c.Problem = i.Message
+	}
+	p.infos[t.Slug] = c
+	p.mu.Unlock()
+	if err := p.writeState(); err != nil {
+		fmt.Fprintf(p.out, "! could not update the state file (pinniped status may be out of date): %v\n", err)
+	}
+	now := p.o.f.Now().Local().Format(time.TimeOnly)
+	switch {
+	case i.Renewals > last.Renewals && i.Expires.IsZero():
+		fmt.Fprintf(p.out, "%s %s: credential ready (no expiry)\n", now, t.Context)
+	case i.Renewals > last.Renewals:
+		fmt.Fprintf(p.out, "%s %s: new credential (#%d), valid until %s\n", now, t.Context, i.Renewals, i.Expires.Local().Format(time.TimeOnly))
+	case (i.State == renew.Failed || i.State == renew.NeedsPerson) && (i.State != last.State || !sameProblem(i, last)):
+		fmt.Fprintf(p.out, "%s %s: %s: %s\n", now, t.Context, i.State, i.Message)
+	}
+}
+
+// sameProblem compares two messages without their "next try in" tail,
+// which changes at every retry.
+func sameProblem(a, b renew.Info) bool {
+	cut := func(s string) string {
+		if i := strings.LastIndex(s, " (next try in "); i >= 0 {
+			return s[:i]
+		}
+		return s
+	}
+	return cut(a.Message) == cut(b.Message)
+}
+
+func (p *proxy) writeState() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs := make(map[string]state.Context, len(p.infos))
+	for k, v := range p.infos {
+		cs[k] = v
+	}
+	return p.run.Write(&state.State{Address: p.base, Contexts: cs})
+}
+
+// announce says what is served, where, and how to use it.
+func (p *proxy) announce() {
+	var b []byte
+	b = fmt.Appendf(b, "pinniped proxy (pid %d) is serving on %s:\n", os.Getpid(), p.base)
+	for _, t := range p.o.targets {
+		b = fmt.Appendf(b, "  %-30s -> %s%s%s\n", t.Context, p.base, server.PathPrefix, t.Slug)
+	}
+	notPinniped := 0
+	var others []string
+	for _, s := range p.o.skipped {
+		if s.Kind == targets.NotPinniped {
+			notPinniped++
+			continue
+		}
+		others = append(others, fmt.Sprintf("  %s: %s\n", s.Context, s.Reason))
+	}
+	sort.Strings(others)
+	if len(others) > 0 {
+		b = append(b, "Not served:\n"...)
+		for _, s := range others {
+			b = append(b, s...)
+		}
+	}
+	if notPinniped > 0 {
+		b = fmt.Appendf(b, "(%d other contexts do not use pinniped login and are not served.)\n", notPinniped)
+	}
+	b = fmt.Appendf(b, "Use the kubeconfig %s (same context names), e.g.:\n  export KUBECONFIG=%s\n", p.o.KubeconfigOut, shellQuote(p.o.KubeconfigOut))
+	if p.interactive {
+		b = append(b, "Logins that need you are shown here. Stop with Ctrl-C.\n"...)
+	} else {
+		b = append(b, "No terminal: logins that need a person are not started here; log in with the original kubeconfig and the proxy uses that session. Stop with SIGTERM or Ctrl-C.\n"...)
+	}
+	_, _ = p.out.Write(b)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	safe := func(r rune) bool {
+		return strings.ContainsRune("/.-_~", r) || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+	}
+	for _, r := range s {
+		if !safe(r) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
