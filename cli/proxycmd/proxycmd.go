@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 )
@@ -173,6 +175,13 @@ func ParseListen(listen string) (host string, port int, err error) {
 	if ip == nil || !ip.IsLoopback() {
 		return "", 0, fmt.Errorf("--listen=%q: the proxy listens only on a loopback address (127.0.0.1, ::1 or localhost), "+
 			"never on an address other machines can reach", listen)
+	}
+	// Other loopback addresses (127.0.0.2) are refused too: the serving
+	// certificate names only these, and client-go would refuse a server
+	// the written kubeconfig calls by another address.
+	if !slices.ContainsFunc(localca.IPs, ip.Equal) {
+		return "", 0, fmt.Errorf("--listen=%q: the proxy's certificate is for 127.0.0.1, ::1 and localhost only: listen on one of them "+
+			"(another port, e.g. 127.0.0.1:8443, if %s is taken)", listen, DefaultListen)
 	}
 	return ip.String(), port, nil
 }
