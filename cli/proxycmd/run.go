@@ -29,6 +29,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
 )
 
@@ -213,6 +214,9 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*credcache.Credential, error), error) {
 	f := p.o.f
 	quiet := ui.ForLogin(ui.LoginOptions{In: f.IO.In, Out: p.out, Getenv: f.Getenv, Open: f.Browser, Now: f.Now})
+	// The renewal's own line (changed) says what a background login's
+	// summary would, without naming the user.
+	quiet.View = noSummary{quiet.View}
 	req := login.Request{Cluster: t.Cluster}
 	if s := t.Login.Static; s != nil {
 		e, err := logincmd.NewEngine(f, s.CredentialCache, quiet)
@@ -249,6 +253,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 			In: f.IO.In, Out: p.out, Interactive: true, Getenv: f.Getenv, Open: f.Browser, Now: f.Now,
 			Issuer: c.Issuer, Cancel: cancelLogin,
 		})
+		view.View = anonymousSummary{view.View}
 		pe, err := logincmd.NewOIDCEngine(f, c, view)
 		if err != nil {
 			return nil, view.Finish(err)
@@ -257,6 +262,22 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 		cred, err := pe.CredentialOIDC(ctx, c, login.Request{Cluster: t.Cluster, Interactive: true})
 		return cred, view.Finish(err)
 	}, nil
+}
+
+// noSummary drops the engine's summary of a login, which names the user
+// and groups: the proxy's output, which may end up in a log, never names
+// an identity.
+type noSummary struct{ loginview.View }
+
+func (noSummary) Success(loginview.Summary) {}
+
+// anonymousSummary shows the person who just logged in that it worked,
+// and until when, without naming the user or groups (as noSummary).
+type anonymousSummary struct{ loginview.View }
+
+func (v anonymousSummary) Success(s loginview.Summary) {
+	s.Username, s.Groups = "", nil
+	v.View.Success(s)
 }
 
 // changed records a renewer's news in state.json and prints a line for a
