@@ -120,6 +120,12 @@ func Start(ctx context.Context, dir string) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the proxy's running lock: %w", err)
 	}
+	// A proxy that was killed left its secret: until NewSecret, clients
+	// must hear "starting", not get a secret no proxy accepts.
+	if err := privatedir.Remove(dir, SecretFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = l.Unlock()
+		return nil, fmt.Errorf("remove the secret a stopped proxy left: %w", err)
+	}
 	r := &Running{dir: dir, lock: l, pid: os.Getpid(), started: time.Now()}
 	if err := r.Write(&State{}); err != nil {
 		_ = l.Unlock()

@@ -275,3 +275,24 @@ func TestLinksAreRefused(t *testing.T) {
 		t.Errorf("status of an open directory: %v", err)
 	}
 }
+
+// TestAKilledProxysSecretIsNotHandedOut: a proxy that was killed left its
+// secret file. Once a new proxy holds the lock, and until it has written
+// its own secret, RunningSecret must not hand out the dead one's.
+func TestAKilledProxysSecretIsNotHandedOut(t *testing.T) {
+	dir := newDir(t)
+	if err := Prepare(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := privatedir.WriteFile(dir, SecretFile, []byte("left-by-a-killed-proxy")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Start(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Stop() }()
+	if s, err := RunningSecret(context.Background(), dir); !errors.Is(err, ErrStarting) {
+		t.Errorf("between Start and NewSecret: %q, %v; want ErrStarting", s, err)
+	}
+}
