@@ -36,7 +36,13 @@ const timeout = 5 * time.Second
 // Answer prints the ExecCredential for args (the command line after
 // "pinniped") and reports true when it could; false means the engine must run.
 func Answer(args []string, env Env, stdout io.Writer) bool {
-	if len(args) < 2 || (args[0] != "login" && (args[0] != "proxy" || args[1] != "credential")) {
+	if len(args) < 2 {
+		return false
+	}
+	// The commands answered here, by their first two words.
+	switch args[0] + " " + args[1] {
+	case "login oidc", "login static", "proxy credential":
+	default:
 		return false
 	}
 	if env.Getenv("PINNIPED_DEBUG") == "true" {

@@ -50,6 +50,8 @@ func TestProxyCredential(t *testing.T) {
 		{"proxy", "credential", "--state-dir", "relative"},
 		{"proxy", "credential", "--state-dir", dir, "--extra"},
 		{"proxy", "other", "--state-dir", dir},
+		// Not a command of pinniped: the engine says so.
+		{"login", "credential", "--state-dir", dir},
 	} {
 		var out bytes.Buffer
 		if fastlogin.Answer(args, env, &out) || out.Len() != 0 {
