@@ -98,9 +98,9 @@ func (o *Options) Run(ctx context.Context) error {
 	srv := &http.Server{
 		Handler: peer.Check(server.New(secret, srvTargets, logger)),
 		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{serving.Certificate},
-			NextProtos:   []string{"h2", "http/1.1"},
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: serving.GetCertificate(o.f.Now),
+			NextProtos:     []string{"h2", "http/1.1"},
 		},
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
@@ -57,6 +58,51 @@ type Serving struct {
 	CAPEM []byte
 	// NotAfter is when the serving certificate expires.
 	NotAfter time.Time
+
+	ca  *certauthority.CA
+	mu  sync.Mutex
+	cur *tls.Certificate
+	end time.Time
+}
+
+// ReissueBefore is how long before its expiry a running proxy's serving
+// certificate is replaced.
+const ReissueBefore = 7 * 24 * time.Hour
+
+// GetCertificate is for tls.Config: it serves the certificate and issues a
+// new one from the same CA once the current one is within ReissueBefore of
+// its expiry. A proxy may run longer than a serving certificate lives, and
+// the kubeconfig it wrote pins the CA, not the certificate. If issuing
+// fails, the current certificate is served until it expires.
+func (s *Serving) GetCertificate(now func() time.Time) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if now == nil {
+		now = time.Now
+	}
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.cur == nil {
+			s.cur, s.end = &s.Certificate, s.NotAfter
+		}
+		if s.ca != nil && !now().Before(s.end.Add(-ReissueBefore)) {
+			if cert, end, err := issue(s.ca); err == nil {
+				s.cur, s.end = cert, end
+			}
+		}
+		return s.cur, nil
+	}
+}
+
+func issue(ca *certauthority.CA) (*tls.Certificate, time.Time, error) {
+	issued, err := ca.IssueServingCert(commonName, DNSNames, IPs, ServingLifetime)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("issue the proxy's serving certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("the proxy's serving certificate: %w", err)
+	}
+	return &cert, issued.NotAfter, nil
 }
 
 // Serve loads the CA from dir, or makes one there when it has none (or one
@@ -77,15 +123,11 @@ func Serve(dir string, now func() time.Time) (*Serving, error) {
 			return nil, err
 		}
 	}
-	issued, err := ca.IssueServingCert(commonName, DNSNames, IPs, ServingLifetime)
+	cert, notAfter, err := issue(ca)
 	if err != nil {
-		return nil, fmt.Errorf("issue the proxy's serving certificate: %w", err)
+		return nil, err
 	}
-	cert, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("the proxy's serving certificate: %w", err)
-	}
-	return &Serving{Certificate: cert, CAPEM: ca.CertPEM(), NotAfter: issued.NotAfter}, nil
+	return &Serving{Certificate: *cert, CAPEM: ca.CertPEM(), NotAfter: notAfter, ca: ca}, nil
 }
 
 // load reads the CA, or returns nil when dir has neither file: a start

@@ -224,3 +224,33 @@ func TestLinksAndOpenDirectoriesAreRefused(t *testing.T) {
 		t.Errorf("a link for the directory: %v", err)
 	}
 }
+
+// TestARunningProxyGetsANewCertificate: a proxy that runs longer than its
+// serving certificate lives serves a new one from the same CA (the one its
+// kubeconfig pins) before the old one expires.
+func TestARunningProxyGetsANewCertificate(t *testing.T) {
+	s, err := Serve(stateDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := s.NotAfter.Add(-ReissueBefore - time.Hour)
+	get := s.GetCertificate(func() time.Time { return at })
+	first, _ := get(nil)
+	if again, _ := get(nil); again != first || !bytes.Equal(first.Certificate[0], s.Certificate.Certificate[0]) {
+		t.Fatal("a certificate with more than a week left was replaced")
+	}
+	at = s.NotAfter.Add(-ReissueBefore + time.Hour)
+	fresh, _ := get(nil)
+	if bytes.Equal(fresh.Certificate[0], first.Certificate[0]) {
+		t.Fatal("a certificate within a week of its expiry was not replaced")
+	}
+	leaf, err := x509.ParseCertificate(fresh.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CAPEM)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost"}); err != nil {
+		t.Fatalf("the new certificate does not chain to the CA the kubeconfig pins: %v", err)
+	}
+}
