@@ -22,15 +22,16 @@ import (
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
-// installAgent installs the agent with a JWTAuthenticator "dex" and removes
-// it when the test ends. It returns the pinniped binary.
-func installAgent(t *testing.T) string {
+// installAgent installs the agent with a JWTAuthenticator "dex" (and extra
+// arguments to `pinniped install`) and removes it when the test ends. It
+// returns the pinniped binary.
+func installAgent(t *testing.T, extra ...string) string {
 	t.Helper()
 	// The CLI stores credentials in the keyring; the tests' own keyring must
 	// own the Secret Service name before anything D-Bus-activates another.
 	KeyringSession(t)
 	pinniped := BuildStatic(t, "./cmd/pinniped")
-	Run(t, nil, pinniped, installArgs(t)...)
+	Run(t, nil, pinniped, installArgs(t, extra...)...)
 	t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
 	return pinniped
 }
