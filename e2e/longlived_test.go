@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/e2e/internal/longclient"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
@@ -59,7 +61,7 @@ spec:
 			if server := Run(t, []string{"KUBECONFIG=" + kc}, "kubectl", "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"); server != strategy.Endpoint {
 				t.Fatalf("kubeconfig server %q, want the impersonation proxy %q", server, strategy.Endpoint)
 			}
-			rep := runLongClient(t, kc, 3)
+			rep := runLongClient(t, kc, 3, nil)
 			if len(rep.Cuts) != 0 {
 				t.Errorf("through the impersonation proxy, credential renewals cut %d streams, want none:\n%s", len(rep.Cuts), rep.Summary())
 			}
@@ -71,22 +73,106 @@ spec:
 		// alice's direct kubeconfig: a client certificate per renewal. One
 		// renewal is enough to show the harness sees the cut.
 		kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
-		rep := runLongClient(t, kc, 1)
+		rep := runLongClient(t, kc, 1, nil)
 		if len(rep.Cuts) == 0 {
 			t.Errorf("a renewed client certificate cut nothing: client-go closes all of a rest.Config's connections when its certificate changes, so the harness is blind:\n%s", rep.Summary())
 		}
 	})
 
 	t.Run("pinniped proxy", func(t *testing.T) {
-		t.Skip("needs `pinniped proxy` (issue 29, part B), not built yet: this subtest will run the same client through it and want zero cuts")
+		// The same client through `pinniped proxy`, which renews alice's
+		// certificates itself: client-go holds the proxy's constant local
+		// secret, and the proxy lets streams run on the connections of the
+		// certificate they started with.
+		kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
+		proxied, stateDir := startLocalProxy(t, pinniped, kc)
+		rep := runLongClient(t, proxied, 3, func() int {
+			st, err := state.Read(stateDir)
+			if err != nil || st == nil {
+				return 0
+			}
+			n := 0
+			for _, c := range st.Contexts {
+				n += max(c.Renewals-1, 0) // the first credential is no renewal
+			}
+			return n
+		})
+		if len(rep.Cuts) != 0 {
+			t.Errorf("through pinniped proxy, credential renewals cut %d streams, want none:\n%s", len(rep.Cuts), rep.Summary())
+		}
 	})
+}
+
+// startLocalProxy runs `pinniped proxy` for kubeconfig kc as alice (her
+// password login unattended, its own credential cache) until the test
+// ends, and returns the kubeconfig it writes and its state directory.
+func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
+	t.Helper()
+	alice := testbed.DexUsers[0]
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, "proxy")
+	out := filepath.Join(stateDir, "kubeconfig")
+	logPath := filepath.Join(dir, "proxy.log")
+	logFile, err := os.Create(logPath) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(context.Background(), pinniped, "proxy", "--kubeconfig", kc, "--state-dir", stateDir, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"PINNIPED_USERNAME="+alice.Email, "PINNIPED_PASSWORD="+alice.Password)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("pinniped proxy ended with %v after Ctrl-C", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("pinniped proxy did not stop within 30 s of Ctrl-C")
+		}
+		_ = logFile.Close()
+		if b, err := os.ReadFile(logPath); err == nil { //nolint:gosec // G304: the test's own file
+			t.Logf("pinniped proxy said:\n%s", b)
+		}
+	})
+	Eventually(t, 90*time.Second, "pinniped proxy has a credential for every context", func(context.Context) error {
+		select {
+		case err := <-done:
+			return fmt.Errorf("pinniped proxy exited: %v", err)
+		default:
+		}
+		st, err := state.Read(stateDir)
+		if err != nil || st == nil || len(st.Contexts) == 0 {
+			return fmt.Errorf("no state yet (%v)", err)
+		}
+		for _, c := range st.Contexts {
+			if c.State != "ready" {
+				return fmt.Errorf("context %s is %s %s", c.Context, c.State, c.Problem)
+			}
+		}
+		if _, err := os.Stat(out); err != nil {
+			return err
+		}
+		return nil
+	})
+	return out, stateDir
 }
 
 // runLongClient runs longclient as alice with kubeconfig kc until her exec
 // plugin has handed client-go renewals new credentials (and a little more,
 // so a cut at the last renewal shows), and returns its report. It fails
 // the test if the renewals do not come within a few minutes.
-func runLongClient(t *testing.T, kc string, renewals int) *longclient.Report {
+//
+// renewed, when set, counts renewals instead of the exec plugin's distinct
+// credentials (behind pinniped proxy, client-go's credential never changes).
+func runLongClient(t *testing.T, kc string, renewals int, renewed func() int) *longclient.Report {
 	t.Helper()
 	alice := testbed.DexUsers[0]
 	raw, err := clientcmd.LoadFromFile(kc)
@@ -118,7 +204,11 @@ func runLongClient(t *testing.T, kc string, renewals int) *longclient.Report {
 	go func() {
 		start := time.Now()
 		for ctx.Err() == nil {
-			if seen := credentialsSeen(log); len(seen)-1 >= renewals {
+			n := len(credentialsSeen(log)) - 1
+			if renewed != nil {
+				n = renewed()
+			}
+			if n >= renewals {
 				// A cut comes right after its renewal, or, if it leaves a
 				// stream silent, within longclient's stall time (20 s).
 				select {
@@ -148,10 +238,14 @@ func runLongClient(t *testing.T, kc string, renewals int) *longclient.Report {
 	for _, s := range seen {
 		at = append(at, "+"+s.Sub(rep.Start).Round(100*time.Millisecond).String())
 	}
-	t.Logf("%d renewals (credentials handed to client-go at %s); %s", max(len(seen)-1, 0), strings.Join(at, ", "), rep.Summary())
+	n := max(len(seen)-1, 0)
+	if renewed != nil {
+		n = renewed()
+	}
+	t.Logf("%d renewals (credentials handed to client-go at %s); %s", n, strings.Join(at, ", "), rep.Summary())
 	select {
 	case <-timedOut:
-		t.Fatalf("%d renewals in %s, want %d: is the agent issuing 1-minute credentials?", max(len(seen)-1, 0), deadline, renewals)
+		t.Fatalf("%d renewals in %s, want %d: is the agent issuing 1-minute credentials?", n, deadline, renewals)
 	default:
 	}
 	for _, s := range []string{longclient.StreamWatch, longclient.StreamLogs, longclient.StreamExecWS, longclient.StreamExecSPDY,
