@@ -145,12 +145,12 @@ func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
 	Eventually(t, 90*time.Second, "pinniped proxy has a credential for every context", func(context.Context) error {
 		select {
 		case err := <-done:
-			return fmt.Errorf("pinniped proxy exited: %v", err)
+			return fmt.Errorf("pinniped proxy exited: %w", err)
 		default:
 		}
 		st, err := state.Read(stateDir)
 		if err != nil || st == nil || len(st.Contexts) == 0 {
-			return fmt.Errorf("no state yet (%v)", err)
+			return fmt.Errorf("no state yet (%w)", err)
 		}
 		for _, c := range st.Contexts {
 			if c.State != "ready" {
