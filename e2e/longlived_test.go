@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -149,8 +150,11 @@ func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
 		default:
 		}
 		st, err := state.Read(stateDir)
-		if err != nil || st == nil || len(st.Contexts) == 0 {
-			return fmt.Errorf("no state yet (%w)", err)
+		if err != nil {
+			return fmt.Errorf("no state yet: %w", err)
+		}
+		if st == nil || len(st.Contexts) == 0 {
+			return errors.New("no context in the state yet")
 		}
 		for _, c := range st.Contexts {
 			if c.State != "ready" {
