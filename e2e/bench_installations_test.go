@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,7 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 		Run(t, nil, pinniped, installArgs(t, "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)
 		t.Cleanup(func() {
 			_, _ = RunE(nil, pinniped, "uninstall", "--namespace="+benchNamespace, "--api-group-suffix="+benchSuffix)
+			forgetAPIGroups(t, benchSuffix)
 		})
 		other = installation{name: "pinniped (this build), a second install", namespace: benchNamespace, suffix: benchSuffix,
 			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent", installedHere: true}
@@ -213,4 +215,38 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", d.Metadata.Name, "--timeout=3m")...)
 	}
 	time.Sleep(6 * time.Second) // the old pods' drain
+}
+
+// forgetAPIGroups waits until no CRD of an uninstalled suffix is left and
+// empties kubectl's discovery cache (KUBECACHEDIR, this run's): it still
+// lists the suffix's groups, and later tests' short names such as
+// "credentialissuer" would resolve to a group that is gone.
+func forgetAPIGroups(t *testing.T, suffix string) {
+	t.Helper()
+	Eventually(t, 2*time.Minute, "the CRDs of API group suffix "+suffix+" are deleted", func(context.Context) error {
+		out, err := RunE(nil, "kubectl", "get", "customresourcedefinitions", "-o", "name")
+		if err != nil {
+			return err
+		}
+		for _, name := range strings.Fields(out) {
+			if strings.HasSuffix(name, "."+suffix) {
+				return fmt.Errorf("%s is still there", name)
+			}
+		}
+		return nil
+	})
+	dir := os.Getenv("KUBECACHEDIR")
+	if dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Errorf("kubectl's cache %s: %v", dir, err)
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Errorf("empty kubectl's cache: %v", err)
+		}
+	}
 }

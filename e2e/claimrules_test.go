@@ -3,15 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,43 +103,22 @@ spec:
 		if !csr {
 			t.Skip("the kubeadm profile runs no impersonation proxy")
 		}
-		// The proxy signs its own certificates (with the UID), reads the UID back
-		// from them, and asks the API server as that user with Impersonate-Uid.
+		// The proxy's own credentials carry the UID (its token in a claim, its
+		// certificate in the subject); it reads the UID back and asks the API
+		// server as that user with Impersonate-Uid.
 		s := waitProxyStrategy(t, "the impersonation proxy is advertised", proxySucceeds)
 		caFile := filepath.Join(t.TempDir(), "proxy-ca.crt")
 		if err := os.WriteFile(caFile, s.CA, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(s.CA)
-		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-		body, _ := json.Marshal(map[string]any{
-			"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
-			"spec": map[string]any{"token": idToken(alice), "authenticator": map[string]any{
-				"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex-rules"}},
-		})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Endpoint+"/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var tcr struct {
-			Status struct {
-				Credential *struct {
-					ClientCertificateData string `json:"clientCertificateData"`
-					ClientKeyData         string `json:"clientKeyData"`
-				} `json:"credential"`
-				Message string `json:"message"`
-			} `json:"status"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&tcr); err != nil || tcr.Status.Credential == nil {
-			t.Fatalf("exchange at the proxy: HTTP %d, %v, message %q", resp.StatusCode, err, tcr.Status.Message)
-		}
-		cred := exchangedCredential{Cert: tcr.Status.Credential.ClientCertificateData, Key: tcr.Status.Credential.ClientKeyData}
-		if who := whoamiWithCertAt(t, cred, s.Endpoint, caFile); who.Username != "rules:"+alice.Email || who.UID != alice.UserID {
-			t.Fatalf("through the proxy the API server sees %+v; want rules:%s with uid %q", who, alice.Email, alice.UserID)
+		in := ourInstall
+		in.authenticator = "dex-rules"
+		creds := map[string]proxyCredential{"the proxy's token": {Token: in.waitProxyToken(t, s, idToken(alice))}}
+		creds["a certificate from the proxy's signer"] = signerCredential(t, ourInstall, "rules:"+alice.Email, alice.UserID, []string{"local/developers"})
+		for name, cred := range creds {
+			if who := whoamiWithProxyCredential(t, cred, s.Endpoint, caFile); who.Username != "rules:"+alice.Email || who.UID != alice.UserID {
+				t.Errorf("%s: through the proxy the API server sees %+v; want rules:%s with uid %q", name, who, alice.Email, alice.UserID)
+			}
 		}
 	})
 

@@ -92,9 +92,17 @@ func TestProxyLoad(t *testing.T) {
 		if directCred.Cert == "" {
 			t.Fatalf("exchange for a direct certificate: %+v", directCred)
 		}
-		// Proxies: a certificate from each proxy's own TokenCredentialRequest.
-		proxyCert, proxyKey := proxyExchange(t, strategy, idToken())
-		otherCert, otherKey := other.proxyExchange(t, otherStrategy, idToken())
+		// Proxies: a client certificate for alice at each, as these rows
+		// always measured.
+		proxyClient := func(in installation, s proxyStrategy) *http.Client {
+			a := proxyLoadAuth(t, in, s, idToken(), alice)
+			c := client(s.CA, tls.Certificate{})
+			c.Transport.(*http.Transport).TLSClientConfig.Certificates = a.certificates()
+			if a.token != "" {
+				c.Transport = bearerTransport{base: c.Transport, token: a.token}
+			}
+			return c
+		}
 		// What the proxy sends, straight to the API server: the
 		// impersonate-only ServiceAccount's token and alice's identity in
 		// Impersonate-* headers. This splits the API server's cost of
@@ -106,9 +114,9 @@ func TestProxyLoad(t *testing.T) {
 		}}
 		return []target{
 			direct:       {"direct", client(clusterCA, pair([]byte(directCred.Cert), []byte(directCred.Key))), cfg.APIServerURL()},
-			proxy:        {"proxy", client(strategy.CA, pair(proxyCert, proxyKey)), strategy.Endpoint},
+			proxy:        {"proxy", proxyClient(ourInstall, strategy), strategy.Endpoint},
 			impersonated: {"impersonating", impersonating, cfg.APIServerURL()},
-			otherProxy:   {"proxy: " + other.name, client(otherStrategy.CA, pair(otherCert, otherKey)), otherStrategy.Endpoint},
+			otherProxy:   {"proxy: " + other.name, proxyClient(other, otherStrategy), otherStrategy.Endpoint},
 		}
 	}
 	targets := fresh()
@@ -281,4 +289,24 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// proxyLoadAuth is alice's credential for the installation's proxy in the
+// load rows: a client certificate from its signer where this test
+// installed it (its exchange returns tokens), or whatever its exchange
+// returns (another version's, or upstream's, certificate).
+func proxyLoadAuth(t *testing.T, in installation, s proxyStrategy, idToken string, alice testbed.DexUser) proxyAuth {
+	t.Helper()
+	if in.installedHere {
+		return certAuth(signerCert(t, in, alice.Email, alice.Groups))
+	}
+	cred := in.proxyExchange(t, s, idToken)
+	if cred.Token != "" {
+		return tokenAuth(cred.Token)
+	}
+	pair, err := tls.X509KeyPair(cred.Cert, cred.Key)
+	if err != nil {
+		t.Fatalf("%s: the proxy's certificate: %v", in.name, err)
+	}
+	return certAuth(pair)
 }

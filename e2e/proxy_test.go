@@ -29,6 +29,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
@@ -149,6 +150,11 @@ func TestImpersonationProxy(t *testing.T) {
 	Kubectl(t, "-n", proxyNS, "create", "rolebinding", "developers-edit", "--clusterrole=edit", "--group=developers")
 
 	alice := testbed.DexUsers[0]
+	// The proxy hands out certificates until the leader's first token key
+	// signs; what ships is tokens, so everything below runs with them.
+	idToken := PasswordLogin(t, context.Background(), alice).Extra("id_token").(string)
+	ourInstall.waitProxyToken(t, strategy, idToken)
+
 	kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(Run(t, nil, pinniped, "get", "kubeconfig", "--oidc-flow=password")), 0o600); err != nil {
 		t.Fatal(err)
@@ -182,6 +188,32 @@ func TestImpersonationProxy(t *testing.T) {
 		if out := Run(t, env, pinniped, "whoami"); !strings.Contains(out, alice.Email) {
 			t.Fatalf("pinniped whoami through the proxy: %s", out)
 		}
+	})
+
+	t.Run("kubectl's credential is the proxy's own token, which never reaches the API server", func(t *testing.T) {
+		tok := execCredentialToken(t, pinniped, kubeconfig, env)
+		jti := tokenJTI(t, tok)
+		var who selfSubjectReview
+		if err := json.Unmarshal([]byte(asAlice(t, "auth", "whoami", "-o", "json")), &who); err != nil {
+			t.Fatal(err)
+		}
+		if got := who.Status.UserInfo.Extra[proxytoken.CredentialIDExtra]; !slices.Equal(got, []string{"JTI=" + jti}) {
+			t.Fatalf("the API server sees credential ID %q, want the exec plugin's token's JTI=%s", got, jti)
+		}
+		// The API server's own record: the proxy's ServiceAccount (the only
+		// Authorization it got) impersonating alice, with the token's ID.
+		Eventually(t, 20*time.Second, "the audit event of the whoami with the token's ID", func(context.Context) error {
+			evs := auditEventsWithCredentialID("JTI=" + jti)
+			if len(evs) == 0 {
+				return errors.New("no audit event with the token's credential ID")
+			}
+			for _, ev := range evs {
+				if ev.User.Username != "system:serviceaccount:pinniped:pinniped-agent-proxy" || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != alice.Email {
+					t.Fatalf("audit event by %+v impersonating %+v, want the proxy's ServiceAccount impersonating %s", ev.User, ev.ImpersonatedUser, alice.Email)
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("apply get list delete", func(t *testing.T) {
@@ -335,7 +367,14 @@ subjects:
 	})
 
 	t.Run("client-sent identity headers are refused or stripped", func(t *testing.T) {
-		testHeaderSmuggling(t, strategy, alice)
+		// A client certificate from the proxy's signer still works (upstream's
+		// CLI, credentials cached before tokens); the exchange returns tokens.
+		cert := signerCert(t, ourInstall, alice.Email, alice.Groups)
+		tok := proxyExchange(t, strategy, PasswordLogin(t, context.Background(), alice).Extra("id_token").(string)).Token
+		if tok == "" {
+			t.Fatal("the proxy's exchange returned a certificate after it had returned tokens")
+		}
+		testHeaderSmuggling(t, strategy, alice, []proxyAuth{certAuth(cert), tokenAuth(tok)})
 	})
 
 	t.Run("port-forward survives a minute of idleness", func(t *testing.T) {
@@ -357,25 +396,23 @@ subjects:
 		}
 	})
 
+	// After the port-forwards' idle minute, which this (a second install)
+	// would stretch.
+	t.Run("the proxy refuses tokens it did not issue or that expired, without TokenReview", func(t *testing.T) {
+		testProxyTokens(t, pinniped, strategy, idToken)
+	})
+
 	t.Run("an external serving certificate rotated live", func(t *testing.T) {
 		testExternalCertificate(t, pinniped, strategy, env)
 	})
 }
 
-// testHeaderSmuggling sends requests with forged identity headers through the proxy and
-// checks what the real API server saw: SelfSubjectReview answers and its audit log.
-func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.DexUser) {
+// testHeaderSmuggling sends requests with forged identity headers through the proxy, as
+// alice with each of auths (a client certificate, a proxy token), and checks what the
+// real API server saw: SelfSubjectReview answers and its audit log.
+func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.DexUser, auths []proxyAuth) {
 	ctx := context.Background()
-	// alice's certificate, from a TokenCredentialRequest on the proxy itself (anonymous).
-	cert, key := proxyExchange(t, strategy, PasswordLogin(t, ctx, alice).Extra("id_token").(string))
-	pair, err := tls.X509KeyPair(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(strategy.CA)
-	withCert := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
-	anonymous := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	anonymous := proxyAuth{}.client(strategy)
 
 	// A cluster-admin token to smuggle.
 	Kubectl(t, "-n", proxyNS, "create", "serviceaccount", "powerful")
@@ -429,18 +466,12 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 			t.Errorf("%s: HTTP %d %s, want 403 mentioning %q", name, s.code, s.body, want)
 		}
 	}
-
-	isAlice("plain certificate", whoami(withCert, nil))
-	refused("Impersonate-User without permission", whoami(withCert, map[string][]string{"Impersonate-User": {"admin"}}), "may not impersonate admin")
-	refused("lower-case impersonate-user", whoami(withCert, map[string][]string{"impersonate-user": {"admin"}}), "may not impersonate admin")
-	refused("Impersonate-Group alone", whoami(withCert, map[string][]string{"Impersonate-Group": {"system:masters"}}), "requires Impersonate-User")
-	refused("Impersonate-Uid alone", whoami(withCert, map[string][]string{"Impersonate-Uid": {"1234"}}), "requires Impersonate-User")
-	refused("Impersonate-Extra alone", whoami(withCert, map[string][]string{"Impersonate-Extra-Scopes": {"all"}}), "requires Impersonate-User")
-	isAlice("Authorization on top of a certificate", whoami(withCert, map[string][]string{"Authorization": {"Bearer " + adminToken}}))
-	isAlice("X-Remote-User and X-Remote-Group", whoami(withCert, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Foo": {"bar"}}))
-	forwarded := whoami(withCert, map[string][]string{"X-Forwarded-For": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"}, "Forwarded": {"for=1.2.3.4"}})
-	isAlice("forged X-Forwarded-For", forwarded)
-
+	notSent := func(name string, s seen) {
+		t.Helper()
+		if ev, err := auditEvent(s.agent); err == nil {
+			t.Errorf("%s: the request reached the API server as %+v", name, ev.User)
+		}
+	}
 	// Hop-by-hop tricks: a Connection header naming the proxy's own identity
 	// headers would have the reverse proxy delete them after they were set,
 	// and the request would reach the API server as the proxy's
@@ -451,20 +482,53 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 		if s.code != http.StatusBadRequest || !strings.Contains(s.body, "Connection header") {
 			t.Errorf("%s: HTTP %d %s, want 400 naming the Connection header", name, s.code, s.body)
 		}
-		if ev, err := auditEvent(s.agent); err == nil {
-			t.Errorf("%s: the request reached the API server as %+v", name, ev.User)
+		notSent(name, s)
+	}
+
+	forwarded := map[string]seen{}
+	for _, a := range auths {
+		withAuth := a.client(strategy)
+		p := a.name + ": "
+		isAlice(p+"plain", whoami(withAuth, nil))
+		refused(p+"Impersonate-User without permission", whoami(withAuth, map[string][]string{"Impersonate-User": {"admin"}}), "may not impersonate admin")
+		refused(p+"lower-case impersonate-user", whoami(withAuth, map[string][]string{"impersonate-user": {"admin"}}), "may not impersonate admin")
+		refused(p+"Impersonate-Group alone", whoami(withAuth, map[string][]string{"Impersonate-Group": {"system:masters"}}), "requires Impersonate-User")
+		refused(p+"Impersonate-Uid alone", whoami(withAuth, map[string][]string{"Impersonate-Uid": {"1234"}}), "requires Impersonate-User")
+		refused(p+"Impersonate-Extra alone", whoami(withAuth, map[string][]string{"Impersonate-Extra-Scopes": {"all"}}), "requires Impersonate-User")
+		if a.token == "" {
+			isAlice(p+"Authorization on top of a certificate", whoami(withAuth, map[string][]string{"Authorization": {"Bearer " + adminToken}}))
+		} else {
+			// The API server would read only the first word after Bearer:
+			// a token of ours beside another is refused, whichever comes first.
+			for name, auth := range map[string]string{"ours then an admin token": a.token + " " + adminToken, "an admin token then ours": adminToken + " " + a.token} {
+				if s := whoami(withAuth, map[string][]string{"Authorization": {"Bearer " + auth}}); s.code != http.StatusUnauthorized {
+					t.Errorf("%sAuthorization with %s: HTTP %d %s, want 401", p, name, s.code, s.body)
+				} else {
+					notSent(p+"Authorization with "+name, s)
+				}
+			}
 		}
+		isAlice(p+"X-Remote-User and X-Remote-Group", whoami(withAuth, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Foo": {"bar"}}))
+		forwarded[a.name] = whoami(withAuth, map[string][]string{"X-Forwarded-For": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"}, "Forwarded": {"for=1.2.3.4"}})
+		isAlice(p+"forged X-Forwarded-For", forwarded[a.name])
+
+		for _, conn := range []string{"Impersonate-User, Impersonate-Group", "impersonate-user",
+			"keep-alive, Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev", "Authorization"} {
+			badRequest(p+"Connection: "+conn, whoami(withAuth, map[string][]string{"Connection": {conn}}))
+		}
+		badRequest(p+"Connection on a second line", whoami(withAuth, map[string][]string{"Connection": {"keep-alive", "Impersonate-User"}}))
+		if code := http10Request(t, strategy, a, "Connection: Impersonate-User, Impersonate-Group"); code != http.StatusBadRequest {
+			t.Errorf("%sHTTP/1.0 with Connection naming the identity: HTTP %d, want 400", p, code)
+		}
+		if code := http10Request(t, strategy, a, "Connection: Authorization"); code != http.StatusBadRequest {
+			t.Errorf("%sHTTP/1.0 with Connection naming Authorization: HTTP %d, want 400", p, code)
+		}
+		if code := http10Request(t, strategy, a, "X-Remote-User: admin"); code != http.StatusOK {
+			t.Errorf("%sHTTP/1.0 as alice (she may list namespaces): HTTP %d, want 200", p, code)
+		}
+		isAlice(p+"Connection: keep-alive", whoami(withAuth, map[string][]string{"Connection": {"keep-alive"}}))
+		isAlice(p+"Proxy-Connection naming the user", whoami(withAuth, map[string][]string{"Proxy-Connection": {"Impersonate-User"}}))
 	}
-	for _, conn := range []string{"Impersonate-User, Impersonate-Group", "impersonate-user",
-		"keep-alive, Impersonate-Extra-Original-User-Info.impersonation-Proxy.concierge.pinniped.dev", "Authorization"} {
-		badRequest("Connection: "+conn, whoami(withCert, map[string][]string{"Connection": {conn}}))
-	}
-	badRequest("Connection on a second line", whoami(withCert, map[string][]string{"Connection": {"keep-alive", "Impersonate-User"}}))
-	if code := http10Request(t, strategy, pair, "Connection: Impersonate-User, Impersonate-Group"); code != http.StatusBadRequest {
-		t.Errorf("HTTP/1.0 with Connection naming the identity: HTTP %d, want 400", code)
-	}
-	isAlice("Connection: keep-alive", whoami(withCert, map[string][]string{"Connection": {"keep-alive"}}))
-	isAlice("Proxy-Connection naming the user", whoami(withCert, map[string][]string{"Proxy-Connection": {"Impersonate-User"}}))
 
 	// Without a certificate, forged identity headers make nobody anyone.
 	anon := whoami(anonymous, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}})
@@ -477,20 +541,22 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 
 	// The API server's audit log: the request was made by the impersonate-only
 	// ServiceAccount, as alice, from the agent pod: the forged address is nowhere.
-	Eventually(t, 20*time.Second, "the audit event of the forged X-Forwarded-For request", func(context.Context) error {
-		ev, err := auditEvent(forwarded.agent)
-		if err != nil {
-			return err
-		}
-		if ev.User.Username != "system:serviceaccount:pinniped:pinniped-agent-proxy" || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != alice.Email {
-			return fmt.Errorf("audit event user %+v impersonating %+v", ev.User, ev.ImpersonatedUser)
-		}
-		if slices.Contains(ev.SourceIPs, "1.2.3.4") {
-			t.Fatalf("the forged X-Forwarded-For reached the API server: sourceIPs %v", ev.SourceIPs)
-		}
-		t.Logf("API server audit: %s as %s from %v", ev.User.Username, ev.ImpersonatedUser.Username, ev.SourceIPs)
-		return nil
-	})
+	for name, s := range forwarded {
+		Eventually(t, 20*time.Second, name+": the audit event of the forged X-Forwarded-For request", func(context.Context) error {
+			ev, err := auditEvent(s.agent)
+			if err != nil {
+				return err
+			}
+			if ev.User.Username != "system:serviceaccount:pinniped:pinniped-agent-proxy" || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != alice.Email {
+				return fmt.Errorf("audit event user %+v impersonating %+v", ev.User, ev.ImpersonatedUser)
+			}
+			if slices.Contains(ev.SourceIPs, "1.2.3.4") {
+				t.Fatalf("%s: the forged X-Forwarded-For reached the API server: sourceIPs %v", name, ev.SourceIPs)
+			}
+			t.Logf("%s: API server audit: %s as %s from %v", name, ev.User.Username, ev.ImpersonatedUser.Username, ev.SourceIPs)
+			return nil
+		})
+	}
 	// Whatever the tricks above did, the API server never saw the proxy's
 	// ServiceAccount act as itself: every request it made impersonated.
 	if bare := auditEventsWithoutImpersonation(t, "system:serviceaccount:pinniped:pinniped-agent-proxy"); len(bare) > 0 {
@@ -525,9 +591,10 @@ func auditEventsWithoutImpersonation(t *testing.T, user string) []string {
 	return out
 }
 
-// http10Request sends a raw HTTP/1.0 request with a client certificate and
-// the given extra header line to the proxy, and returns the status code.
-func http10Request(t *testing.T, strategy proxyStrategy, pair tls.Certificate, header string) int {
+// http10Request sends a raw HTTP/1.0 request authenticated by auth (its
+// certificate, or its token in an Authorization line) with the given extra
+// header line to the proxy, and returns the status code.
+func http10Request(t *testing.T, strategy proxyStrategy, auth proxyAuth, header string) int {
 	t.Helper()
 	u, err := url.Parse(strategy.Endpoint)
 	if err != nil {
@@ -539,12 +606,15 @@ func http10Request(t *testing.T, strategy proxyStrategy, pair tls.Certificate, h
 	if u.Port() == "" {
 		host += ":443"
 	}
-	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}})
+	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), Certificates: auth.certificates(), NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatalf("dial the proxy: %v", err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if auth.token != "" {
+		header = "Authorization: Bearer " + auth.token + "\r\n" + header
+	}
 	fmt.Fprintf(conn, "GET /api/v1/namespaces HTTP/1.0\r\nHost: %s\r\n%s\r\n\r\n", u.Host, header)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -571,9 +641,33 @@ type auditRecord struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ImpersonatedUser *struct {
-		Username string `json:"username"`
+		Username string              `json:"username"`
+		Extra    map[string][]string `json:"extra"`
 	} `json:"impersonatedUser"`
 	SourceIPs []string `json:"sourceIPs"`
+}
+
+// auditEventsWithCredentialID lists the audit events whose impersonated
+// user has the credential ID id.
+func auditEventsWithCredentialID(id string) []auditRecord {
+	f, err := os.Open(Bed.Config().AuditLog())
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []auditRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(id)) {
+			continue
+		}
+		var ev auditRecord
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.ImpersonatedUser != nil && slices.Contains(ev.ImpersonatedUser.Extra[proxytoken.CredentialIDExtra], id) {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func auditEvent(userAgent string) (*auditRecord, error) {
@@ -596,19 +690,18 @@ func auditEvent(userAgent string) (*auditRecord, error) {
 	return nil, fmt.Errorf("no audit event with user agent %s", userAgent)
 }
 
-// proxyExchange trades a token for a certificate at the proxy, as the CLI does.
-func proxyExchange(t *testing.T, strategy proxyStrategy, token string) (cert, key []byte) {
+// proxyExchange trades an ID token for the proxy's credential, as the CLI does.
+func proxyExchange(t *testing.T, strategy proxyStrategy, token string) proxyCredential {
 	t.Helper()
 	return ourInstall.proxyExchange(t, strategy, token)
 }
 
 // proxyExchange is a TokenCredentialRequest on the installation's
-// impersonation proxy itself, at its authenticator.
-func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token string) (cert, key []byte) {
+// impersonation proxy itself, at its authenticator. It returns a
+// certificate or a token, whichever the proxy issued.
+func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token string) proxyCredential {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(strategy.CA)
-	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	c := proxyAuth{}.client(strategy)
 	body, _ := json.Marshal(map[string]any{
 		"apiVersion": groupsuffix.GroupVersion(groupsuffix.Login, in.suffix), "kind": "TokenCredentialRequest",
 		"spec": map[string]any{"token": token, "authenticator": map[string]any{
@@ -622,8 +715,9 @@ func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token
 	var out struct {
 		Status struct {
 			Credential *struct {
-				Cert string `json:"clientCertificateData"`
-				Key  string `json:"clientKeyData"`
+				Cert  string `json:"clientCertificateData"`
+				Key   string `json:"clientKeyData"`
+				Token string `json:"token"`
 			} `json:"credential"`
 			Message *string `json:"message"`
 		} `json:"status"`
@@ -632,7 +726,12 @@ func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token
 	if err := json.Unmarshal(raw, &out); err != nil || out.Status.Credential == nil {
 		t.Fatalf("TokenCredentialRequest on the proxy: HTTP %d %s", resp.StatusCode, raw)
 	}
-	return []byte(out.Status.Credential.Cert), []byte(out.Status.Credential.Key)
+	cred := out.Status.Credential
+	if (cred.Token == "") == (cred.Cert == "" || cred.Key == "") {
+		t.Fatalf("TokenCredentialRequest on the proxy: want a token or a certificate and key, exactly one (token %t, certificate %t, key %t)",
+			cred.Token != "", cred.Cert != "", cred.Key != "")
+	}
+	return proxyCredential{Cert: []byte(cred.Cert), Key: []byte(cred.Key), Token: cred.Token}
 }
 
 // testExternalCertificate switches the proxy to a certificate in a Secret made here,
