@@ -264,12 +264,16 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 	}, nil
 }
 
-// noSummary drops the engine's summary of a login, which names the user
-// and groups: the proxy's output, which may end up in a log, never names
-// an identity.
+// noSummary is the view of a background renewal. It drops the engine's
+// summary, which names the user and groups, and its progress steps, which
+// name the user too ("logging in as ...") and would chatter at every
+// renewal: the proxy's output, which may end up in a log, never names an
+// identity, and the renewal's own line says what happened. Warnings stay.
 type noSummary struct{ loginview.View }
 
 func (noSummary) Success(loginview.Summary) {}
+
+func (noSummary) Step(string) {}
 
 // anonymousSummary shows the person who just logged in that it worked,
 // and until when, without naming the user or groups (as noSummary).
