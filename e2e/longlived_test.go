@@ -58,6 +58,10 @@ spec:
 	if Bed.Config().Profile == testbed.ProfileManaged {
 		t.Run("impersonation-proxy", func(t *testing.T) {
 			strategy := waitProxyStrategy(t, "the proxy is advertised", proxySucceeds)
+			// The proxy hands out certificates until the leader's first
+			// token key signs, and the one switch from a certificate to a
+			// token would close client-go's connections: start on tokens.
+			ourInstall.waitProxyToken(t, strategy, PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string))
 			kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
 			if server := Run(t, []string{"KUBECONFIG=" + kc}, "kubectl", "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"); server != strategy.Endpoint {
 				t.Fatalf("kubeconfig server %q, want the impersonation proxy %q", server, strategy.Endpoint)
