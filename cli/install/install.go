@@ -94,7 +94,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.Var(ttlFlag{&o.Render.CredentialTTL}, "credential-ttl", fmt.Sprintf(
 		"lifetime of the client certificates the agent issues, from %s to %s (default %s; the CSR strategy uses at least %s). "+
 			"Certificates cannot be revoked: a longer lifetime keeps one valid that much longer after its user is removed at the identity provider or logs out. "+
-			"Clients that keep streams open (watches, logs -f) lose them at each renewal, and a longer lifetime only makes that rarer: through the impersonation proxy, tokens fix that with short lifetimes; for direct access a fix ('pinniped proxy') is planned but not available yet; see docs/security.md",
+			"Clients that keep streams open (watches, logs -f) lose them at each renewal, and a longer lifetime only makes that rarer: through the impersonation proxy, tokens fix that with short lifetimes, and for direct access 'pinniped proxy' does; see docs/security.md and docs/local-proxy.md",
 		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.Default), credentialttl.Format(credentialttl.MinCSR)))
 	fs.StringVar(&o.Render.ProxyCredential, "proxy-credential", "", "what the impersonation proxy's TokenCredentialRequest returns: token (default; a bearer token valid only at this installation's proxy, so renewals do not cut clients' watches and log tails) or certificate (for clients that need one, and before downgrading to an agent without proxy tokens; see docs/security.md)")
 	fs.StringVar(&o.Render.ProxyAudit, "proxy-audit", "", "impersonation proxy requests the agent writes an audit line for: all (default), changes (all but successful reads) or none (metrics only)")
