@@ -78,6 +78,14 @@ const WebSocketBearerPrefix = "base64url.bearer.authorization.k8s.io." //nolint:
 // header line or case, carries a bearer token: an identity a client can send
 // outside the identity headers.
 func WebSocketBearer(h http.Header) bool {
+	return len(WebSocketBearers(h)) > 0
+}
+
+// WebSocketBearers returns the still-encoded tokens (what follows
+// WebSocketBearerPrefix) of every Sec-WebSocket-Protocol entry, in any
+// header line or case, that carries one.
+func WebSocketBearers(h http.Header) []string {
+	var out []string
 	for k, lines := range h {
 		if !strings.EqualFold(k, "Sec-WebSocket-Protocol") {
 			continue
@@ -86,10 +94,10 @@ func WebSocketBearer(h http.Header) bool {
 			for proto := range strings.SplitSeq(line, ",") {
 				proto = strings.TrimSpace(proto)
 				if len(proto) >= len(WebSocketBearerPrefix) && strings.EqualFold(proto[:len(WebSocketBearerPrefix)], WebSocketBearerPrefix) {
-					return true
+					out = append(out, proto[len(WebSocketBearerPrefix):])
 				}
 			}
 		}
 	}
-	return false
+	return out
 }

@@ -278,30 +278,15 @@ func proxyTokenRefusal(err error) string {
 	}
 }
 
-// webSocketBearerPrefix is the subprotocol prefix the API server reads a
-// bearer token from.
-const webSocketBearerPrefix = proxyheaders.WebSocketBearerPrefix
-
 // proxyTokenInWebSocketProtocol reports whether any Sec-WebSocket-Protocol
 // entry carries a token of ours, read as the API server reads it. The proxy
 // does not take its tokens from there, and must not forward them: every
 // header but the identity headers goes upstream as it came.
 func proxyTokenInWebSocketProtocol(h http.Header) bool {
-	for k, lines := range h {
-		if !strings.EqualFold(k, "Sec-WebSocket-Protocol") {
-			continue
-		}
-		for _, line := range lines {
-			for proto := range strings.SplitSeq(line, ",") {
-				proto = strings.TrimSpace(proto)
-				if len(proto) < len(webSocketBearerPrefix) || !strings.EqualFold(proto[:len(webSocketBearerPrefix)], webSocketBearerPrefix) {
-					continue
-				}
-				raw, err := base64.RawURLEncoding.DecodeString(proto[len(webSocketBearerPrefix):])
-				if err == nil && proxytoken.Ours(strings.TrimSpace(string(raw))) {
-					return true
-				}
-			}
+	for _, enc := range proxyheaders.WebSocketBearers(h) {
+		raw, err := base64.RawURLEncoding.DecodeString(enc)
+		if err == nil && proxytoken.Ours(strings.TrimSpace(string(raw))) {
+			return true
 		}
 	}
 	return false
