@@ -20,7 +20,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -474,9 +476,28 @@ func setImpersonation(h http.Header, u user.Info) {
 	}
 	for k, vs := range u.GetExtra() {
 		for _, v := range vs {
-			h.Add("Impersonate-Extra-"+url.PathEscape(k), v)
+			h.Add("Impersonate-Extra-"+ExtraHeaderKey(k), v)
 		}
 	}
+}
+
+// ExtraHeaderKey escapes an extra's key for an Impersonate-Extra- header
+// name as client-go does: every byte that may not stand in a header name
+// (RFC 9110 token), and %, becomes %XX; the API server unescapes it.
+// url.PathEscape leaves ':', '=' or '@' as they are, and Go's transport
+// refuses to send such a header, which would fail every request of a user
+// whose identity carries such a key.
+func ExtraHeaderKey(k string) string {
+	var b strings.Builder
+	for i := range len(k) {
+		c := k[i]
+		if c != '%' && c < utf8.RuneSelf && httpguts.IsTokenRune(rune(c)) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -580,6 +582,55 @@ func TestProxyTokenCannotCarryTheOriginalUser(t *testing.T) {
 		}
 		if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusUnauthorized || b.up.calls.Load() != 0 {
 			t.Fatalf("%s: status %d, upstream calls %d", key, code, b.up.calls.Load())
+		}
+	}
+}
+
+// TestProxyTokenExtrasReachTheAPIServer: extras whose keys hold bytes a
+// header name may not (':', '=', '@', '/', '%', a space) are sent escaped
+// as client-go escapes them, and the API server's unescaping gives back
+// each key exactly; before, Go's transport refused such a header and every
+// request of the user failed as "could not reach the API server".
+func TestProxyTokenExtrasReachTheAPIServer(t *testing.T) {
+	b := newTokenBed(t, false)
+	extra := map[string][]string{
+		"example.com/scope:read": {"a"}, "acme.io/team@x=1": {"b"}, "acme.io/100%": {"c"}, "acme.io/with space": {"d"},
+	}
+	u := &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}, Extra: extra}
+	tok, _, _, err := proxytoken.Sign(b.key, testAudience, u, 5*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := b.do(t, nil, []string{"Bearer " + tok}, nil); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	got := map[string][]string{}
+	for k, vs := range *b.up.last.Load() {
+		lk := strings.ToLower(k)
+		if !strings.HasPrefix(lk, "impersonate-extra-") {
+			continue
+		}
+		key, err := url.PathUnescape(strings.TrimPrefix(lk, "impersonate-extra-"))
+		if err != nil {
+			t.Fatalf("%s does not unescape: %v", k, err)
+		}
+		got[key] = vs
+	}
+	for k, vs := range extra {
+		if fmt.Sprint(got[k]) != fmt.Sprint(vs) {
+			t.Errorf("extra %q reached the API server as %v, want %v (all: %v)", k, got[k], vs, got)
+		}
+	}
+}
+
+func TestExtraHeaderKey(t *testing.T) {
+	for _, k := range []string{"authentication.kubernetes.io/credential-id", "a:b=c@d", "x%2Fy", "ünï", "tab\there", ""} {
+		esc := impersonator.ExtraHeaderKey(k)
+		if !httpguts.ValidHeaderFieldName("Impersonate-Extra-"+esc) && k != "" {
+			t.Errorf("%q escapes to %q, not a valid header name", k, esc)
+		}
+		if back, err := url.PathUnescape(esc); err != nil || back != k {
+			t.Errorf("%q escapes to %q, which unescapes to %q (%v)", k, esc, back, err)
 		}
 	}
 }

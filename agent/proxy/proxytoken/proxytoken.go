@@ -21,7 +21,10 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.org/x/net/http/httpguts"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
 // Type is the JWS "typ" header of every proxy token; nothing else uses it, so
@@ -258,7 +261,7 @@ func Verify(ks *KeySet, a Audience, token string, now time.Time) (user.Info, tim
 	case c.Subject != c.Username:
 		return nil, time.Time{}, errors.New("proxy token subject and username differ")
 	}
-	if err := CheckUser(&user.DefaultInfo{Name: c.Username, Groups: c.Groups, Extra: c.Extra}); err != nil {
+	if err := CheckUser(&user.DefaultInfo{Name: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra}); err != nil {
 		return nil, time.Time{}, err
 	}
 	extra := make(map[string][]string, len(c.Extra)+1)
@@ -279,13 +282,18 @@ func CheckUser(u user.Info) error {
 	case strings.HasPrefix(u.GetName(), "system:"):
 		// An external identity never speaks for Kubernetes' own identities.
 		return errors.New("proxy token username is in the reserved system: namespace")
+	case !sendable(u.GetName()) || !sendable(u.GetUID()):
+		return errors.New("proxy token username or UID cannot be sent in a header")
 	}
 	for _, g := range u.GetGroups() {
 		if strings.HasPrefix(g, "system:") {
 			return errors.New("proxy token group is in the reserved system: namespace")
 		}
+		if !sendable(g) {
+			return errors.New("proxy token group cannot be sent in a header")
+		}
 	}
-	for k := range u.GetExtra() {
+	for k, vs := range u.GetExtra() {
 		// The proxy impersonates these extras with a ServiceAccount that may
 		// set any: Kubernetes' own (bound pod, node, credential) are only
 		// the API server's to assign, as system: names are. The API server
@@ -293,9 +301,23 @@ func CheckUser(u user.Info) error {
 		if k != CredentialIDExtra && kubernetesDomain(k) {
 			return errors.New("proxy token extra is in a domain reserved for Kubernetes (kubernetes.io, k8s.io)")
 		}
+		// The real user of a nested impersonation is the proxy's to say.
+		if groupsuffix.IsOriginalUserExtra(k) {
+			return errors.New("proxy token extra is the impersonation proxy's own original-user key")
+		}
+		for _, v := range vs {
+			if !sendable(v) {
+				return errors.New("proxy token extra value cannot be sent in a header")
+			}
+		}
 	}
 	return nil
 }
+
+// sendable: the proxy sends every part of the identity as a header value
+// (Impersonate-User, -Group, -Uid, -Extra-*); Go's transport refuses a value
+// with a control character (CR, LF, NUL), and the request would fail.
+func sendable(v string) bool { return httpguts.ValidHeaderFieldValue(v) }
 
 // kubernetesDomain reports whether an extra key's domain (before the first
 // "/") is kubernetes.io, k8s.io or a subdomain of either: the domains
