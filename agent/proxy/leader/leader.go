@@ -67,9 +67,6 @@ type Syncer struct {
 	// PodName is the leader's own pod; proxy tokens wait until every pod
 	// Selector picks runs its template (see oneVersion).
 	PodName string
-	// CredentialTTL is the lifetime of the proxy's credentials: a retired
-	// token key verifies that long (and a minute) after its last token.
-	CredentialTTL time.Duration
 	// Kick makes the controller call Sync again soon (nil: never). The
 	// token keys' next step is due at a time no watched object announces.
 	Kick func()
@@ -169,11 +166,12 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		c.tokenEvent("proxy tokens: cannot read their keys", "secret", proxyconfig.TokenKeySecret, "error", err)
 		return
 	}
-	store := &tokenkeys.Store{Secrets: secrets, Name: proxyconfig.TokenKeySecret, Labels: c.Labels, Now: c.Now,
-		Retain: func() time.Duration { return c.CredentialTTL + time.Minute }}
-	if c.CredentialTTL <= 0 {
-		store.Retain = nil // the longest lifetime any credential may have
-	}
+	// A retired key verifies for the longest lifetime any credential may
+	// have (Retain nil), not this agent's: tokens it signed may have been
+	// given a longer one before the lifetime was lowered, or by a replica
+	// of another version in a rollout. It is a public key: keeping it a
+	// day costs nothing.
+	store := &tokenkeys.Store{Secrets: secrets, Name: proxyconfig.TokenKeySecret, Labels: c.Labels, Now: c.Now}
 	if err := store.Ensure(ctx); err != nil {
 		c.tokenEvent("proxy tokens: cannot keep their keys; the proxy hands out certificates", "error", err)
 		return

@@ -257,7 +257,7 @@ func (p *Runtime) poke() {
 // Leader is the leader's half, sharing this replica's view of the spec.
 func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
 	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
-		Labels: labels, Selector: selector, PodName: p.podName, CredentialTTL: p.ttl, Kick: p.kickStatus,
+		Labels: labels, Selector: selector, PodName: p.podName, Kick: p.kickStatus,
 		Log: p.log.With("controller", "impersonation-proxy-leader")}
 }
 
@@ -403,9 +403,12 @@ func (p *Runtime) signingKey() (*proxytoken.Key, proxytoken.Audience, bool) {
 
 // loadTokenKeys follows the token key Secret: the keys tokens verify with
 // here, and the key this replica signs with. A Secret that cannot be read
-// keeps the last good keys, as a broken serving Secret keeps the last
-// certificate; a deleted one ends tokens (the leader makes a new one, under
-// a new installation ID).
+// for a while (the informer's error) keeps the last keys. A deleted one
+// ends tokens (the leader makes a new one, under a new installation ID),
+// and so does one that does not parse: an admin who edits a key out means
+// to revoke it, and replicas must not keep trusting it (nor answer
+// differently as they restart); clients exchange again and get
+// certificates until the leader repairs the Secret.
 func (p *Runtime) loadTokenKeys() {
 	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.TokenKeySecret)
 	if apierrors.IsNotFound(err) {
@@ -419,7 +422,8 @@ func (p *Runtime) loadTokenKeys() {
 	}
 	ks, installID, err := tokenkeys.Parse(secret, time.Now())
 	if err != nil {
-		p.tokenKeysProblem("impersonation proxy token keys are unusable; the proxy hands out certificates", err)
+		p.tokenKeysProblem("impersonation proxy token keys are unusable; no token verifies and the proxy hands out certificates", err)
+		p.proxyTokens.Set(nil, proxytoken.Audience{})
 		p.tokenKey.Store(nil)
 		return
 	}

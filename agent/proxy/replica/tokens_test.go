@@ -122,6 +122,35 @@ func TestProxyExchangeIssuesTokensOnceAKeySigns(t *testing.T) {
 			t.Fatalf("this replica's proxy refused its own token: ours=%v err=%v", ours, err)
 		}
 
+		// A key edited out (the data no longer parses) is revoked at once,
+		// not kept as the last good keys.
+		broken, err := secrets.Get(ctx, proxyconfig.TokenKeySecret, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		good := broken.DeepCopy()
+		delete(broken.Data, tokenkeys.SigningKey)
+		if _, err := secrets.Update(ctx, broken, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitForSecret(t, p, kube, proxyconfig.TokenKeySecret)
+		p.sync(ctx)
+		if _, ours, err := p.proxyTokens.AuthenticateProxyToken(issued.Token); !ours || err == nil {
+			t.Fatal("a token still verifies after its key was edited out of the Secret")
+		}
+		if issued, err := p.signer.Issue(ctx, alice); err != nil || issued.Token != "" {
+			t.Fatalf("with unusable keys: want a certificate, got err %v token %v", err, issued != nil && issued.Token != "")
+		}
+		good.ResourceVersion = ""
+		if _, err := secrets.Update(ctx, good, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitForSecret(t, p, kube, proxyconfig.TokenKeySecret)
+		p.sync(ctx)
+		if _, _, err := p.proxyTokens.AuthenticateProxyToken(issued.Token); err != nil {
+			t.Fatalf("the repaired Secret's key does not verify again: %v", err)
+		}
+
 		if err := secrets.Delete(ctx, proxyconfig.TokenKeySecret, deleteNow); err != nil {
 			t.Fatal(err)
 		}
