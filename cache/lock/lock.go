@@ -61,6 +61,17 @@ type Lock struct{ f *flock.Flock }
 // (privatedir): a lock file is opened without following a link, and a
 // directory others could write to could hold one that points anywhere.
 func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
+	return acquire(dir, key, func(f *flock.Flock) (bool, error) { return f.TryLockContext(ctx, 25*time.Millisecond) })
+}
+
+// TryAcquire takes the lock on key if it is free, without waiting: a held
+// lock is ErrBusy at once. For a question ("is a proxy running?") whose
+// answer is the lock being held, where a wait would only cost time.
+func TryAcquire(dir, key string) (*Lock, error) {
+	return acquire(dir, key, func(f *flock.Flock) (bool, error) { return f.TryLock() })
+}
+
+func acquire(dir, key string, try func(*flock.Flock) (bool, error)) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, failed("create lock directory", err)
 	}
@@ -70,7 +81,7 @@ func Acquire(ctx context.Context, dir, key string) (*Lock, error) {
 	sum := sha256.Sum256([]byte(key))
 	path := filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")
 	f := flock.New(path, flock.SetFlag(openFlags|privatedir.NoFollow))
-	ok, err := f.TryLockContext(ctx, 25*time.Millisecond)
+	ok, err := try(f)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("another pinniped process still holds %s (a login, or a cache update, that has not finished; if none is running, a stopped one may hold it): %w: %w", path, ErrBusy, err)

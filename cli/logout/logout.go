@@ -508,5 +508,5 @@ func status(ctx context.Context, f *cmdutil.Factory) error {
 	if err != nil {
 		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
 	}
-	return proxycmd.PrintStatus(ctx, f.IO.Out, dir, now)
+	return proxycmd.PrintStatus(f.IO.Out, dir, now)
 }

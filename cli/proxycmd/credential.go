@@ -51,7 +51,7 @@ func (o *CredentialOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, err := state.RunningSecret(ctx, o.StateDir)
+	secret, err := state.RunningSecret(o.StateDir)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package proxycmd
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -14,8 +13,8 @@ import (
 // state directory is dir: running (pid, address, each context's state and
 // credential expiry) or not. It reads files only: no network, no secret,
 // no identity.
-func PrintStatus(ctx context.Context, w io.Writer, dir string, now time.Time) error {
-	rep, err := state.Status(ctx, dir)
+func PrintStatus(w io.Writer, dir string, now time.Time) error {
+	rep, err := state.Status(dir)
 	if err != nil {
 		return fmt.Errorf("pinniped proxy: %w", err)
 	}
@@ -43,6 +42,8 @@ func PrintStatus(ctx context.Context, w io.Writer, dir string, now time.Time) er
 		switch {
 		case c.Expires.IsZero() && c.Renewals > 0:
 			line += ", credential without expiry"
+		case !c.Expires.IsZero() && !now.Before(c.Expires):
+			line += fmt.Sprintf(", credential expired at %s", c.Expires.Local().Format(time.Kitchen))
 		case !c.Expires.IsZero():
 			line += fmt.Sprintf(", credential expires in %s (%s)", c.Expires.Sub(now).Round(time.Second), c.Expires.Local().Format(time.Kitchen))
 		}

@@ -40,9 +40,6 @@ const lockKey = "proxy"
 // status` holds it for a moment to look, a running proxy for its life.
 const startWait = 2 * time.Second
 
-// statusWait is how long Status tries the running lock.
-const statusWait = 100 * time.Millisecond
-
 // DefaultDir is <config dir>/proxy: $XDG_CONFIG_HOME/pinniped/proxy, else
 // ~/.config/pinniped/proxy.
 func DefaultDir(p credstore.Places) (string, error) {
@@ -238,7 +235,7 @@ type Report struct {
 // Status tells a running proxy from a stale state file, without the
 // network: the running lock is held exactly while a proxy runs. It takes
 // the lock for a moment when it is free, and never makes dir.
-func Status(ctx context.Context, dir string) (Report, error) {
+func Status(dir string) (Report, error) {
 	if err := privatedir.Check(dir); errors.Is(err, fs.ErrNotExist) {
 		return Report{}, nil
 	} else if err != nil {
@@ -248,9 +245,9 @@ func Status(ctx context.Context, dir string) (Report, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Report{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, statusWait)
-	defer cancel()
-	l, lerr := lock.Acquire(ctx, dir, lockKey)
+	// A running proxy always holds the lock: no wait, which would only
+	// add its length to every kubectl call through the proxy.
+	l, lerr := lock.TryAcquire(dir, lockKey)
 	switch {
 	case errors.Is(lerr, lock.ErrBusy):
 		return Report{Running: true, State: s}, nil
@@ -271,8 +268,8 @@ var ErrStarting = errors.New("pinniped proxy is starting: try again in a moment"
 // RunningSecret is the local secret of the proxy running in dir: what its
 // kubeconfig's exec entry prints. No proxy running is ErrNotRunning: a
 // secret left by one that was killed is never handed out.
-func RunningSecret(ctx context.Context, dir string) ([]byte, error) {
-	rep, err := Status(ctx, dir)
+func RunningSecret(dir string) ([]byte, error) {
+	rep, err := Status(dir)
 	if err != nil {
 		return nil, err
 	}

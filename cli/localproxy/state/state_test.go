@@ -125,7 +125,7 @@ func TestASecondStartFails(t *testing.T) {
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
 	dir := newDir(t)
-	if rep, err := Status(ctx, dir); err != nil || rep.Running || rep.Stale || rep.State != nil {
+	if rep, err := Status(dir); err != nil || rep.Running || rep.Stale || rep.State != nil {
 		t.Errorf("never started: %+v %v", rep, err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -142,7 +142,7 @@ func TestStatus(t *testing.T) {
 	if err := r.Write(&want); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Status(ctx, dir)
+	rep, err := Status(dir)
 	if err != nil || !rep.Running || rep.Stale || rep.State == nil {
 		t.Fatalf("running: %+v %v", rep, err)
 	}
@@ -159,7 +159,7 @@ func TestStatus(t *testing.T) {
 	if err := r.lock.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Status(ctx, dir)
+	rep, err = Status(dir)
 	if err != nil || rep.Running || !rep.Stale || rep.State == nil || rep.State.PID != os.Getpid() {
 		t.Errorf("stale: %+v %v", rep, err)
 	}
@@ -171,7 +171,7 @@ func TestStatus(t *testing.T) {
 	if err := r2.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := Status(ctx, dir); err != nil || rep.Running || rep.Stale {
+	if rep, err := Status(dir); err != nil || rep.Running || rep.Stale {
 		t.Errorf("after a clean stop: %+v %v", rep, err)
 	}
 }
@@ -240,7 +240,7 @@ func TestLinksAreRefused(t *testing.T) {
 	if _, err := Start(ctx, link); !errors.Is(err, privatedir.ErrNotPrivate) {
 		t.Errorf("start in a link: %v", err)
 	}
-	if _, err := Status(ctx, link); !errors.Is(err, privatedir.ErrNotPrivate) {
+	if _, err := Status(link); !errors.Is(err, privatedir.ErrNotPrivate) {
 		t.Errorf("status of a link: %v", err)
 	}
 
@@ -271,7 +271,7 @@ func TestLinksAreRefused(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Status(ctx, dir); !errors.Is(err, privatedir.ErrNotPrivate) {
+	if _, err := Status(dir); !errors.Is(err, privatedir.ErrNotPrivate) {
 		t.Errorf("status of an open directory: %v", err)
 	}
 }
@@ -292,7 +292,7 @@ func TestAKilledProxysSecretIsNotHandedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = r.Stop() }()
-	if s, err := RunningSecret(context.Background(), dir); !errors.Is(err, ErrStarting) {
+	if s, err := RunningSecret(dir); !errors.Is(err, ErrStarting) {
 		t.Errorf("between Start and NewSecret: %q, %v; want ErrStarting", s, err)
 	}
 }

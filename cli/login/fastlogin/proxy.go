@@ -1,7 +1,6 @@
 package fastlogin
 
 import (
-	"context"
 	"strings"
 
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
@@ -26,9 +25,7 @@ func proxyCredential(args []string) *execcred.Status {
 	if !strings.HasPrefix(dir, "/") {
 		return nil // the engine checks the path (and knows Windows ones)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	secret, err := state.RunningSecret(ctx, dir)
+	secret, err := state.RunningSecret(dir)
 	if err != nil {
 		return nil
 	}
