@@ -43,6 +43,18 @@ func IsIdentityHeader(name string) bool {
 	return false
 }
 
+// ImpersonationRequested returns the name of the first Impersonate-*
+// header, in any case and with underscores read as dashes: a client asking
+// to act as someone else (kubectl --as, --as-group, --as-uid).
+func ImpersonationRequested(h http.Header) (string, bool) {
+	for k := range h {
+		if strings.HasPrefix(strings.ReplaceAll(strings.ToLower(k), "_", "-"), "impersonate-") {
+			return k, true
+		}
+	}
+	return "", false
+}
+
 // allowedConnectionTokens are the only Connection tokens a client may send.
 // Every other token names a header for the next hop to delete: the reverse
 // proxy obeys such a token, and a client that names Impersonate-User would

@@ -30,6 +30,24 @@ func TestStripIdentityHeaders(t *testing.T) {
 	}
 }
 
+func TestImpersonationRequested(t *testing.T) {
+	for _, tc := range []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{}, false},
+		{http.Header{"Accept": {"x"}, "Impersonator": {"x"}, "X-Remote-User": {"x"}}, false},
+		{http.Header{"Impersonate-User": {"bob"}}, true},
+		{http.Header{"impersonate_group": {"admins"}}, true},
+		{http.Header{"IMPERSONATE-UID": {"0"}}, true},
+		{http.Header{"Impersonate-Extra-Scopes": {"all"}}, true},
+	} {
+		if _, got := ImpersonationRequested(tc.h); got != tc.want {
+			t.Errorf("ImpersonationRequested(%v) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+}
+
 func TestHopByHopProblem(t *testing.T) {
 	for _, tc := range []struct {
 		h     http.Header

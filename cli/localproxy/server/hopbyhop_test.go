@@ -102,8 +102,13 @@ func TestConnectionHeaderCannotChangeTheCredential(t *testing.T) {
 			{"Upgrade named without an upgrade", "HTTP/1.1", auth + "Connection: Upgrade\r\n", forwarded},
 			{"Proxy-Connection naming Authorization", "HTTP/1.1", auth + "Proxy-Connection: Authorization\r\n", forwarded},
 			{"Keep-Alive naming Authorization", "HTTP/1.1", auth + "Keep-Alive: Authorization\r\n", forwarded},
-			{"identity headers in every spelling", "HTTP/1.1", auth + "X_Remote_User: admin\r\nImpersonate_Group: system:masters\r\nimpersonate-user: root\r\nIMPERSONATE-UID: 0\r\nX-Forwarded-For: 1.2.3.4\r\nForwarded: for=1.2.3.4\r\nX-Real-Ip: 1.2.3.4\r\nProxy-Authorization: Basic eA==\r\n", forwarded},
-			{"duplicated Impersonate-User", "HTTP/1.1", auth + "Impersonate-User: admin\r\nImpersonate-User: alice\r\n", forwarded},
+			{"identity headers in every spelling", "HTTP/1.1", auth + "X_Remote_User: admin\r\nX-Forwarded-For: 1.2.3.4\r\nForwarded: for=1.2.3.4\r\nX-Real-Ip: 1.2.3.4\r\nProxy-Authorization: Basic eA==\r\n", forwarded},
+			// Impersonation (kubectl --as) is refused, never stripped and
+			// sent as the proxy's user.
+			{"Impersonate-User", "HTTP/1.1", auth + "Impersonate-User: admin\r\n", refused},
+			{"impersonation in odd spellings", "HTTP/1.1", auth + "Impersonate_Group: system:masters\r\nimpersonate-user: root\r\nIMPERSONATE-UID: 0\r\n", refused},
+			{"duplicated Impersonate-User", "HTTP/1.1", auth + "Impersonate-User: admin\r\nImpersonate-User: alice\r\n", refused},
+			{"HTTP/1.0 Impersonate-Extra", "HTTP/1.0", auth + "Impersonate-Extra-Scopes: all\r\n", refused},
 		} {
 			t.Run(fmt.Sprintf("token=%v/%s", tokenGen, c.name), func(t *testing.T) {
 				before := api.calls.Load()
@@ -158,7 +163,10 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, api.calls.Load())
 		}
 	}
-	if code := h2Request(t, addr, []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}, {Name: "x-remote-user", Value: "root"}}); code != http.StatusOK || api.calls.Load() != 1 {
+	if code := h2Request(t, addr, []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}}); code != http.StatusBadRequest || api.calls.Load() != 0 {
+		t.Fatalf("HTTP/2 with impersonate-user: status %d, upstream calls %d, want 400 and none", code, api.calls.Load())
+	}
+	if code := h2Request(t, addr, []hpack.HeaderField{auth, {Name: "x-remote-user", Value: "root"}, {Name: "x-forwarded-for", Value: "1.2.3.4"}}); code != http.StatusOK || api.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, api.calls.Load())
 	}
 	if seen := api.last(t); len(identityOf(seen.Header)) != 0 || seen.CN != "alice" {

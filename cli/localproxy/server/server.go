@@ -35,18 +35,21 @@ type Target struct {
 	Upstream *url.URL
 	// Holder has the current credential generation.
 	Holder *upstream.Holder
-	// State says why no credential is ready (e.g. a person must log in); it
-	// is asked only when a request finds none, for the message. Nil means
-	// no reason is known.
-	State func() (ready bool, why string)
+	// State says why no credential is ready (e.g. a person must log in),
+	// and whether one is on its way without anybody's help (soon); it is
+	// asked only when a request finds none. Nil means no reason is known.
+	State func() (soon bool, why string)
 }
 
 // PathPrefix is the path under which each context is served:
 // PathPrefix + slug is the context's server URL path in a kubeconfig.
 const PathPrefix = "/ctx/"
 
-// RetryAfter is what a client is told to wait when a context has no
-// credential yet.
+// RetryAfter is what a client is told to wait when a context's credential
+// is on its way without a person. client-go retries a 5xx that carries
+// Retry-After up to ten times, so it is sent only then: a context waiting
+// for a login, or failing, must answer at once, not after a minute of
+// retries.
 const RetryAfter = 5 * time.Second
 
 type handler struct {
@@ -99,6 +102,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
 		return
 	}
+	if name, ok := proxyheaders.ImpersonationRequested(r.Header); ok {
+		// Stripping it would run the request as the proxy's user while the
+		// client believes it acts as someone else (kubectl auth can-i --as).
+		WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("the pinniped proxy acts only as its own user and does not pass on impersonation (%s, as kubectl --as sends); "+
+				"use the context's original kubeconfig to impersonate", http.CanonicalHeaderKey(name)))
+		return
+	}
 	if proxyheaders.WebSocketBearer(r.Header) {
 		WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			"the pinniped proxy takes no bearer token in a WebSocket subprotocol: it sends the context's own credential")
@@ -113,13 +124,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g := rt.t.Holder.Load()
 	if g == nil || expired(g) {
-		why := "it has no valid credential yet"
+		why, soon := "it has no valid credential yet", false
 		if rt.t.State != nil {
-			if _, msg := rt.t.State(); msg != "" {
+			var msg string
+			if soon, msg = rt.t.State(); msg != "" {
 				why = msg
 			}
 		}
-		w.Header().Set("Retry-After", fmt.Sprint(int(RetryAfter.Seconds())))
+		if soon {
+			w.Header().Set("Retry-After", fmt.Sprint(int(RetryAfter.Seconds())))
+		}
 		WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			fmt.Sprintf("context %q of the pinniped proxy: %s", rt.t.Context, why))
 		return

@@ -132,28 +132,35 @@ func TestUnknownContext(t *testing.T) {
 }
 
 // TestNoCredentialIs503AtOnce: a context without a usable credential is an
-// immediate error saying what to do, never a hang.
+// immediate error saying what to do, never a hang. Retry-After (which
+// client-go obeys up to ten times) only while a credential is on its way
+// without a person: a context that waits for a login answers at once.
 func TestNoCredentialIs503AtOnce(t *testing.T) {
 	api := newAPIServer(t)
 	const why = "needs you to log in: see the terminal running `pinniped proxy`"
-	p := newLocalProxy(t, api, func() (bool, string) { return false, why })
-	check := func(what string) {
+	var soon atomic.Bool
+	p := newLocalProxy(t, api, func() (bool, string) { return soon.Load(), why })
+	check := func(what, retryAfter string) {
 		t.Helper()
 		start := time.Now()
 		resp, body := p.do(t, http.MethodGet, "/ctx/"+slug+"/api")
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("%s: the answer took %s", what, took)
 		}
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" {
-			t.Fatalf("%s: status %d, Retry-After %q", what, resp.StatusCode, resp.Header.Get("Retry-After"))
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != retryAfter {
+			t.Fatalf("%s: status %d, Retry-After %q, want 503 and %q", what, resp.StatusCode, resp.Header.Get("Retry-After"), retryAfter)
 		}
 		if s := status(t, body); !strings.Contains(s.Message, ctx) || !strings.Contains(s.Message, why) {
 			t.Errorf("%s: Status message %q names neither the context nor why", what, s.Message)
 		}
 	}
-	check("before any credential")
+	check("before any credential, waiting for a person", "")
+	soon.Store(true)
+	check("before any credential, one on its way", "5")
 	p.holder.Swap(api.gen(t, credcache.Credential{Token: "gen-token", ExpirationTimestamp: time.Now().Add(-time.Second)}, 1))
-	check("with an expired credential")
+	check("with an expired credential, its successor on its way", "5")
+	soon.Store(false)
+	check("with an expired credential, waiting for a person", "")
 	if api.calls.Load() != 0 {
 		t.Error("a request without a usable credential reached the API server")
 	}
