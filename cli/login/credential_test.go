@@ -60,6 +60,31 @@ func TestSkewRenewsEarlier(t *testing.T) {
 	}
 }
 
+// TestSkewAppliesToTheTokenItself: without the agent the ID token is the
+// credential, so an engine with a Skew (pinniped proxy renewing a third of
+// an hour before expiry) refreshes a token with less than the Skew left
+// instead of handing back the very token it renews, although that token
+// has more than MinIDTokenLifetime left.
+func TestSkewAppliesToTheTokenItself(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	proxy := h.engine(nil)
+	first, err := proxy.CredentialOIDC(ctx, h.request(false), login.Request{Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clk.add(41 * time.Minute) // 19 minutes left of the hour
+	proxy.Skew = 20 * time.Minute
+	second, err := proxy.CredentialOIDC(ctx, h.request(false), login.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Token == first.Token || !second.ExpirationTimestamp.After(first.ExpirationTimestamp) || h.idp.RefreshGrants.Load() != 1 {
+		t.Fatalf("with 19m left and a 20m Skew: same token %v, expiry %v then %v, %d refreshes; want a refreshed token",
+			second.Token == first.Token, first.ExpirationTimestamp, second.ExpirationTimestamp, h.idp.RefreshGrants.Load())
+	}
+}
+
 // TestCredentialStatic: without the agent the credential is the token and
 // has no expiry (the caller must not schedule a renewal); with it, the
 // agent's credential, cached under kubectl's key.

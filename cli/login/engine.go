@@ -564,6 +564,10 @@ func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 	if s == nil {
 		return nil
 	}
+	// Where the token is the cluster credential itself, it must outlast
+	// what the caller asked a credential to outlast (pinniped proxy's
+	// renewal margin), or a renewal would get the very token it renews.
+	minLeft := max(MinIDTokenLifetime, e.Skew)
 	// A login that exchanges its token presents only the access token, so
 	// as upstream only that one must still be valid: the Supervisor's ID
 	// tokens live 2 minutes, and asking for 10 would refresh (and rotate
@@ -575,7 +579,7 @@ func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 		if ok && !s.AccessTokenExpiry.IsZero() && s.AccessTokenExpiry.Before(exp) {
 			exp = s.AccessTokenExpiry
 		}
-		if ok && exp.After(e.now().Add(MinIDTokenLifetime)) {
+		if ok && exp.After(e.now().Add(minLeft)) {
 			return s
 		}
 		return nil
@@ -586,7 +590,7 @@ func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 		}
 		return nil
 	}
-	if s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(MinIDTokenLifetime)) {
+	if s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(minLeft)) {
 		return s
 	}
 	return nil

@@ -43,7 +43,7 @@ func TestRenewsThroughTheEngine(t *testing.T) {
 			return proxy.CredentialStatic(ctx, static, cluster)
 		},
 		Apply: func(c *credcache.Credential) error { applied = append(applied, c.ExpirationTimestamp); return nil },
-		Now:   clk.now, After: clk.after,
+		Now:   clk.now, After: clk.after, WakeCheck: 1 << 62,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

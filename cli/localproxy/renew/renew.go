@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
@@ -28,6 +29,11 @@ const (
 	// shorter-lived than MinMargin cannot make the loop spin.
 	RetryMin = 5 * time.Second
 	RetryMax = 60 * time.Second
+	// WakeCheck is how often a wait looks at the wall clock. Timers run on
+	// the monotonic clock, which stands still while a laptop sleeps: a
+	// 3-minute wait begun before a night's sleep would end 3 minutes after
+	// waking, the credential long expired meanwhile.
+	WakeCheck = 15 * time.Second
 )
 
 // Margin is how long before its expiry a credential that lived lifetime
@@ -41,7 +47,7 @@ type State int
 
 const (
 	// Renewing: no usable credential yet, and a renewal that needs nobody
-	// is under way (the server may wait for it briefly).
+	// is under way (the server tells clients to retry shortly).
 	Renewing State = iota
 	// Ready: a credential is applied and has not expired.
 	Ready
@@ -103,6 +109,8 @@ type Renewer struct {
 	// Now and After are the clock (nil: time.Now, time.After).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
+	// WakeCheck overrides the package's WakeCheck (0: that one).
+	WakeCheck time.Duration
 	// Interactive: a person can be asked for a login (pinniped proxy runs
 	// in a terminal). Without it a login that needs a person is reported
 	// and retried with backoff: a `pinniped login` run elsewhere fills the
@@ -166,10 +174,16 @@ func (r *Renewer) Info() Info {
 
 func (r *Renewer) infoLocked() Info {
 	i := Info{State: r.phase, Message: r.message, Expires: r.expires, Next: r.next, Renewals: r.renewals}
-	if r.applied && r.phase != Ready && (r.expires.IsZero() || r.now().Before(r.expires)) {
+	valid := r.applied && (r.expires.IsZero() || r.now().Before(r.expires))
+	switch {
+	case valid && r.phase != Ready:
 		// The current credential still serves while its successor is
 		// being got; the message tells why that takes long.
 		i.State = Ready
+	case !valid && r.phase == Ready:
+		// Its renewal was due while the machine slept: the next wall-clock
+		// check starts it.
+		i.State, i.Message = Renewing, "the credential expired; getting a new one"
 	}
 	return i
 }
@@ -199,6 +213,16 @@ func (r *Renewer) Run(ctx context.Context) {
 		}
 		var wait time.Duration
 		switch {
+		case errors.Is(err, oidclogin.ErrPasswordRefused):
+			// Trying a refused password again and again would lock the
+			// account at many identity providers (LDAP, AD).
+			r.set(func() {
+				r.phase, r.next = Failed, time.Time{}
+				r.message = "the identity provider refused the username or password (" + termsafe.Visible(err.Error()) +
+					"); pinniped proxy does not try it again, so the account is not locked: set the right PINNIPED_USERNAME and PINNIPED_PASSWORD and restart pinniped proxy"
+			})
+			<-ctx.Done()
+			return
 		case err != nil:
 			wait = min(RetryMin<<min(failures, 8), RetryMax)
 			failures++
@@ -223,10 +247,32 @@ func (r *Renewer) Run(ctx context.Context) {
 			next := obtained.Add(wait)
 			r.set(func() { r.next = next })
 		}
+		if !r.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// sleep waits d by the wall clock, looking at it every WakeCheck, so a
+// renewal due while the machine slept runs as soon as it wakes. False: ctx
+// ended first.
+func (r *Renewer) sleep(ctx context.Context, d time.Duration) bool {
+	check := r.WakeCheck
+	if check <= 0 {
+		check = WakeCheck
+	}
+	// Round(0) drops the monotonic reading: comparisons then use the wall
+	// clock, which goes on while the machine sleeps.
+	until := r.now().Add(d).Round(0)
+	for {
+		left := until.Sub(r.now().Round(0))
+		if left <= 0 {
+			return true
+		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-r.after(wait):
+			return false
+		case <-r.after(min(left, check)):
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 )
 
 // clock is a fake clock whose After hands each wait to the test, which
@@ -137,8 +138,10 @@ func start(t *testing.T, ttl time.Duration, configure func(*bed)) *bed {
 	t.Helper()
 	clk := newClock()
 	b := &bed{clk: clk, iss: &issuer{clk: clk, ttl: ttl}, app: &applied{}, done: make(chan struct{}), changes: make(chan Info, 1000)}
+	// One wait per renewal, so tests see the renewal's timing; the
+	// wall-clock checks have a test of their own.
 	b.r = &Renewer{Get: b.iss.get, Apply: b.app.apply, Now: clk.now, After: clk.after, Turn: make(chan struct{}, 1),
-		Changed: func(i Info) { b.changes <- i }}
+		WakeCheck: 1 << 62, Changed: func(i Info) { b.changes <- i }}
 	if configure != nil {
 		configure(b)
 	}
@@ -203,6 +206,33 @@ func TestRenewsAtAThirdOfTheLifeLeft(t *testing.T) {
 	}
 	if got := b.app.tokens(); strings.Join(got, ",") != "token-1,token-2,token-3,token-4" {
 		t.Fatalf("applied %v", got)
+	}
+}
+
+// TestRenewsAtOnceAfterSleep: a wait looks at the wall clock every
+// WakeCheck, so when the machine wakes from a sleep longer than the
+// credential's life (timers stood still meanwhile), the renewal runs at
+// the next check, not after the rest of a wait begun before the sleep.
+func TestRenewsAtOnceAfterSleep(t *testing.T) {
+	b := start(t, 5*time.Minute, func(b *bed) { b.r.WakeCheck = WakeCheck })
+	w := b.clk.next(t)
+	if w.d != WakeCheck {
+		t.Fatalf("the first wait is %v, want WakeCheck (%v)", w.d, WakeCheck)
+	}
+	b.clk.elapse(w)
+	w = b.clk.next(t)
+	if w.d != WakeCheck || len(b.iss.asked()) != 1 {
+		t.Fatalf("after one check: wait %v and %d Gets, want another check and no renewal yet", w.d, len(b.iss.asked()))
+	}
+	b.clk.add(8 * time.Hour) // the lid closed
+	b.clk.elapse(w)
+	b.clk.next(t)
+	if n := len(b.iss.asked()); n != 2 {
+		t.Fatalf("%d Gets after waking, want the renewal at once (2)", n)
+	}
+	wantState(t, b.r, Ready, "")
+	if info := b.r.Info(); !info.Expires.Equal(b.clk.now().Add(5 * time.Minute)) {
+		t.Fatalf("after waking the credential expires at %v, want a fresh one", info.Expires)
 	}
 }
 
@@ -446,6 +476,27 @@ func TestNeedsPerson(t *testing.T) {
 			t.Fatalf("the person was asked %d times", persons)
 		}
 	})
+}
+
+// TestRefusedPasswordIsNotRetried: a password the identity provider refused
+// is never tried again (many lock the account after a few), and the target
+// says why and what to do.
+func TestRefusedPasswordIsNotRetried(t *testing.T) {
+	b := start(t, 5*time.Minute, func(b *bed) {
+		b.iss.answer = func(Ask, int) (*credcache.Credential, error) {
+			return nil, fmt.Errorf("password login: %w: oauth2: \"invalid_grant\"", oidclogin.ErrPasswordRefused)
+		}
+	})
+	b.reach(t, Failed)
+	select {
+	case w := <-b.clk.waits:
+		t.Fatalf("after a refused password the renewer waits %v to try again", w.d)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := len(b.iss.asked()); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
+	}
+	wantState(t, b.r, Failed, "PINNIPED_PASSWORD")
 }
 
 // TestNoExpiryIsNeverRenewed: a static token without the agent has no

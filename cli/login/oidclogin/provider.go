@@ -247,6 +247,11 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken string) (*sessions.
 func (p *Provider) PasswordGrant(ctx context.Context, username, password string) (*sessions.Tokens, error) {
 	tok, err := p.oauth.PasswordCredentialsToken(p.ctx(ctx), username, password)
 	if err != nil {
+		// RFC 6749 section 5.2: invalid_grant is the resource owner's
+		// credentials refused. Callers must not repeat such a try.
+		if re := (*oauth2.RetrieveError)(nil); errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
+			return nil, fmt.Errorf("password login: %w: %w", ErrPasswordRefused, termsafe.Error(err))
+		}
 		return nil, fmt.Errorf("password login: %w", termsafe.Error(err))
 	}
 	return p.tokens(ctx, tok, "")

@@ -81,8 +81,8 @@ func upstreamParams(up config.Upstream) []oauth2.AuthCodeOption {
 	return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("pinniped_idp_name", up.Name), oauth2.SetAuthURLParam("pinniped_idp_type", typ)}
 }
 
-// ErrPasswordRefused means the Supervisor did not accept the username and
-// password.
+// ErrPasswordRefused means the issuer (a Supervisor, or the token endpoint's
+// password grant) did not accept the username and password.
 var ErrPasswordRefused = errors.New("the username or password was not accepted")
 
 // CLIPasswordLogin is the Supervisor's cli_password flow: an authorize
