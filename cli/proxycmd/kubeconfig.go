@@ -63,6 +63,11 @@ func writePrivate(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
+	// The kubeconfig names the command kubectl runs: a directory another
+	// user could swap would let them choose it.
+	if err := privatedir.CheckParent(dir); err != nil {
+		return fmt.Errorf("write the proxy's kubeconfig %s (choose a private directory with --kubeconfig-out): %w", path, err)
+	}
 	if err := privatedir.WriteFile(dir, filepath.Base(path), data); err != nil {
 		return fmt.Errorf("write the proxy's kubeconfig %s (choose a private directory with --kubeconfig-out): %w", path, err)
 	}

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
@@ -131,9 +133,13 @@ func (o *Options) Validate() error {
 	}
 	o.host, o.port = host, port
 
-	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	cc := o.f.KubeConfig(o.Kubeconfig, "")
+	raw, err := cc.RawConfig()
 	if err != nil {
 		return fmt.Errorf("read the kubeconfig: %w", err)
+	}
+	if err := notAnInput(o.KubeconfigOut, cc.ConfigAccess()); err != nil {
+		return err
 	}
 	ts, skipped, err := targets.Build(raw, targets.Options{Contexts: o.Contexts, LookupEnv: o.f.LookupEnv})
 	if err != nil {
@@ -152,6 +158,26 @@ func (o *Options) Validate() error {
 			"(make one with `pinniped get kubeconfig`, or name the kubeconfig with --kubeconfig)")
 	}
 	o.raw, o.targets, o.skipped = raw, ts, skipped
+	return nil
+}
+
+// notAnInput refuses to write the proxy's kubeconfig over a kubeconfig it
+// reads: the person's own contexts would be replaced by the proxy's.
+func notAnInput(out string, access clientcmd.ConfigAccess) error {
+	outInfo, err := os.Stat(out)
+	if err != nil {
+		return nil //nolint:nilerr // a file that is not there yet is no kubeconfig being read
+	}
+	inputs := access.GetLoadingPrecedence()
+	if f := access.GetExplicitFile(); f != "" {
+		inputs = []string{f}
+	}
+	for _, in := range inputs {
+		if info, err := os.Stat(in); err == nil && os.SameFile(info, outInfo) {
+			return fmt.Errorf("--kubeconfig-out=%s is the kubeconfig the proxy reads its contexts from: writing there would replace them; "+
+				"choose another file (the default is in the proxy's state directory)", out)
+		}
+	}
 	return nil
 }
 

@@ -150,6 +150,8 @@ func TestValidateContexts(t *testing.T) {
 	}{
 		"unknown":      {[]string{"--context=nope"}, targets.ErrUnknownContext.Error()},
 		"not pinniped": {[]string{"--context=other", "--context=dev"}, `context "other": its user does not run pinniped`},
+		// Over the kubeconfig it reads, the person's own contexts would go.
+		"out is the input": {[]string{"--kubeconfig-out", kc}, "is the kubeconfig the proxy reads its contexts from"},
 	}
 	for name, c := range cases {
 		var stdout, stderr syncBuffer

@@ -70,7 +70,10 @@ func (o *Options) Run(ctx context.Context) error {
 
 	p := &proxy{
 		o: o, run: run, out: &lockedWriter{w: errOut}, base: base,
-		interactive: tty.IsTerminal(errOut),
+		// A person is asked on this terminal: stdin must be it, and this
+		// process in its foreground (`pinniped proxy &` would be stopped
+		// by the kernel at the first prompt, and every context with it).
+		interactive: tty.IsTerminal(errOut) && tty.Foreground(o.f.IO.In),
 		infos:       map[string]state.Context{},
 	}
 	srvTargets := make([]*server.Target, 0, len(o.targets))
@@ -201,7 +204,9 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 			if s == renew.NeedsPerson && r.Interactive {
 				msg = fmt.Sprintf("%s (pid %d)", msg, pid)
 			}
-			return s == renew.Ready, msg
+			// Ready here means the credential just expired and its
+			// successor is being got (a laptop woken from sleep).
+			return s == renew.Renewing || s == renew.Ready, msg
 		},
 	}
 	return st, r, nil
@@ -233,6 +238,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 	if err != nil {
 		return nil, err
 	}
+	toldBackground := false // used by the renewer's goroutine alone
 	return func(ctx context.Context, a renew.Ask) (*credcache.Credential, error) {
 		if !a.Person {
 			e.Skew, e.Unattended = a.MinValid, true
@@ -240,7 +246,16 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 		}
 		// A person logs in: in this terminal, with the login's own
 		// timeout, in a view of its own that is finished (the terminal
-		// restored) before the next one.
+		// restored) before the next one. Not from the background, where a
+		// prompt would stop the whole proxy: it says so and tries again.
+		if !tty.Foreground(f.IO.In) {
+			if !toldBackground {
+				fmt.Fprintf(p.out, "Context %q needs you to log in: bring pinniped proxy to the foreground of its terminal (fg).\n", t.Context)
+				toldBackground = true
+			}
+			return nil, fmt.Errorf("%w: pinniped proxy runs in the background of its terminal; bring it to the foreground (fg) to log in", login.ErrNeedsPerson)
+		}
+		toldBackground = false
 		fmt.Fprintf(p.out, "Context %q needs you to log in.\n", t.Context)
 		if c.Timeout > 0 {
 			var cancel context.CancelFunc

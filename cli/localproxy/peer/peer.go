@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,18 +29,27 @@ var ErrUnsupported = errors.New("finding a connection's local user is not suppor
 
 type resultKey struct{}
 
+// result is a connection's peer, found once, on the connection's first
+// request: in that request's goroutine, not in the server's accept loop,
+// where a scan of the socket table would hold up every other connection.
 type result struct {
-	uid int
-	err error
+	once          sync.Once
+	local, remote net.Addr
+	uid           int
+	err           error
 }
 
-// ConnContext is an http.Server's ConnContext: it finds the connection's
-// peer uid once, when the connection is accepted, for Check to judge on
-// every request. It never fails the connection itself: Check answers with
-// a Status the client can show.
+func (r *result) find() (int, error) {
+	r.once.Do(func() { r.uid, r.err = UID(r.local, r.remote) })
+	return r.uid, r.err
+}
+
+// ConnContext is an http.Server's ConnContext: it keeps the connection's
+// addresses so that Check finds its peer uid once and judges every request
+// by it. It never fails the connection itself: Check answers with a Status
+// the client can show.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	uid, err := UID(c.LocalAddr(), c.RemoteAddr())
-	return context.WithValue(ctx, resultKey{}, result{uid: uid, err: err})
+	return context.WithValue(ctx, resultKey{}, &result{local: c.LocalAddr(), remote: c.RemoteAddr()})
 }
 
 // Check wraps next: a request on a connection of another local user, or
@@ -49,19 +59,24 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 func Check(next http.Handler) http.Handler {
 	self := os.Getuid()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, ok := r.Context().Value(resultKey{}).(result)
+		res, ok := r.Context().Value(resultKey{}).(*result)
+		var uid int
+		var err error
+		if ok {
+			uid, err = res.find()
+		}
 		switch {
 		case !ok:
 			// Fail closed: a server without ConnContext is a wiring bug.
 			server.WriteStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden,
 				"the pinniped proxy could not tell which local user opened this connection (no peer check on this server): restart it")
 			return
-		case errors.Is(res.err, ErrUnsupported):
-		case res.err != nil:
+		case errors.Is(err, ErrUnsupported):
+		case err != nil:
 			server.WriteStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden,
-				fmt.Sprintf("the pinniped proxy could not tell which local user opened this connection, so it refuses it: %v", res.err))
+				fmt.Sprintf("the pinniped proxy could not tell which local user opened this connection, so it refuses it: %v", err))
 			return
-		case res.uid != self:
+		case uid != self:
 			server.WriteStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden,
 				"this pinniped proxy serves only the user who started it (uid "+strconv.Itoa(self)+"); start your own with `pinniped proxy`")
 			return

@@ -98,9 +98,9 @@ func TestCheckRefusesAnotherUser(t *testing.T) {
 		t.Fatalf("our own request: %d, reached %d", resp.StatusCode, reached)
 	}
 
-	for name, res := range map[string]result{
-		"another uid": {uid: os.Getuid() + 1},
-		"unknown":     {err: os.ErrNotExist},
+	for name, res := range map[string]*result{
+		"another uid": known(os.Getuid()+1, nil),
+		"unknown":     known(0, os.ErrNotExist),
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
