@@ -408,7 +408,7 @@ func (p *Runtime) signingKey() (*proxytoken.Key, proxytoken.Audience, bool) {
 // and so does one that does not parse: an admin who edits a key out means
 // to revoke it, and replicas must not keep trusting it (nor answer
 // differently as they restart); clients exchange again and get
-// certificates until the leader repairs the Secret.
+// certificates until a person repairs or deletes the Secret.
 func (p *Runtime) loadTokenKeys() {
 	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.TokenKeySecret)
 	if apierrors.IsNotFound(err) {
