@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,41 +149,83 @@ func (in installation) exchangeRequest(t *testing.T, token string) (url string, 
 	return strings.TrimSuffix(cfg.Host, "/") + "/apis/" + groupsuffix.GroupVersion(groupsuffix.Login, in.suffix) + "/tokencredentialrequests", body, tlsConfig
 }
 
-// setCPULimit gives every container of the installation's Deployments a
-// CPU limit and waits for the rollout; the old resources come back when
-// the test ends, unless the test installed it (it is uninstalled then).
-func (in installation) setCPULimit(t *testing.T, limit string) {
+// deployments are the installation's Deployments, with what setCPULimit
+// and cpuLimit need of them.
+type deployments struct {
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name      string          `json:"name"`
+						Resources json.RawMessage `json:"resources"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	} `json:"items"`
+}
+
+func (in installation) deployments(t *testing.T) deployments {
 	t.Helper()
-	args := append(in.kubectlArgs(), "-n", in.namespace)
-	list := append(append([]string{}, args...), "get", "deployments", "-o", "json")
+	list := append(in.kubectlArgs(), "-n", in.namespace, "get", "deployments", "-o", "json")
 	if in.selector != "" {
 		list = append(list, "-l", in.selector)
 	}
-	var deps struct {
-		Items []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Name      string          `json:"name"`
-							Resources json.RawMessage `json:"resources"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		} `json:"items"`
-	}
+	var deps deployments
 	if err := json.Unmarshal([]byte(Kubectl(t, list...)), &deps); err != nil {
 		t.Fatal(err)
 	}
 	if len(deps.Items) == 0 {
 		t.Fatalf("%s: no Deployment in namespace %s (selector %q)", in.name, in.namespace, in.selector)
 	}
+	return deps
+}
+
+// containerCPULimit is a container's resources' CPU limit ("" for none).
+func containerCPULimit(res json.RawMessage) string {
+	var r struct {
+		Limits map[string]string `json:"limits"`
+	}
+	_ = json.Unmarshal(res, &r)
+	return r.Limits["cpu"]
+}
+
+// cpuLimit says what CPU limit the installation's containers run with
+// ("none", or the limits, e.g. "100m"): the limit a benchmark row ran
+// with, which is what the installation ships until setCPULimit changes it.
+func (in installation) cpuLimit(t *testing.T) string {
+	t.Helper()
+	var limits []string
+	for _, d := range in.deployments(t).Items {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			l := containerCPULimit(c.Resources)
+			if l == "" {
+				l = "none"
+			}
+			if !slices.Contains(limits, l) {
+				limits = append(limits, l)
+			}
+		}
+	}
+	return strings.Join(limits, ",")
+}
+
+// setCPULimit gives every container of the installation's Deployments a
+// CPU limit ("none": takes away any limit it ships with, as upstream's
+// Concierge ships 100m) and waits for the rollout; the old resources come
+// back when the test ends, unless the test installed it (it is
+// uninstalled then).
+func (in installation) setCPULimit(t *testing.T, limit string) {
+	t.Helper()
+	args := append(in.kubectlArgs(), "-n", in.namespace)
+	deps := in.deployments(t)
+	var changed []string
 	for _, d := range deps.Items {
-		var restore []map[string]any
+		var restore, remove []map[string]any
 		var names []string
 		for i, c := range d.Spec.Template.Spec.Containers {
 			res := c.Resources
@@ -193,9 +236,16 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 			// limit go with it.
 			restore = append(restore, map[string]any{"op": "add", "path": fmt.Sprintf("/spec/template/spec/containers/%d/resources", i), "value": res})
 			names = append(names, c.Name)
+			if containerCPULimit(c.Resources) != "" {
+				remove = append(remove, map[string]any{"op": "remove", "path": fmt.Sprintf("/spec/template/spec/containers/%d/resources/limits/cpu", i)})
+			}
+		}
+		if limit == "none" && len(remove) == 0 {
+			continue // nothing to take away
 		}
 		patch, _ := json.Marshal(restore)
 		name := d.Metadata.Name
+		changed = append(changed, name)
 		t.Cleanup(func() {
 			if in.installedHere {
 				return
@@ -208,13 +258,29 @@ func (in installation) setCPULimit(t *testing.T, limit string) {
 				t.Errorf("%s: deployment/%s after its resources were put back: %v", in.name, name, err)
 			}
 		})
+		if limit == "none" {
+			p, _ := json.Marshal(remove)
+			Kubectl(t, append(append([]string{}, args...), "patch", "deployment", name, "--type=json", "-p", string(p))...)
+			continue
+		}
 		// Only the containers the restore covers (not init containers).
 		Kubectl(t, append(append([]string{}, args...), "set", "resources", "deployment", name, "--containers="+strings.Join(names, ","), "--limits=cpu="+limit)...)
 	}
-	for _, d := range deps.Items {
-		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", d.Metadata.Name, "--timeout=3m")...)
+	for _, name := range changed {
+		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", name, "--timeout=3m")...)
 	}
-	time.Sleep(6 * time.Second) // the old pods' drain
+	if len(changed) > 0 {
+		time.Sleep(6 * time.Second) // the old pods' drain
+	}
+}
+
+// limitLabel is a row's CPU limit as the installation ran it: "none
+// (shipped 100m)" where the benchmark took away the limit it ships with.
+func limitLabel(ran, shipped string) string {
+	if ran == "none" && shipped != "none" && shipped != "" {
+		return "none (shipped " + shipped + ")"
+	}
+	return ran
 }
 
 // forgetAPIGroups waits until no CRD of an uninstalled suffix is left and
