@@ -6,26 +6,40 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
-// TestProxyLoad compares the impersonation proxy with direct kube-apiserver access, as
-// the same Dex user, on GET (one object) and LIST (50 ConfigMaps) at concurrency 1 and
-// 16, in the same run, beside the API server alone impersonating and beside a second
-// installation's proxy (benchInstallations). It prints req/s, p50 and p99, the proxy's
-// ratio and added p50, and the CPU time per request of each installation's pods and of
-// kube-apiserver; then the proxies alone with audit lines for changes only, and with a
-// 100m CPU limit. It asserts only that every request succeeded (make bench-proxy runs
-// it; set PINNIPED_E2E_LOAD=1). Needs the managed profile, where auto mode runs the proxy.
+// TestProxyLoad compares the impersonation proxy (with a client certificate
+// and with its own token) and pinniped proxy (the local credential proxy,
+// serving ten contexts, in front of kube-apiserver) with direct
+// kube-apiserver access, as the same Dex user, on GET (one object) and LIST
+// (50 ConfigMaps) at concurrency 1 and 16, in the same run, beside the API
+// server alone impersonating and beside a second installation's proxy
+// (benchInstallations). It prints req/s, p50 and p99, each path's ratio and
+// added p50 over direct, the CPU time per request of each installation's
+// pods, of kube-apiserver and of pinniped proxy, the time a watch event
+// takes through each path, and resident memory; then the proxies alone with
+// audit lines for changes only, and with a 100m CPU limit. The first rows
+// run without CPU limits (a shipped limit is taken away), and every table
+// says the limits it ran with. It asserts only that every request
+// succeeded (make bench-proxy runs it; set PINNIPED_E2E_LOAD=1). Needs the
+// managed profile, where auto mode runs the proxy.
 func TestProxyLoad(t *testing.T) {
 	if os.Getenv("PINNIPED_E2E_LOAD") == "" {
 		t.Skip("a benchmark: run with PINNIPED_E2E_LOAD=1 (make bench-proxy)")
@@ -80,10 +94,21 @@ func TestProxyLoad(t *testing.T) {
 	// The order of targets below.
 	const (
 		direct = iota
-		proxy
+		proxyCert
+		proxyToken
 		impersonated
 		otherProxy
+		localProxy
 	)
+	// The proxy's own exchange hands out tokens once its first key signs.
+	ourInstall.waitProxyToken(t, strategy, idToken())
+	// pinniped proxy serving ten contexts (copies of alice's direct one:
+	// its credential is a certificate for the API server), as a person
+	// with ten clusters runs it; the rows use one of them.
+	directKC := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file", "--concierge-mode=TokenCredentialRequestAPI")
+	localKC, localState := startLocalProxy(t, pinniped, withContexts(t, directKC, 10))
+	localBase, localCA, localSecret := localProxyTarget(t, localKC, localState, "ctx-0")
+	localPID := mustLocalProxyPID(t, localState)
 	// fresh are the targets with new credentials and connections: the
 	// certificates live 5 minutes, less than the whole run.
 	fresh := func() []target {
@@ -95,13 +120,12 @@ func TestProxyLoad(t *testing.T) {
 		// Proxies: a client certificate for alice at each, as these rows
 		// always measured.
 		proxyClient := func(in installation, s proxyStrategy) *http.Client {
-			a := proxyLoadAuth(t, in, s, idToken(), alice)
-			c := client(s.CA, tls.Certificate{})
-			c.Transport.(*http.Transport).TLSClientConfig.Certificates = a.certificates()
-			if a.token != "" {
-				c.Transport = bearerTransport{base: c.Transport, token: a.token}
-			}
-			return c
+			return authClient(proxyLoadAuth(t, in, s, idToken(), alice), s.CA)
+		}
+		// Ours also with the token its exchange hands out today.
+		tok := ourInstall.proxyExchange(t, strategy, idToken())
+		if tok.Token == "" {
+			t.Fatalf("the proxy's exchange returned a certificate, not a token, after it handed out tokens")
 		}
 		// What the proxy sends, straight to the API server: the
 		// impersonate-only ServiceAccount's token and alice's identity in
@@ -112,11 +136,15 @@ func TestProxyLoad(t *testing.T) {
 		impersonating.Transport = headerTransport{base: impersonating.Transport, h: http.Header{
 			"Authorization": {"Bearer " + saToken}, "Impersonate-User": {alice.Email}, "Impersonate-Group": {"developers", "admins"},
 		}}
+		local := client(localCA, tls.Certificate{})
+		local.Transport = bearerTransport{base: local.Transport, token: localSecret}
 		return []target{
 			direct:       {"direct", client(clusterCA, pair([]byte(directCred.Cert), []byte(directCred.Key))), cfg.APIServerURL()},
-			proxy:        {"proxy", proxyClient(ourInstall, strategy), strategy.Endpoint},
+			proxyCert:    {"proxy (certificate)", proxyClient(ourInstall, strategy), strategy.Endpoint},
+			proxyToken:   {"proxy (token)", authClient(tokenAuth(tok.Token), strategy.CA), strategy.Endpoint},
 			impersonated: {"impersonating", impersonating, cfg.APIServerURL()},
 			otherProxy:   {"proxy: " + other.name, proxyClient(other, otherStrategy), otherStrategy.Endpoint},
+			localProxy:   {"pinniped proxy → direct", local, localBase},
 		}
 	}
 	targets := fresh()
@@ -141,23 +169,38 @@ func TestProxyLoad(t *testing.T) {
 		return runLoad(t, conc, total, func() (time.Duration, error) { return get(c, url) })
 	}
 
-	// CPU per request: each installation's pods and kube-apiserver, read
-	// over both rounds of each row.
+	// The first rows run without CPU limits: an installation that ships
+	// one (upstream's Concierge: 100m) would be measured throttled.
+	shipped := []string{ourInstall.cpuLimit(t), other.cpuLimit(t)}
+	ourInstall.setCPULimit(t, "none")
+	other.setCPULimit(t, "none")
+	limits := func() string {
+		return fmt.Sprintf("CPU limit: ours %s; %s %s", limitLabel(ourInstall.cpuLimit(t), shipped[0]), other.name, limitLabel(other.cpuLimit(t), shipped[1]))
+	}
+	firstLimits := limits()
+
+	// CPU per request: each installation's pods, kube-apiserver and
+	// pinniped proxy, read over both rounds of each row.
 	time.Sleep(15 * time.Second) // start-up garbage collected
 	servers := func() []server {
 		return []server{
 			podServer(t, "ours", ourInstall.namespace, ourInstall.selector),
 			podServer(t, other.name, other.namespace, other.selector, other.kubectlArgs()...),
 			daemonServer(t, "kube-apiserver"),
+			{name: "pinniped proxy", procs: []int{localPID}},
 		}
 	}
 	srv := servers()
-	idleRSS := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
-	cpuHeader := func() []string {
-		return []string{"| request | concurrency | path | requests | our pods CPU µs/request | " + other.name + " pods CPU µs/request | kube-apiserver CPU µs/request |",
-			"|---|---|---|---|---|---|---|"}
+	idleRSS := fmt.Sprintf("ours %s; %s %s; pinniped proxy (10 contexts) %s", srv[0].rssText(), other.name, srv[1].rssText(), srv[3].rssText())
+	cpuHeader := func(srv []server) []string {
+		h, sep := "| request | concurrency | path | requests |", "|---|---|---|---|"
+		for _, sv := range srv {
+			h += " " + sv.name + " CPU µs/request |"
+			sep += "---|"
+		}
+		return []string{h, sep}
 	}
-	cpuRows := cpuHeader()
+	cpuRows := cpuHeader(srv)
 	// measure runs each target, then all again in the other order, keeping
 	// the better of each (other work on this 2-core machine then biases none
 	// of them), and what each cost every server over both rounds.
@@ -202,9 +245,10 @@ func TestProxyLoad(t *testing.T) {
 	}
 	rd := func(x time.Duration) time.Duration { return x.Round(10 * time.Microsecond) }
 	rows := []string{
-		"| request | concurrency | direct req/s | proxy req/s | ratio | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 | impersonating req/s | impersonating p50 | " + other.name + " proxy req/s | its p50 | its p99 |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+		"| request | concurrency | path | req/s | vs direct | p50 | added p50 | p99 |",
+		"|---|---|---|---|---|---|---|---|",
 	}
+	all := []int{direct, proxyCert, proxyToken, impersonated, otherProxy, localProxy}
 	for _, rq := range requests {
 		targets = fresh()
 		for _, tg := range targets { // warm up connections and caches
@@ -215,17 +259,23 @@ func TestProxyLoad(t *testing.T) {
 			if conc > 1 {
 				total = 3200
 			}
-			all := []int{direct, proxy, impersonated, otherProxy}
 			ms := measure(srv, all, rq.path, conc, total)
+			d := ms[direct].best
 			for _, i := range all {
 				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
+				r := ms[i].best
+				rows = append(rows, fmt.Sprintf("| %s | %d | %s | %.0f | %.2fx | %v | %v | %v |",
+					rq.name, conc, targets[i].name, r.rps, r.rps/d.rps, rd(r.p50), rd(r.p50-d.p50), rd(r.p99)))
 			}
-			d, p, imp, o := ms[direct].best, ms[proxy].best, ms[impersonated].best, ms[otherProxy].best
-			rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.2fx | %v | %v | %v | %v | %v | %.0f | %v | %.0f | %v | %v |",
-				rq.name, conc, d.rps, p.rps, p.rps/d.rps, rd(d.p50), rd(p.p50), rd(p.p50-d.p50), rd(d.p99), rd(p.p99), imp.rps, rd(imp.p50),
-				o.rps, rd(o.p50), rd(o.p99)))
 		}
 	}
+	watchRows := watchEventRows(t, ns, srv, []watchTarget{
+		{targets[direct].name, targets[direct].c, targets[direct].base},
+		{targets[proxyToken].name, targets[proxyToken].c, targets[proxyToken].base},
+		{targets[localProxy].name, targets[localProxy].c, targets[localProxy].base},
+	}, targets[direct].c, targets[direct].base)
+	afterRSS := fmt.Sprintf("ours %s; %s %s; pinniped proxy (10 contexts) %s", srv[0].rssText(), other.name, srv[1].rssText(), srv[3].rssText())
+
 	// The proxies alone again with audit lines only for changes
 	// (--proxy-audit=changes): every request above wrote one, through the
 	// container runtime's log pipe, which costs CPU the API server shares.
@@ -240,12 +290,13 @@ func TestProxyLoad(t *testing.T) {
 	}
 	proxiesOnly := func(title string) {
 		time.Sleep(15 * time.Second) // the old pods gone, start-up garbage collected
-		srv := servers()
+		srv := servers()[:3]
 		idle := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
+		title += " (" + limits() + ")"
 		rows = append(rows, "", title+":", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
 		cpuRows = append(cpuRows, "", title+":")
-		cpuRows = append(cpuRows, cpuHeader()...)
-		proxies := []int{proxy, otherProxy}
+		cpuRows = append(cpuRows, cpuHeader(srv)...)
+		proxies := []int{proxyCert, proxyToken, otherProxy}
 		for _, rq := range requests {
 			targets = fresh()
 			for _, i := range proxies {
@@ -271,10 +322,197 @@ func TestProxyLoad(t *testing.T) {
 	ourInstall.setCPULimit(t, "100m")
 	other.setCPULimit(t, "100m")
 	proxiesOnly("the same with a 100m CPU limit on each installation")
-	t.Logf("(impersonating: straight to kube-apiserver with the proxy's ServiceAccount token and alice's Impersonate-* headers, the API server's share of the proxy's cost)")
-	t.Logf("impersonation proxy vs direct kube-apiserver (managed profile, same user, HTTP/2, API server, proxy and client on the same 2 cores):\n%s\n\n"+
-		"CPU time per request (a server a path does not use shows its idle cost spread over the requests):\n%s\n\nresident memory idle, before the first rows: %s",
-		strings.Join(rows, "\n"), strings.Join(cpuRows, "\n"), idleRSS)
+	t.Logf("(impersonating: straight to kube-apiserver with the proxy's ServiceAccount token and alice's Impersonate-* headers, the API server's share of the proxy's cost; "+
+		"pinniped proxy → direct: the local credential proxy on loopback, serving 10 contexts, in front of kube-apiserver with alice's certificate)")
+	t.Logf("impersonation proxy (certificate and token) and pinniped proxy vs direct kube-apiserver (managed profile, same user, HTTP/2, API server, proxies and client on the same 2 cores; %s):\n%s\n\n"+
+		"CPU time per request (a server a path does not use shows its idle cost spread over the requests):\n%s\n\n"+
+		"watch events (a ConfigMap changed, the event read on three watches open at once):\n%s\n\n"+
+		"resident memory idle, before the first rows: %s; after them: %s",
+		firstLimits, strings.Join(rows, "\n"), strings.Join(cpuRows, "\n"), strings.Join(watchRows, "\n"), idleRSS, afterRSS)
+}
+
+// authClient is an HTTP/2 client that trusts ca and presents a.
+func authClient(a proxyAuth, ca []byte) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	var c http.RoundTripper = &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: a.certificates(), MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
+	}
+	if a.token != "" {
+		c = bearerTransport{base: c, token: a.token}
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: c}
+}
+
+// withContexts writes a copy of kubeconfig kc with n contexts ctx-0 ...
+// ctx-<n-1>, each a copy of its current context, ctx-0 current.
+func withContexts(t *testing.T, kc string, n int) string {
+	t.Helper()
+	raw, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := raw.Contexts[raw.CurrentContext]
+	if cur == nil {
+		t.Fatalf("%s has no current context", kc)
+	}
+	raw.Contexts = map[string]*clientcmdapi.Context{}
+	for i := range n {
+		raw.Contexts[fmt.Sprintf("ctx-%d", i)] = cur.DeepCopy()
+	}
+	raw.CurrentContext = "ctx-0"
+	out := filepath.Join(t.TempDir(), "contexts.kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// localProxyTarget is what a client of pinniped proxy's kubeconfig uses for
+// context name: the server URL (with the context's path), the proxy's CA,
+// and the local secret its exec entry hands out.
+func localProxyTarget(t *testing.T, kc, stateDir, name string) (base string, ca []byte, secret string) {
+	t.Helper()
+	raw, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := raw.Contexts[name]
+	if ctx == nil || raw.Clusters[ctx.Cluster] == nil {
+		t.Fatalf("pinniped proxy's kubeconfig has no context %s with a cluster", name)
+	}
+	sec, err := state.ReadSecret(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := raw.Clusters[ctx.Cluster]
+	return strings.TrimSuffix(c.Server, "/"), c.CertificateAuthorityData, string(sec)
+}
+
+// mustLocalProxyPID is the pid of the pinniped proxy running in stateDir.
+func mustLocalProxyPID(t *testing.T, stateDir string) int {
+	t.Helper()
+	st, err := state.Read(stateDir)
+	if err != nil || st == nil || st.PID == 0 {
+		t.Fatalf("pinniped proxy's state: %+v, %v", st, err)
+	}
+	return st.PID
+}
+
+// watchTarget is one path a watch is opened through.
+type watchTarget struct {
+	name string
+	c    *http.Client
+	base string
+}
+
+// watchEventRows changes a ConfigMap in namespace ns (through writer, at
+// base) again and again, one change at a time, with a watch open through
+// every target at once, and reports, per target, the time from the start of
+// each change to its event arriving (p50, p99, added p50 over the first
+// target's), and the CPU the servers spent per event over the run.
+func watchEventRows(t *testing.T, ns string, srv []server, targets []watchTarget, writer *http.Client, base string) []string {
+	t.Helper()
+	const name, events = "watched", 200
+	Kubectl(t, "-n", ns, "create", "configmap", name, "--from-literal=n=-1")
+	Kubectl(t, "-n", ns, "create", "rolebinding", "proxy-load-edit", "--clusterrole=edit", "--group=developers")
+	rv := Kubectl(t, "-n", ns, "get", "configmap", name, "-o", "jsonpath={.metadata.resourceVersion}")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type arrival struct {
+		target, n int
+		at        time.Time
+	}
+	arrivals := make(chan arrival, 4*events)
+	for i, tg := range targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.base+"/api/v1/namespaces/"+ns+"/configmaps?watch=1&fieldSelector=metadata.name%3D"+name+"&resourceVersion="+rv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No client timeout on a watch: the context ends it.
+		c := *tg.c
+		c.Timeout = 0
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("watch through %s: %v", tg.name, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch through %s: HTTP %d", tg.name, resp.StatusCode)
+		}
+		go func() {
+			defer resp.Body.Close()
+			dec := json.NewDecoder(resp.Body)
+			for {
+				var ev struct {
+					Object struct {
+						Data map[string]string `json:"data"`
+					} `json:"object"`
+				}
+				if err := dec.Decode(&ev); err != nil {
+					return
+				}
+				at := time.Now()
+				if n, err := strconv.Atoi(ev.Object.Data["n"]); err == nil && n >= 0 {
+					arrivals <- arrival{target: i, n: n, at: at}
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second) // every watch established
+	lat := make([][]time.Duration, len(targets))
+	before := make([]time.Duration, len(srv))
+	for k, sv := range srv {
+		before[k] = mustCPU(t, sv)
+	}
+	for n := range events {
+		body := fmt.Sprintf(`{"data":{"n":"%d"}}`, n)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, base+"/api/v1/namespaces/"+ns+"/configmaps/"+name, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		start := time.Now()
+		resp, err := writer.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("change %d: HTTP %d", n, resp.StatusCode)
+		}
+		got := 0
+		timeout := time.After(10 * time.Second)
+		for got < len(targets) {
+			select {
+			case a := <-arrivals:
+				if a.n == n {
+					lat[a.target] = append(lat[a.target], a.at.Sub(start))
+					got++
+				}
+			case <-timeout:
+				t.Fatalf("change %d: only %d of %d watches saw it within 10 s", n, got, len(targets))
+			}
+		}
+	}
+	spent := make([]string, len(srv))
+	for k, sv := range srv {
+		spent[k] = sv.name + " " + microsPer(sv, mustCPU(t, sv)-before[k], events)
+	}
+	rows := []string{"| path | events | p50 | added p50 | p99 |", "|---|---|---|---|---|"}
+	pct := func(d []time.Duration, q float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[int(float64(len(s)-1)*q)]
+	}
+	base50 := pct(lat[0], 0.5)
+	for i, tg := range targets {
+		p50 := pct(lat[i], 0.5)
+		rows = append(rows, fmt.Sprintf("| %s | %d | %v | %v | %v |", tg.name, len(lat[i]), p50.Round(10*time.Microsecond),
+			(p50-base50).Round(10*time.Microsecond), pct(lat[i], 0.99).Round(10*time.Microsecond)))
+	}
+	return append(rows, "CPU µs per event (change and all three watches): "+strings.Join(spent, "; "))
 }
 
 // headerTransport adds fixed headers to every request.
