@@ -2,12 +2,12 @@
 # Installs (idempotently, quietly) the system packages the e2e test bed needs: the container
 # runtime and CNI plugins, iptables/conntrack for kube-proxy, nsenter/ip, Chromium for
 # browser logins, a D-Bus session bus and gnome-keyring for the Secret Service keyring,
-# tmux for TUI tests, and GNU time for the login benchmark's peak memory. Debian/Ubuntu
-# (apt) only.
+# tmux for TUI tests, GNU time for the login benchmark's peak memory, and curl for a
+# request as another local user. Debian/Ubuntu (apt) only.
 set -euo pipefail
 
 pkgs=(containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
-	chromium dbus-daemon dbus-bin gnome-keyring tmux ca-certificates time)
+	chromium dbus-daemon dbus-bin gnome-keyring tmux ca-certificates time curl)
 
 missing=()
 for p in "${pkgs[@]}"; do
