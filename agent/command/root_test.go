@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/cli/buildinfo"
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 )
 
 func TestVersionAndErrors(t *testing.T) {

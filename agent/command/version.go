@@ -3,7 +3,7 @@ package command
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/pinniped-kit/pinniped/cli/buildinfo"
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 )
 
 // newVersionCommand is the agent's `version`: the CLI's flags and output

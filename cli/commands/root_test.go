@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/pinniped-kit/pinniped/cli/buildinfo"
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

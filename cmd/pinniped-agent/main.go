@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/agent/command"
-	"github.com/pinniped-kit/pinniped/cli/buildinfo"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".

@@ -1,8 +1,9 @@
 // Package buildinfo describes a build of a pinniped binary and prints it.
-// It is a leaf (no pinniped imports) so that everything holding build
-// information can import it: the main packages, cmdutil's Factory, the
-// agent's command tree, and `pinniped version` (package version), which
-// itself needs the Factory.
+// It is a leaf (no pinniped imports) under agent/apis, the vocabulary both
+// wings share, so that everything holding build information can import it
+// without the agent depending on the CLI: the main packages, cmdutil's
+// Factory, the agent's command tree, and `pinniped version` (package
+// version), which itself needs the Factory.
 package buildinfo
 
 import (
