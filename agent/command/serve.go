@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/logbuffer"
@@ -71,19 +72,19 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to use instead of the in-cluster ServiceAccount")
 	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace the agent runs in (default $POD_NAMESPACE)")
 	f.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "identity for leader election (default $POD_NAME, else the hostname)")
-	f.StringVar(&o.ListenAddress, "listen", ":10250", "address of the aggregated API (TLS)")
-	f.StringVar(&o.HealthListenAddress, "health-listen", ":8080", "address of /healthz, /readyz and /metrics (plain HTTP)")
-	f.StringVar(&o.ServiceName, "service-name", "pinniped-agent-api", "Service in front of the aggregated API; the serving certificate is for <name>.<namespace>.svc")
-	f.StringVar(&o.ServingSecretName, "serving-secret", "pinniped-agent-api-tls", "Secret holding the aggregated API's CA and serving certificate")
-	f.StringVar(&o.CredentialIssuerName, "credential-issuer", "pinniped-config", "CredentialIssuer whose status the agent maintains")
+	f.StringVar(&o.ListenAddress, "listen", fmt.Sprintf(":%d", objectnames.APIPort), "address of the aggregated API (TLS)")
+	f.StringVar(&o.HealthListenAddress, "health-listen", fmt.Sprintf(":%d", objectnames.HealthPort), "address of /healthz, /readyz and /metrics (plain HTTP)")
+	f.StringVar(&o.ServiceName, "service-name", objectnames.APIService, "Service in front of the aggregated API; the serving certificate is for <name>.<namespace>.svc")
+	f.StringVar(&o.ServingSecretName, "serving-secret", objectnames.ServingSecret, "Secret holding the aggregated API's CA and serving certificate")
+	f.StringVar(&o.CredentialIssuerName, "credential-issuer", objectnames.CredentialIssuer, "CredentialIssuer whose status the agent maintains")
 	f.StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of every API group the agent serves and watches: <prefix>.concierge.<suffix> (a DNS subdomain with a dot; as upstream's api_group_suffix)")
 	f.StringSliceVar(&o.APIServiceNames, "apiservices", nil, "APIServices whose caBundle the agent keeps current (default: v1alpha1.login.concierge.<suffix> and v1alpha1.identity.concierge.<suffix>)")
-	f.StringVar(&o.LeaseName, "lease", "pinniped-agent-leader", "Lease used to elect the replica that writes statuses")
+	f.StringVar(&o.LeaseName, "lease", objectnames.Lease, "Lease used to elect the replica that writes statuses")
 	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, fmt.Sprintf("lifetime of issued client certificates, from %s to %s (the CSR strategy raises it to %s, the API's minimum); see docs/security.md before raising it",
 		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.MinCSR)))
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
-	f.StringVar(&o.ProxyListenAddress, "proxy-listen", ":8444", "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
-	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", "pinniped-agent-proxy", "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
+	f.StringVar(&o.ProxyListenAddress, "proxy-listen", fmt.Sprintf(":%d", objectnames.ProxyPort), "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
+	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", objectnames.ProxyServiceAccount, "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
 	f.StringVar(&o.ProxyCredential, "proxy-credential", proxycredential.Default, "what the impersonation proxy's TokenCredentialRequest returns: token (a bearer token valid only at this proxy; a renewal does not cut a client's open watches, logs and exec sessions) or certificate (a client certificate, for clients that need one)")
 	f.StringVar(&proxyAudit, "proxy-audit", string(metrics.ProxyAuditAll), "impersonation proxy requests that get an audit line: all, changes (all but successful reads) or none (metrics only)")
 	f.BoolVar(&o.LogIdentities, "audit-log-identities", false, "include usernames and groups (personal data) in audit lines")

@@ -22,6 +22,7 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
@@ -127,7 +128,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	restConfig.UserAgent = "pinniped-agent"
+	restConfig.UserAgent = objectnames.Agent
 	kube, err := kubeclient.New(restConfig)
 	if err != nil {
 		return err
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	issuers := &issuer.Switch{}
 	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
 	issuers.Set(csr)
-	signingKey := signingkey.New(&kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: "pinniped-kube-cert-agent",
+	signingKey := signingkey.New(&kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
 		Image: o.KubeCertAgentImage, Manage: leading.Load},
 		issuers, csr, o.CertTTL, log.With("strategy", "KubeClusterSigningCertificate"), kickStatus)
 	if o.KubeCertAgentImage != "" {
@@ -244,7 +245,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	proxyRuntime.Store(proxy)
 	go proxy.Run(ctx)
 	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
-		map[string]string{"app.kubernetes.io/name": "pinniped-agent"})
+		map[string]string{"app.kubernetes.io/name": objectnames.Agent})
 
 	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: statusTrigger,
 		GroupSuffix: o.GroupSuffix,

@@ -19,6 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 )
 
@@ -70,19 +71,16 @@ type Config struct {
 	GroupSuffix string
 }
 
-// Names of the fixed objects. Upstream clients look some of them up by
-// these names (the APIServices, the CredentialIssuer).
+// Names of the fixed objects (agent/apis/objectnames, shared with the
+// agent's flag defaults). Upstream clients look some of them up by these
+// names (the APIServices, the CredentialIssuer).
 const (
-	AppName              = "pinniped-agent"
-	ServiceName          = "pinniped-agent-api"
-	ServingSecretName    = "pinniped-agent-api-tls" //nolint:gosec // a Secret name, not a secret
-	CredentialIssuerName = "pinniped-config"        //nolint:gosec // a resource name
-	LeaseName            = "pinniped-agent-leader"
-	// ProxyServiceAccountName may only impersonate (see proxyRules).
-	ProxyServiceAccountName = "pinniped-agent-proxy"
-	// KubeCertAgentName is the helper Deployment the agent runs beside
-	// kube-controller-manager (agent/server names it the same).
-	KubeCertAgentName = "pinniped-kube-cert-agent"
+	AppName                 = objectnames.Agent
+	ServiceName             = objectnames.APIService
+	CredentialIssuerName    = objectnames.CredentialIssuer
+	LeaseName               = objectnames.Lease
+	ProxyServiceAccountName = objectnames.ProxyServiceAccount
+	KubeCertAgentName       = objectnames.KubeCertAgent
 	// FindControllerManagerName is the kube-system Role (and RoleBinding)
 	// that lets the agent find kube-controller-manager; under a suffix it
 	// is Name(suffix, FindControllerManagerName).

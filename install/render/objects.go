@@ -21,6 +21,7 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/install/crds"
 )
 
@@ -372,9 +373,9 @@ func deployment(c *Config) *appsv1.Deployment {
 							{Name: "GODEBUG", Value: "memprofilerate=0"},
 						},
 						Ports: []corev1.ContainerPort{
-							{Name: "api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP},
-							{Name: "proxy", ContainerPort: 8444, Protocol: corev1.ProtocolTCP},
-							{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+							{Name: "api", ContainerPort: objectnames.APIPort, Protocol: corev1.ProtocolTCP},
+							{Name: "proxy", ContainerPort: objectnames.ProxyPort, Protocol: corev1.ProtocolTCP},
+							{Name: "health", ContainerPort: objectnames.HealthPort, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
