@@ -46,10 +46,6 @@ type Authenticator struct {
 
 var _ authenticator.Token = (*Authenticator)(nil)
 
-// ErrInsecureIssuer is wrapped by the error for an issuer that is not an
-// https URL.
-var ErrInsecureIssuer = httpsurl.ErrNotHTTPS
-
 // HTTPClient builds the client used for discovery and JWKS fetches: the
 // given CA bundle only, TLS 1.2+, short timeouts so a dead issuer cannot
 // stall reconciliation, and redirects followed only to https.
@@ -164,16 +160,6 @@ func probeKeys(ctx context.Context, client *http.Client, jwksURI string) error {
 		return fmt.Errorf("key set at %s is empty", jwksURI)
 	}
 	return nil
-}
-
-// NewWithKeySet skips discovery; tests and callers that already know the
-// keys use it.
-func NewWithKeySet(cfg Config, keySet oidc.KeySet) (*Authenticator, error) {
-	rules, err := claimrules.Compile(cfg.Spec)
-	if err != nil {
-		return nil, stepErr(CondClaimRulesValid, err)
-	}
-	return newAuthenticator(cfg, rules, keySet), nil
 }
 
 func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *Authenticator {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl/redirect/redirecttest"
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/claimrules"
@@ -336,7 +337,7 @@ func TestForgedTokensFetchKeysOnce(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	iss := jwttest.New(t)
 	ctx := context.Background()
-	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: "http://" + strings.TrimPrefix(iss.URL, "https://"), Audience: "a"}}); !errors.Is(err, jwt.ErrInsecureIssuer) {
+	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: "http://" + strings.TrimPrefix(iss.URL, "https://"), Audience: "a"}}); !errors.Is(err, httpsurl.ErrNotHTTPS) {
 		t.Errorf("http issuer: %v", err)
 	}
 	if _, err := jwt.New(ctx, jwt.Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "a"}}); err == nil || !strings.Contains(err.Error(), "discovery") {
