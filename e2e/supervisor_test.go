@@ -206,7 +206,7 @@ func TestSupervisor(t *testing.T) {
 
 	t.Run("kubeconfigs in upstream's shape, each provider and flow", func(t *testing.T) {
 		// What upstream's get kubeconfig writes for a Supervisor
-		// (../shared/notes/supervisor-protocol.md §10): its scopes, the
+		// (docs/supervisor-protocol.md, section 8): its scopes, the
 		// cluster's audience, then the provider's name, type and flow.
 		upstream := func(idp, typ, flow string) string {
 			ours := supervisorKubeconfig(t, pinniped, "--upstream-identity-provider-name="+idp, "--upstream-identity-provider-flow="+flow)

@@ -20,7 +20,7 @@ import (
 
 // upstreamKubeconfig writes a copy of the kubeconfig ours in exactly the
 // shape upstream Pinniped's get kubeconfig (v0.39) writes
-// (../shared/notes/upstream-pinniped.md §7): exec v1beta1, no
+// (docs/supervisor-protocol.md, section 9): exec v1beta1, no
 // interactiveMode, upstream's install hint, and the arguments args builds,
 // in upstream's order, from the values of ours (value of a flag).
 func upstreamKubeconfig(t *testing.T, ours string, args func(value func(flag string) string) []string) string {

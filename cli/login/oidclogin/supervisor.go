@@ -23,7 +23,7 @@ import (
 // is read by package discovery): the choice of one in the authorize
 // request, and its cli_password flow, in which the CLI sends a username and password in
 // headers of the authorize request and reads the code from the redirect
-// (upstream Pinniped's protocol, see ../shared/notes/supervisor-protocol.md).
+// (upstream Pinniped's protocol, written down in docs/supervisor-protocol.md).
 
 // IsSupervisor reports whether the issuer is a Pinniped Supervisor.
 func (p *Provider) IsSupervisor() bool { return p.doc.IsSupervisor() }
