@@ -20,6 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/proxycmd"
+	"github.com/pinniped-kit/pinniped/cli/status"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/cli/version"
 	"github.com/pinniped-kit/pinniped/cli/whoami"
@@ -61,7 +62,7 @@ which is cached in your OS keyring until it expires.`,
 		getkubeconfig.NewCmdGet(f),
 		logincmd.NewCmdLogin(f),
 		logout.NewCmdLogout(f, nil),
-		logout.NewCmdStatus(f, nil),
+		status.NewCmdStatus(f, nil),
 		proxycmd.NewCmdProxy(f, nil),
 		whoami.NewCmdWhoami(f, nil),
 		doctor.NewCmdDoctor(f, nil),

@@ -263,3 +263,11 @@ func (s *fallbackStore) probe(ctx context.Context) Backend {
 	}
 	return b
 }
+
+// IsKeyring reports whether st is the OS keyring, which may not answer (no
+// D-Bus session, a locked keyring): commands report that and go on with
+// the files.
+func IsKeyring(st cache.Store) bool {
+	_, ok := st.(*keyringstore.Store)
+	return ok
+}

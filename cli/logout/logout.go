@@ -1,7 +1,6 @@
-// Package logout implements `pinniped logout` and `pinniped status`: forget
-// cached credentials and sessions, and show what is cached where, never
-// the secrets. Both talk to the caches directly, in every store a login may
-// have written to.
+// Package logout implements `pinniped logout`: forget cached credentials
+// and sessions, in every store a login may have written to, and end the
+// sessions at their issuer. It talks to the caches directly.
 package logout
 
 import (
@@ -16,17 +15,14 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
-	"github.com/pinniped-kit/pinniped/cache/keyringstore"
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
-	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
-	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 )
 
 // Options are the inputs of `pinniped logout`.
@@ -152,13 +148,6 @@ func endAll(ctx context.Context, ender *ender, removed []*sessions.Tokens) {
 	}
 }
 
-// isKeyring: the OS keyring may not answer; that is reported, and the
-// files are still dealt with.
-func isKeyring(st cache.Store) bool {
-	_, ok := st.(*keyringstore.Store)
-	return ok
-}
-
 // caches are the credential and session caches of one store.
 type caches struct {
 	store cache.Store
@@ -203,7 +192,7 @@ func forgetAll(ctx context.Context, places cmdutil.Caches, errOut io.Writer, log
 		total += n
 		removed = append(removed, held...)
 		if err != nil {
-			if isKeyring(c.store) {
+			if credstore.IsKeyring(c.store) {
 				fmt.Fprintf(errOut, "! %s: %v; not all it holds was removed (run pinniped logout --all again once it answers)\n", c.store.Describe(), err)
 				continue
 			}
@@ -337,7 +326,7 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 			held = append(held, session)
 		}
 		if err != nil {
-			if isKeyring(c.store) {
+			if credstore.IsKeyring(c.store) {
 				fmt.Fprintf(errOut, "! %s: %v; what it holds for %s was not removed (run pinniped logout again once it answers)\n", c.store.Describe(), err, contextName)
 				continue
 			}
@@ -458,55 +447,4 @@ func holdLoginLock(ctx context.Context, dir, name string, wait time.Duration) (f
 		return nil, err
 	}
 	return func() { _ = l.Unlock() }, nil
-}
-
-// NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.
-func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
-		Short: "Show which cluster credentials are cached, where, and until when",
-		Long: `status lists the cluster credentials "pinniped login" has cached, in the OS
-keyring and in its file fallback, with when each expires. It never shows a
-secret. It also says whether "pinniped proxy" runs, where, and the state of
-each context it serves.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context())
-			}
-			return status(cmd.Context(), f)
-		},
-	}
-}
-
-func status(ctx context.Context, f *cmdutil.Factory) error {
-	all, err := cachesFor(f.Caches, "keyring")
-	if err != nil {
-		return err
-	}
-	now := f.Now()
-	any := false
-	for _, c := range all {
-		entries, err := c.creds.List(ctx)
-		if err != nil && (isKeyring(c.store) || errors.Is(err, privatedir.ErrNotPrivate)) {
-			fmt.Fprintf(f.IO.ErrOut, "! %s: %v\n", c.store.Describe(), err)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.store.Describe(), err)
-		}
-		for _, e := range entries {
-			any = true
-			fmt.Fprintf(f.IO.Out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
-				e.Expires.Sub(now).Round(time.Second), e.Expires.Local().Format(time.Kitchen), c.store.Describe())
-		}
-	}
-	if !any {
-		fmt.Fprintln(f.IO.Out, "No cached credentials.")
-	}
-	dir, err := state.DefaultDir(credstore.Places{Getenv: f.Getenv})
-	if err != nil {
-		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
-	}
-	return proxycmd.PrintStatus(f.IO.Out, dir, now)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/status"
 )
 
 // memKeyring is an OS keyring that works.
@@ -199,7 +200,7 @@ func runCmd(t *testing.T, env map[string]string, name string, args ...string) (s
 	f.Caches = testCaches
 	cmd := NewCmdLogout(f, nil)
 	if name == "status" {
-		cmd = NewCmdStatus(f, nil)
+		cmd = status.NewCmdStatus(f, nil)
 	}
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)

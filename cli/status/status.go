@@ -1,0 +1,125 @@
+// Package status implements `pinniped status`: which cluster credentials
+// are cached, where and until when, and whether pinniped proxy runs. It
+// reads the caches and the proxy's state files only: no network, never a
+// secret.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
+)
+
+// NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show which cluster credentials are cached, where, and until when",
+		Long: `status lists the cluster credentials "pinniped login" has cached, in the OS
+keyring and in its file fallback, with when each expires. It never shows a
+secret. It also says whether "pinniped proxy" runs, where, and the state of
+each context it serves.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context())
+			}
+			return run(cmd.Context(), f)
+		},
+	}
+}
+
+// run lists every store a keyring-mode login may have written to (the
+// keyring and its file fallback), then the proxy.
+func run(ctx context.Context, f *cmdutil.Factory) error {
+	stores, err := f.Caches.Everywhere("keyring")
+	if err != nil {
+		return err
+	}
+	lockDir, err := f.Caches.LockDir("keyring")
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	any := false
+	for _, st := range stores {
+		entries, err := (&credcache.Cache{Store: st, LockDir: lockDir}).List(ctx)
+		if err != nil && (credstore.IsKeyring(st) || errors.Is(err, privatedir.ErrNotPrivate)) {
+			fmt.Fprintf(f.IO.ErrOut, "! %s: %v\n", st.Describe(), err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", st.Describe(), err)
+		}
+		for _, e := range entries {
+			any = true
+			fmt.Fprintf(f.IO.Out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
+				e.Expires.Sub(now).Round(time.Second), e.Expires.Local().Format(time.Kitchen), st.Describe())
+		}
+	}
+	if !any {
+		fmt.Fprintln(f.IO.Out, "No cached credentials.")
+	}
+	dir, err := state.DefaultDir(credstore.Places{Getenv: f.Getenv})
+	if err != nil {
+		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
+	}
+	return printProxy(f.IO.Out, dir, now)
+}
+
+// printProxy writes `pinniped status`'s lines about the proxy whose
+// state directory is dir: running (pid, address, each context's state and
+// credential expiry) or not. It reads files only: no network, no secret,
+// no identity.
+func printProxy(w io.Writer, dir string, now time.Time) error {
+	rep, err := state.Status(dir)
+	if err != nil {
+		return fmt.Errorf("pinniped proxy: %w", err)
+	}
+	switch {
+	case rep.Stale:
+		fmt.Fprintf(w, "pinniped proxy: not running (a proxy stopped without cleaning up; its state in %s is stale). Start it with `pinniped proxy`.\n", dir)
+		return nil
+	case !rep.Running:
+		fmt.Fprintln(w, "pinniped proxy: not running (start it with `pinniped proxy`)")
+		return nil
+	case rep.State == nil:
+		fmt.Fprintln(w, "pinniped proxy: running (starting up)")
+		return nil
+	}
+	s := rep.State
+	fmt.Fprintf(w, "pinniped proxy: running (pid %d) at %s since %s, %d contexts:\n", s.PID, s.Address, s.Started.Local().Format(time.DateTime), len(s.Contexts))
+	slugs := make([]string, 0, len(s.Contexts))
+	for slug := range s.Contexts {
+		slugs = append(slugs, slug)
+	}
+	sort.Slice(slugs, func(i, j int) bool { return s.Contexts[slugs[i]].Context < s.Contexts[slugs[j]].Context })
+	for _, slug := range slugs {
+		c := s.Contexts[slug]
+		line := fmt.Sprintf("  %-30s %s  %s", c.Context, c.Server, c.State)
+		switch {
+		case c.Expires.IsZero() && c.Renewals > 0:
+			line += ", credential without expiry"
+		case !c.Expires.IsZero() && !now.Before(c.Expires):
+			line += fmt.Sprintf(", credential expired at %s", c.Expires.Local().Format(time.Kitchen))
+		case !c.Expires.IsZero():
+			line += fmt.Sprintf(", credential expires in %s (%s)", c.Expires.Sub(now).Round(time.Second), c.Expires.Local().Format(time.Kitchen))
+		}
+		if c.Problem != "" {
+			line += ": " + c.Problem
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
