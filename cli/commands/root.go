@@ -16,7 +16,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/doctor"
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
-	"github.com/pinniped-kit/pinniped/cli/install"
+	"github.com/pinniped-kit/pinniped/cli/installcmd"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/proxycmd"
@@ -57,8 +57,8 @@ which is cached in your OS keyring until it expires.`,
 	})
 	root.AddCommand(
 		version.NewCmdVersion(f, nil),
-		install.NewCmdInstall(f, nil),
-		install.NewCmdUninstall(f, nil),
+		installcmd.NewCmdInstall(f, nil),
+		installcmd.NewCmdUninstall(f, nil),
 		getkubeconfig.NewCmdGet(f),
 		logincmd.NewCmdLogin(f),
 		logout.NewCmdLogout(f, nil),

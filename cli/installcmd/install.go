@@ -1,6 +1,6 @@
-// Package install implements `pinniped install` and `pinniped uninstall`:
+// Package installcmd implements `pinniped install` and `pinniped uninstall`:
 // flags in, then install/render and install/apply do the work.
-package install
+package installcmd
 
 import (
 	"context"
