@@ -37,6 +37,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/replica"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
 	"github.com/pinniped-kit/pinniped/agent/signingkey"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -269,7 +270,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	}
 }
 
-type probe = func(context.Context) (*credentialissuer.Working, error)
+type probe = func(context.Context) (*strategy.Working, error)
 
 // strategies are the CredentialIssuer's strategies in the order clients
 // should prefer them: the first that works is what `get kubeconfig` picks.
@@ -277,8 +278,8 @@ type probe = func(context.Context) (*credentialissuer.Working, error)
 // enabled it, or where auto mode found no control plane: a managed
 // cluster, where the proxy is the intended path and the CSR API is the
 // fallback.
-func strategies(signingKey, proxy, csr probe) []credentialissuer.Prober {
-	return []credentialissuer.Prober{{
+func strategies(signingKey, proxy, csr probe) []strategy.Prober {
+	return []strategy.Prober{{
 		Type:    configv1alpha1.KubeClusterSigningCertificateStrategyType,
 		Success: configv1alpha1.FetchedKeyStrategyReason,
 		Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
@@ -293,13 +294,13 @@ func strategies(signingKey, proxy, csr probe) []credentialissuer.Prober {
 		Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 		Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
 		Hint:    "the cluster must sign kubernetes.io/kube-apiserver-client CertificateSigningRequests (kube-controller-manager --cluster-signing-cert-file)",
-		Probe:   credentialissuer.CachedSuccess(time.Minute, csr),
+		Probe:   strategy.CachedSuccess(time.Minute, csr),
 	}}
 }
 
 // csrProbe issues one real certificate: the only proof the cluster signs.
 func csrProbe(csr *issuer.CSR) probe {
-	return func(ctx context.Context) (*credentialissuer.Working, error) {
+	return func(ctx context.Context) (*strategy.Working, error) {
 		_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
 		return nil, err
 	}

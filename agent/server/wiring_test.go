@@ -18,8 +18,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // TestStrategiesInTheOrderClientsPreferThem: the status lists the signing
@@ -29,7 +29,7 @@ import (
 func TestStrategiesInTheOrderClientsPreferThem(t *testing.T) {
 	calls := map[string]int{}
 	counting := func(name string) probe {
-		return func(context.Context) (*credentialissuer.Working, error) {
+		return func(context.Context) (*strategy.Working, error) {
 			calls[name]++
 			return nil, nil
 		}

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // Strategy keeps the cluster signing key in memory and makes it the active
@@ -84,14 +84,14 @@ func (s *Strategy) apply(ca *certauthority.CA, err error) time.Duration {
 }
 
 // Status is the strategy's probe: the result of the last fetch.
-func (s *Strategy) Status(context.Context) (*credentialissuer.Working, error) {
+func (s *Strategy) Status(context.Context) (*strategy.Working, error) {
 	if !s.enabled {
 		return nil, errors.New("disabled: the agent was started without --kube-cert-agent-image")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fetched {
-		return nil, fmt.Errorf("still fetching the key: %w", credentialissuer.ErrPending)
+		return nil, fmt.Errorf("still fetching the key: %w", strategy.ErrPending)
 	}
 	return nil, s.lastErr
 }

@@ -13,9 +13,9 @@ import (
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // csrFallback stands for the CSR API: its credentials say where they came from.
@@ -52,7 +52,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: func() { changed <- struct{}{} },
 		after: func(d time.Duration) <-chan time.Time { waits <- d; return wake },
 	}
-	if _, err := s.Status(context.Background()); !errors.Is(err, credentialissuer.ErrPending) {
+	if _, err := s.Status(context.Background()); !errors.Is(err, strategy.ErrPending) {
 		t.Fatalf("before the first fetch: %v, want pending", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,7 +81,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 		if fromCSR := cred.Token == "from-the-csr-api"; fromCSR != c.fromCSR || (!fromCSR && cred.ClientCertificateData == "") {
 			t.Errorf("fetch %d: issued %+v, want from the CSR API: %v", i, cred, c.fromCSR)
 		}
-		if _, err := s.Status(context.Background()); (err != nil) != c.probeErr || errors.Is(err, credentialissuer.ErrPending) {
+		if _, err := s.Status(context.Background()); (err != nil) != c.probeErr || errors.Is(err, strategy.ErrPending) {
 			t.Errorf("fetch %d: status %v", i, err)
 		}
 		wake <- time.Time{}
@@ -102,7 +102,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 // reports the strategy disabled, saying which flag enables it.
 func TestDisabledWithoutAnImage(t *testing.T) {
 	s := New(&kubecertagent.Agent{}, &issuer.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {})
-	if _, err := s.Status(context.Background()); err == nil || errors.Is(err, credentialissuer.ErrPending) ||
+	if _, err := s.Status(context.Background()); err == nil || errors.Is(err, strategy.ErrPending) ||
 		err.Error() != "disabled: the agent was started without --kube-cert-agent-image" {
 		t.Fatalf("status %v", err)
 	}

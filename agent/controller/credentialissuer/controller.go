@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,51 +21,8 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
-
-// CredentialIssuers is the resource this controller writes, under the
-// default API group suffix; Resource names it under any suffix.
-var CredentialIssuers = Resource("")
-
-// Resource is the CredentialIssuer resource under an API group suffix
-// ("" means the default).
-func Resource(suffix string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, suffix), Version: groupsuffix.Version, Resource: "credentialissuers"}
-}
-
-// Prober checks one strategy.
-type Prober struct {
-	Type configv1alpha1.StrategyType
-	// Probe returns nil error when the strategy can issue credentials. A
-	// non-nil Working says which frontend clients should use and how to
-	// describe it; nil means the aggregated TokenCredentialRequest API.
-	Probe func(ctx context.Context) (*Working, error)
-	// Success and Failure are the reasons reported either way.
-	Success, Failure configv1alpha1.StrategyReason
-	// Hint is appended to failure messages: what an admin can do.
-	Hint string
-}
-
-// Working is a strategy that works, in the words and with the frontend the
-// status should show.
-type Working struct {
-	Message  string
-	Frontend *configv1alpha1.CredentialIssuerFrontend
-}
-
-// ReasonError lets a probe report a specific reason (e.g. Disabled) instead
-// of the prober's generic Failure.
-type ReasonError struct {
-	Reason configv1alpha1.StrategyReason
-	Err    error
-}
-
-func (e *ReasonError) Error() string { return e.Err.Error() }
-func (e *ReasonError) Unwrap() error { return e.Err }
-
-// ErrPending is what a probe returns while its strategy is still being set
-// up; the status then says Pending, and `get kubeconfig` waits for it.
-var ErrPending = errors.New("pending")
 
 // Controller probes strategies and writes the status. Only the leader runs it.
 type Controller struct {
@@ -74,7 +30,7 @@ type Controller struct {
 	Kube     kubernetes.Interface
 	Rest     *rest.Config
 	Name     string
-	Probers  []Prober
+	Probers  []strategy.Prober
 	Log      *slog.Logger
 	Now      func() time.Time
 	Interval time.Duration // between probes once everything works
@@ -127,13 +83,13 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 		cancel()
 		s := configv1alpha1.CredentialIssuerStrategy{Type: p.Type, LastUpdateTime: now}
 		switch {
-		case errors.Is(err, ErrPending):
+		case errors.Is(err, strategy.ErrPending):
 			r.Pending = true
 			s.Status, s.Reason, s.Message = configv1alpha1.ErrorStrategyStatus, configv1alpha1.PendingStrategyReason, err.Error()
 		case err != nil:
 			s.Status, s.Reason = configv1alpha1.ErrorStrategyStatus, p.Failure
 			s.Message = err.Error()
-			var re *ReasonError
+			var re *strategy.ReasonError
 			if errors.As(err, &re) {
 				s.Reason = re.Reason
 			} else if p.Hint != "" {
@@ -164,7 +120,7 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 }
 
 func (c *Controller) writeStatus(ctx context.Context, strategies []configv1alpha1.CredentialIssuerStrategy) error {
-	res := c.Dynamic.Resource(Resource(c.GroupSuffix))
+	res := c.Dynamic.Resource(strategy.Resource(c.GroupSuffix))
 	u, err := res.Get(ctx, c.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		// `pinniped install` creates it; recreate it if an admin deleted it,

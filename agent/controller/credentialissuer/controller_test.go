@@ -18,14 +18,15 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-func newController(t *testing.T, objs []runtime.Object, probers ...credentialissuer.Prober) (*credentialissuer.Controller, *dynamicfake.FakeDynamicClient) {
+func newController(t *testing.T, objs []runtime.Object, probers ...strategy.Prober) (*credentialissuer.Controller, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{credentialissuer.CredentialIssuers: "CredentialIssuerList"}, objs...)
+		map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"}, objs...)
 	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"},
 		Data: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster: {server: \"https://public:6443\", certificate-authority-data: Q0E=}\n"}})
 	return &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: &rest.Config{Host: "https://internal"}, Name: "pinniped-config",
@@ -34,7 +35,7 @@ func newController(t *testing.T, objs []runtime.Object, probers ...credentialiss
 
 func statusOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []configv1alpha1.CredentialIssuerStrategy {
 	t.Helper()
-	u, err := dyn.Resource(credentialissuer.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
+	u, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,19 +51,19 @@ func statusOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []configv1alpha1
 // CredentialIssuer is recreated if an admin deleted it.
 func TestStatusSaysWhatWorksAndWhy(t *testing.T) {
 	c, dyn := newController(t, nil,
-		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.FetchedKeyStrategyReason,
+		strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.FetchedKeyStrategyReason,
 			Failure: configv1alpha1.CouldNotFetchKeyStrategyReason, Hint: "on managed clusters this is expected",
-			Probe: func(context.Context) (*credentialissuer.Working, error) {
+			Probe: func(context.Context) (*strategy.Working, error) {
 				return nil, errors.New("no kube-controller-manager pod")
 			}},
-		credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
+		strategy.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
 			Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
-			Probe: func(context.Context) (*credentialissuer.Working, error) {
-				return nil, &credentialissuer.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New("the cluster has control-plane nodes")}
+			Probe: func(context.Context) (*strategy.Working, error) {
+				return nil, &strategy.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New("the cluster has control-plane nodes")}
 			}},
-		credentialissuer.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
+		strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType, Success: configv1alpha1.SigningRequestsApprovedStrategyReason,
 			Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
-			Probe:   func(context.Context) (*credentialissuer.Working, error) { return nil, nil }},
+			Probe:   func(context.Context) (*strategy.Working, error) { return nil, nil }},
 	)
 	r := c.SyncOnce(context.Background())
 	if !r.AnyWorking || r.Pending {
@@ -89,10 +90,10 @@ func TestStatusSaysWhatWorksAndWhy(t *testing.T) {
 func TestPendingIsReported(t *testing.T) {
 	ci := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer",
 		"metadata": map[string]any{"name": "pinniped-config"}}}
-	c, dyn := newController(t, []runtime.Object{ci}, credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType,
+	c, dyn := newController(t, []runtime.Object{ci}, strategy.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType,
 		Success: configv1alpha1.ListeningStrategyReason, Failure: configv1alpha1.ErrorDuringSetupStrategyReason,
-		Probe: func(context.Context) (*credentialissuer.Working, error) {
-			return nil, errors.Join(credentialissuer.ErrPending, errors.New("waiting for the load balancer's address"))
+		Probe: func(context.Context) (*strategy.Working, error) {
+			return nil, errors.Join(strategy.ErrPending, errors.New("waiting for the load balancer's address"))
 		}})
 	r := c.SyncOnce(context.Background())
 	if r.AnyWorking || !r.Pending {

@@ -20,10 +20,11 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
-func prober(probe func(context.Context) (*credentialissuer.Working, error)) credentialissuer.Prober {
-	return credentialissuer.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
+func prober(probe func(context.Context) (*strategy.Working, error)) strategy.Prober {
+	return strategy.Prober{Type: configv1alpha1.ImpersonationProxyStrategyType, Success: configv1alpha1.ListeningStrategyReason,
 		Failure: configv1alpha1.ErrorDuringSetupStrategyReason, Hint: "see docs/impersonation-proxy.md", Probe: probe}
 }
 
@@ -33,8 +34,8 @@ func prober(probe func(context.Context) (*credentialissuer.Working, error)) cred
 func TestTheProxysOwnFrontend(t *testing.T) {
 	frontend := &configv1alpha1.CredentialIssuerFrontend{Type: configv1alpha1.ImpersonationProxyFrontendType,
 		ImpersonationProxyInfo: &configv1alpha1.ImpersonationProxyInfo{Endpoint: "https://proxy.example", CertificateAuthorityData: "UFJPWFk="}}
-	c, dyn := newController(t, nil, prober(func(context.Context) (*credentialissuer.Working, error) {
-		return &credentialissuer.Working{Message: "the impersonation proxy is listening", Frontend: frontend}, nil
+	c, dyn := newController(t, nil, prober(func(context.Context) (*strategy.Working, error) {
+		return &strategy.Working{Message: "the impersonation proxy is listening", Frontend: frontend}, nil
 	}))
 	if r := c.SyncOnce(context.Background()); !r.AnyWorking || r.Pending {
 		t.Fatalf("result %+v", r)
@@ -52,12 +53,12 @@ func TestTheProxysOwnFrontend(t *testing.T) {
 // the failure's hint, nor is a probe's own reason.
 func TestNothingWorks(t *testing.T) {
 	c, dyn := newController(t, nil,
-		prober(func(context.Context) (*credentialissuer.Working, error) { return nil, errors.New("cannot listen") }),
-		prober(func(context.Context) (*credentialissuer.Working, error) {
-			return nil, errors.Join(credentialissuer.ErrPending, errors.New("waiting for the load balancer"))
+		prober(func(context.Context) (*strategy.Working, error) { return nil, errors.New("cannot listen") }),
+		prober(func(context.Context) (*strategy.Working, error) {
+			return nil, errors.Join(strategy.ErrPending, errors.New("waiting for the load balancer"))
 		}),
-		prober(func(context.Context) (*credentialissuer.Working, error) {
-			return nil, &credentialissuer.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New("mode is disabled")}
+		prober(func(context.Context) (*strategy.Working, error) {
+			return nil, &strategy.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New("mode is disabled")}
 		}))
 	r := c.SyncOnce(context.Background())
 	if r.AnyWorking || !r.Pending {
@@ -83,9 +84,9 @@ func TestStatusWriteKeepsTheSpec(t *testing.T) {
 		"metadata": map[string]any{"name": "pinniped-config"},
 		"spec": map[string]any{"impersonationProxy": map[string]any{"mode": "enabled", "externalEndpoint": "proxy.example:443",
 			"service": map[string]any{"type": "None"}}}}}
-	c, dyn := newController(t, []runtime.Object{ci}, prober(func(context.Context) (*credentialissuer.Working, error) { return nil, nil }))
+	c, dyn := newController(t, []runtime.Object{ci}, prober(func(context.Context) (*strategy.Working, error) { return nil, nil }))
 	c.SyncOnce(context.Background())
-	u, err := dyn.Resource(credentialissuer.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
+	u, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +121,9 @@ func TestFrontendFromTheAgentsOwnView(t *testing.T) {
 		"CA file": {Host: "https://10.96.0.1:443", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}},
 	} {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{credentialissuer.CredentialIssuers: "CredentialIssuerList"})
+			map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"})
 		c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: restConfig, Name: "pinniped-config",
-			Now: func() time.Time { return now }, Probers: []credentialissuer.Prober{prober(func(context.Context) (*credentialissuer.Working, error) { return nil, nil })}}
+			Now: func() time.Time { return now }, Probers: []strategy.Prober{prober(func(context.Context) (*strategy.Working, error) { return nil, nil })}}
 		c.SyncOnce(context.Background())
 		s := statusOf(t, dyn)
 		if info := s[0].Frontend.TokenCredentialRequestAPIInfo; info == nil || info.Server != "https://10.96.0.1:443" || info.CertificateAuthorityData != "Q0E=" {
@@ -134,7 +135,7 @@ func TestFrontendFromTheAgentsOwnView(t *testing.T) {
 // TestAFailedWriteIsNotSuccess: when the status cannot be written the
 // result claims nothing works, so the controller tries again soon.
 func TestAFailedWriteIsNotSuccess(t *testing.T) {
-	c, dyn := newController(t, nil, prober(func(context.Context) (*credentialissuer.Working, error) { return nil, nil }))
+	c, dyn := newController(t, nil, prober(func(context.Context) (*strategy.Working, error) { return nil, nil }))
 	dyn.PrependReactor("update", "credentialissuers", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcd unavailable")
 	})
@@ -147,7 +148,7 @@ func TestAFailedWriteIsNotSuccess(t *testing.T) {
 // answered with a new round before the interval is up.
 func TestTriggerProbesAtOnce(t *testing.T) {
 	probes := make(chan struct{}, 10)
-	c, _ := newController(t, nil, prober(func(context.Context) (*credentialissuer.Working, error) {
+	c, _ := newController(t, nil, prober(func(context.Context) (*strategy.Working, error) {
 		probes <- struct{}{}
 		return nil, nil
 	}))

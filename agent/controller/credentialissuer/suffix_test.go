@@ -14,23 +14,24 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // TestSuffixedCredentialIssuer: under an API group suffix the controller
 // writes (and recreates) the CredentialIssuer of the suffixed group, and
 // leaves the default group's alone: that one belongs to another server.
 func TestSuffixedCredentialIssuer(t *testing.T) {
-	suffixed := credentialissuer.Resource("tuna.io")
-	if suffixed.Group != "config.concierge.tuna.io" || suffixed.Resource != "credentialissuers" || credentialissuer.CredentialIssuers.Group != configv1alpha1.GroupName {
-		t.Fatalf("resources %v, %v", suffixed, credentialissuer.CredentialIssuers)
+	suffixed := strategy.Resource("tuna.io")
+	if suffixed.Group != "config.concierge.tuna.io" || suffixed.Resource != "credentialissuers" || strategy.CredentialIssuers.Group != configv1alpha1.GroupName {
+		t.Fatalf("resources %v, %v", suffixed, strategy.CredentialIssuers)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		credentialissuer.CredentialIssuers: "CredentialIssuerList", suffixed: "CredentialIssuerList"})
+		strategy.CredentialIssuers: "CredentialIssuerList", suffixed: "CredentialIssuerList"})
 	c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: &rest.Config{Host: "https://internal"},
 		Name: "pinniped-config", GroupSuffix: "tuna.io", Now: func() time.Time { return now },
-		Probers: []credentialissuer.Prober{{Type: configv1alpha1.CertificateSigningRequestStrategyType,
+		Probers: []strategy.Prober{{Type: configv1alpha1.CertificateSigningRequestStrategyType,
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason, Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,
-			Probe: func(context.Context) (*credentialissuer.Working, error) { return nil, nil }}}}
+			Probe: func(context.Context) (*strategy.Working, error) { return nil, nil }}}}
 	c.SyncOnce(context.Background())
 
 	u, err := dyn.Resource(suffixed).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
@@ -40,7 +41,7 @@ func TestSuffixedCredentialIssuer(t *testing.T) {
 	if u.GetAPIVersion() != "config.concierge.tuna.io/v1alpha1" {
 		t.Errorf("created as %s", u.GetAPIVersion())
 	}
-	if _, err := dyn.Resource(credentialissuer.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{}); err == nil {
+	if _, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{}); err == nil {
 		t.Error("a CredentialIssuer of the default group was written")
 	}
 }

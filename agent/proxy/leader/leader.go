@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // Lifetimes of what the controller generates. The serving CA ends up in
@@ -85,7 +85,7 @@ type Syncer struct {
 // Sync brings the Service, certificates and signer in line with the spec
 // once, and reports the strategy. The CredentialIssuer controller's loop
 // runs it each round, as the ImpersonationProxy strategy's probe.
-func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
+func (c *Syncer) Sync(ctx context.Context) (*strategy.Working, error) {
 	s, err := c.Settings(ctx)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 		if err := c.cleanup(ctx, true); err != nil {
 			return nil, err
 		}
-		return nil, &credentialissuer.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New(s.Why)}
+		return nil, &strategy.ReasonError{Reason: configv1alpha1.DisabledStrategyReason, Err: errors.New(s.Why)}
 	}
 	if _, err := c.signer().Ensure(ctx); err != nil {
 		return nil, fmt.Errorf("client certificate signer: %w", err)
@@ -106,7 +106,7 @@ func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 	}
 	ep, err := s.ResolveEndpoint(svc)
 	if errors.Is(err, proxyconfig.ErrPending) {
-		return nil, fmt.Errorf("%s: %w", err.Error(), credentialissuer.ErrPending)
+		return nil, fmt.Errorf("%s: %w", err.Error(), strategy.ErrPending)
 	}
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (c *Syncer) Sync(ctx context.Context) (*credentialissuer.Working, error) {
 		how = "a generated certificate"
 		c.event("using the generated serving certificate", "secret", proxyconfig.GeneratedTLSSecret, "endpoint", ep.URL)
 	}
-	return &credentialissuer.Working{
+	return &strategy.Working{
 		Message: fmt.Sprintf("impersonation proxy serving at %s with %s", ep.URL, how),
 		Frontend: &configv1alpha1.CredentialIssuerFrontend{
 			Type: configv1alpha1.ImpersonationProxyFrontendType,

@@ -19,9 +19,9 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 const ns = "pinniped"
@@ -42,7 +42,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) probe() (*credentialissuer.Working, error) {
+func (f *fixture) probe() (*strategy.Working, error) {
 	return f.c.Sync(context.Background())
 }
 
@@ -87,7 +87,7 @@ func leafOf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 func TestGeneratedCertificateFollowsTheEndpoint(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.probe()
-	if !errors.Is(err, credentialissuer.ErrPending) || !strings.Contains(err.Error(), "no load balancer address") {
+	if !errors.Is(err, strategy.ErrPending) || !strings.Contains(err.Error(), "no load balancer address") {
 		t.Fatalf("before the LB has an address: %v", err)
 	}
 	svc := f.service()
@@ -186,7 +186,7 @@ func TestTypeChangesAndDisable(t *testing.T) {
 	f.spec.Mode = "disabled"
 	f.spec.Service.Type = "LoadBalancer"
 	_, err := f.probe()
-	var re *credentialissuer.ReasonError
+	var re *strategy.ReasonError
 	if !errors.As(err, &re) || re.Reason != configv1alpha1.DisabledStrategyReason || !strings.Contains(err.Error(), "disabled") {
 		t.Fatalf("disabled: %v", err)
 	}

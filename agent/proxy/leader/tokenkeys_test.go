@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 func (f *fixture) pod(name, hash string, phase corev1.PodPhase, terminating bool) {
@@ -116,7 +116,7 @@ func TestTokenKeyWaitIsLoggedOnce(t *testing.T) {
 // address, as a first probe and a cloud controller would.
 func (f *fixture) setIngressAfterFirstProbe(ip string) {
 	f.t.Helper()
-	if _, err := f.probe(); !errors.Is(err, credentialissuer.ErrPending) {
+	if _, err := f.probe(); !errors.Is(err, strategy.ErrPending) {
 		f.t.Fatalf("first probe: %v", err)
 	}
 	f.setIngress(ip)

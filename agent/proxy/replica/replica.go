@@ -33,7 +33,6 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
@@ -44,6 +43,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -194,7 +194,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	ciFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "", func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.CredentialIssuerName).String()
 	})
-	p.ciInformer = ciFactory.ForResource(credentialissuer.Resource(o.GroupSuffix)).Informer()
+	p.ciInformer = ciFactory.ForResource(strategy.Resource(o.GroupSuffix)).Informer()
 	_, _ = p.ciInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { p.poke(); kickStatus() },
 		UpdateFunc: func(oldObj, newObj any) {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -28,7 +28,7 @@ func newRuntime(t *testing.T, spec map[string]any, objs ...runtime.Object) (*Run
 			"kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"}, "spec": spec}})
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{credentialissuer.CredentialIssuers: "CredentialIssuerList"}, cis...)
+		map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"}, cis...)
 	kube := fake.NewClientset(objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

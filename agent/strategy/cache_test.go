@@ -1,4 +1,4 @@
-package credentialissuer_test
+package strategy_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
+	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
 // TestCachedSuccess: a working CSR probe is not repeated within its ttl (each
 // one creates a CSR); a failing one is asked again every time.
 func TestCachedSuccess(t *testing.T) {
 	calls := 0
-	probe := credentialissuer.CachedSuccess(time.Hour, func(context.Context) (*credentialissuer.Working, error) {
+	probe := strategy.CachedSuccess(time.Hour, func(context.Context) (*strategy.Working, error) {
 		calls++
 		return nil, nil
 	})
@@ -25,7 +25,7 @@ func TestCachedSuccess(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("%d probes within the ttl", calls)
 	}
-	failing := credentialissuer.CachedSuccess(time.Hour, func(context.Context) (*credentialissuer.Working, error) {
+	failing := strategy.CachedSuccess(time.Hour, func(context.Context) (*strategy.Working, error) {
 		calls++
 		return nil, errors.New("no signer")
 	})

@@ -1,4 +1,4 @@
-package credentialissuer
+package strategy
 
 import (
 	"context"
