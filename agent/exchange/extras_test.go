@@ -17,6 +17,7 @@ import (
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
@@ -29,7 +30,7 @@ func (w webhookUser) AuthenticateToken(context.Context, tokenauth.Key, string) (
 	return &authenticator.Response{User: w.u}, nil
 }
 
-func exchangeAs(t *testing.T, f *fixture, u user.Info) (*loginv1alpha1.TokenCredentialRequest, exchange.Result) {
+func exchangeAs(t *testing.T, f *fixture, u user.Info) (*loginv1alpha1.TokenCredentialRequest, observe.Exchange) {
 	t.Helper()
 	f.handler.Authenticators = webhookUser{u: u}
 	f.results = nil

@@ -30,6 +30,7 @@ import (
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
 
@@ -70,23 +71,6 @@ type TokenAuthenticator interface {
 	AuthenticateToken(ctx context.Context, k tokenauth.Key, token string) (*authenticator.Response, error)
 }
 
-// Result is what one exchange did, for metrics and the audit log.
-type Result struct {
-	Success       bool
-	Authenticator string
-	// TokenHash is a truncated SHA-256 of the token: enough to correlate
-	// log lines about the same token, useless for replay.
-	TokenHash string
-	Username  string
-	Groups    []string
-	// CredentialID is the issued credential's credential-id extra
-	// ("JTI=<jti>"), which the API server's audit log shows for every
-	// request made with it; empty for certificates.
-	CredentialID string
-	Reason       string // why it failed; never sent to the caller
-	Duration     time.Duration
-}
-
 // Handler serves the aggregated API.
 type Handler struct {
 	Authenticators TokenAuthenticator
@@ -94,7 +78,7 @@ type Handler struct {
 	Log            *slog.Logger
 	Now            func() time.Time
 	// Observe, if set, is called after every exchange (metrics, audit).
-	Observe func(Result)
+	Observe func(observe.Exchange)
 	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
 	BodyTimeout time.Duration
 	// LogIdentities lets failure reasons name the username or group that
@@ -236,7 +220,7 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 
 	if !h.takeSlot(r.Context()) {
 		if h.Observe != nil {
-			h.Observe(Result{Authenticator: tokenauth.Key{Kind: req.Spec.Authenticator.Kind, Name: req.Spec.Authenticator.Name}.String(),
+			h.Observe(observe.Exchange{Authenticator: tokenauth.Key{Kind: req.Spec.Authenticator.Kind, Name: req.Spec.Authenticator.Name}.String(),
 				TokenHash: hashToken(req.Spec.Token), Reason: "too many exchanges in progress", Duration: h.now().Sub(start)})
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
@@ -252,7 +236,7 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 	res := h.exchange(ctx, &req.Spec)
 	res.Duration = h.now().Sub(start)
 	if h.Observe != nil {
-		h.Observe(res.Result)
+		h.Observe(res.Exchange)
 	}
 
 	// The response never echoes the token back.
@@ -303,14 +287,14 @@ func (h *Handler) takeSlot(ctx context.Context) bool {
 func (h *Handler) releaseSlot() { <-h.slots }
 
 type exchangeResult struct {
-	Result
+	observe.Exchange
 	credential *loginv1alpha1.ClusterCredential
 }
 
 func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredentialRequestSpec) exchangeResult {
 	ref := spec.Authenticator
 	key := tokenauth.Key{Kind: ref.Kind, Name: ref.Name}
-	res := exchangeResult{Result: Result{Authenticator: key.String(), TokenHash: hashToken(spec.Token)}}
+	res := exchangeResult{Exchange: observe.Exchange{Authenticator: key.String(), TokenHash: hashToken(spec.Token)}}
 	fail := func(reason string) exchangeResult {
 		res.Reason = reason
 		h.log().Info("token exchange failed", "authenticator", res.Authenticator, "tokenSHA256", res.TokenHash, "reason", reason)

@@ -23,6 +23,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
@@ -37,7 +38,7 @@ type fixture struct {
 	reg     *tokenauth.Registry
 
 	mu      sync.Mutex
-	results []exchange.Result
+	results []observe.Exchange
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -57,7 +58,7 @@ func newFixture(t testing.TB) *fixture {
 		Issuer:         &issuer.CA{CA: f.ca},
 		Now:            func() time.Time { return now },
 		Log:            slog.New(slog.DiscardHandler),
-		Observe: func(r exchange.Result) {
+		Observe: func(r observe.Exchange) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.results = append(f.results, r)

@@ -11,8 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 )
 
 // Exchange records exchange outcomes and latency, and writes one audit line
@@ -55,7 +54,7 @@ func ParseProxyAuditLevel(s string) (ProxyAuditLevel, error) {
 	return "", fmt.Errorf("--proxy-audit %q: use all, changes or none", s)
 }
 
-func (l ProxyAuditLevel) wants(o impersonator.Observation) bool {
+func (l ProxyAuditLevel) wants(o observe.ProxyRequest) bool {
 	switch l {
 	case ProxyAuditNone:
 		return false
@@ -98,7 +97,7 @@ func New(audit *slog.Logger, logIdentities bool) *Exchange {
 }
 
 // Observe is the exchange handler's callback.
-func (e *Exchange) Observe(r exchange.Result) {
+func (e *Exchange) Observe(r observe.Exchange) {
 	result := "failure"
 	if r.Success {
 		result = "success"
@@ -126,7 +125,7 @@ func (e *Exchange) Handler() http.Handler {
 // ObserveProxy is the impersonation proxy's callback: metrics and an audit
 // line per request. Request paths are logged (they name resources, not
 // people); who made the request only when identities are opted in.
-func (e *Exchange) ObserveProxy(o impersonator.Observation) {
+func (e *Exchange) ObserveProxy(o observe.ProxyRequest) {
 	e.proxyTotal.WithLabelValues(string(o.Method), strconv.Itoa(o.Code)).Inc()
 	e.proxyLatency.WithLabelValues(string(o.Method)).Observe(o.Duration.Seconds())
 	if !e.ProxyAudit.wants(o) {

@@ -7,17 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
-	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 )
 
 func TestProxyAuditLevels(t *testing.T) {
-	requests := []impersonator.Observation{
-		{Verb: http.MethodGet, Path: "/api/v1/pods", Code: 200, Method: impersonator.MethodCertificate, Username: "alice"},
-		{Verb: http.MethodPost, Path: "/api/v1/namespaces/x/configmaps", Code: 201, Method: impersonator.MethodCertificate, Username: "alice"},
-		{Verb: http.MethodGet, Path: "/api/v1/namespaces/x/pods/p/exec", Code: 101, Upgrade: "websocket", Method: impersonator.MethodCertificate, Username: "alice"},
-		{Verb: http.MethodGet, Path: "/api/v1/secrets", Code: 403, Method: impersonator.MethodCertificate, Username: "alice"},
+	requests := []observe.ProxyRequest{
+		{Verb: http.MethodGet, Path: "/api/v1/pods", Code: 200, Method: observe.MethodCertificate, Username: "alice"},
+		{Verb: http.MethodPost, Path: "/api/v1/namespaces/x/configmaps", Code: 201, Method: observe.MethodCertificate, Username: "alice"},
+		{Verb: http.MethodGet, Path: "/api/v1/namespaces/x/pods/p/exec", Code: 101, Upgrade: "websocket", Method: observe.MethodCertificate, Username: "alice"},
+		{Verb: http.MethodGet, Path: "/api/v1/secrets", Code: 403, Method: observe.MethodCertificate, Username: "alice"},
 	}
 	for _, c := range []struct {
 		level metrics.ProxyAuditLevel
@@ -58,8 +57,8 @@ func TestProxyAuditLevels(t *testing.T) {
 func TestExchangeAuditNamesTheCredentialID(t *testing.T) {
 	var buf bytes.Buffer
 	m := metrics.New(slog.New(slog.NewJSONHandler(&buf, nil)), false)
-	m.Observe(exchange.Result{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "ab12", Username: "alice", CredentialID: "JTI=q7Rz"})
-	m.Observe(exchange.Result{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "cd34", Username: "alice"})
+	m.Observe(observe.Exchange{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "ab12", Username: "alice", CredentialID: "JTI=q7Rz"})
+	m.Observe(observe.Exchange{Success: true, Authenticator: "WebhookAuthenticator/hook", TokenHash: "cd34", Username: "alice"})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d lines:\n%s", len(lines), buf.String())

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
 
@@ -83,7 +84,7 @@ type Proxy struct {
 	Authz                                   Authorizer
 	Log                                     *slog.Logger
 	// Observe, when set, is told about every request (metrics, audit).
-	Observe func(Observation)
+	Observe func(observe.ProxyRequest)
 	// OriginalUserKey is the extra that records the real user of a nested
 	// impersonation, and that clients may not set themselves; empty means
 	// OriginalUserExtra. Under an API group suffix it carries that suffix,
@@ -91,34 +92,6 @@ type Proxy struct {
 	OriginalUserKey string
 
 	proxy, upgradeProxy, direct, directUpgrade *httputil.ReverseProxy
-}
-
-// Method is how a client proved who it is.
-type Method string
-
-// Authentication methods, as reported to Observe.
-const (
-	MethodCertificate Method = "certificate"
-	MethodToken       Method = "token"
-	MethodProxyToken  Method = "proxy-token" // a token the agent issued for this proxy
-	MethodAnonymous   Method = "anonymous"
-	MethodRefused     Method = "refused"
-)
-
-// Observation describes one proxied request, for metrics and audit lines.
-type Observation struct {
-	Method   Method
-	Verb     string
-	Path     string
-	Code     int
-	Username string
-	// ImpersonatedUser is set when the client asked to act as someone else
-	// and was allowed to.
-	ImpersonatedUser string
-	// Upgrade is the protocol an upgrade asked for (SPDY/3.1, websocket),
-	// "" for plain requests.
-	Upgrade  string
-	Duration time.Duration
 }
 
 // Init builds the reverse proxies; call once before serving.
@@ -173,7 +146,7 @@ func (p *Proxy) log() *slog.Logger {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	obs := Observation{Verb: r.Method, Path: r.URL.Path, Method: MethodRefused}
+	obs := observe.ProxyRequest{Verb: r.Method, Path: r.URL.Path, Method: observe.MethodRefused}
 	if httpstream.IsUpgradeRequest(r) {
 		obs.Upgrade = r.Header.Get("Upgrade")
 	}
@@ -203,7 +176,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// header is then stripped, never forwarded.
 	resp, ok, err := p.Authn.AuthenticateRequest(r)
 	if err == nil && ok && resp != nil && resp.User != nil && resp.User.GetName() != "" {
-		obs.Method, obs.Username = MethodCertificate, resp.User.GetName()
+		obs.Method, obs.Username = observe.MethodCertificate, resp.User.GetName()
 		p.impersonate(w, r, resp.User, &obs)
 		return
 	}
@@ -236,7 +209,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 				return
 			}
-			obs.Method, obs.Username = MethodProxyToken, resp.User.GetName()
+			obs.Method, obs.Username = observe.MethodProxyToken, resp.User.GetName()
 			p.impersonate(w, r, resp.User, &obs)
 			return
 		}
@@ -257,7 +230,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 			return
 		}
-		obs.Method, obs.Username = MethodToken, tr.User.GetName()
+		obs.Method, obs.Username = observe.MethodToken, tr.User.GetName()
 		p.forwardDirect(w, r, true)
 		return
 	}
@@ -266,7 +239,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Anonymous: the API server applies its own anonymous-auth setting.
-	obs.Method = MethodAnonymous
+	obs.Method = observe.MethodAnonymous
 	p.forwardDirect(w, r, false)
 }
 
@@ -282,7 +255,7 @@ func (p *Proxy) proxyTokens() ProxyTokenAuthenticator {
 
 // impersonate forwards the request of a certificate's or a proxy token's
 // user with the agent's credentials and Impersonate-* headers.
-func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.Info, obs *Observation) {
+func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.Info, obs *observe.ProxyRequest) {
 	target, err := p.target(r, real)
 	if err != nil {
 		var denied *deniedError

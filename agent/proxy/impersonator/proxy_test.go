@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 )
 
@@ -261,12 +262,12 @@ func TestTokensAndAnonymousGoDirect(t *testing.T) {
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	var used atomic.Pointer[string]
-	var seen []impersonator.Observation
+	var seen []observe.ProxyRequest
 	p := &impersonator.Proxy{
 		Upstream: u, Transport: recordingTransport{"agent", &used}, UpgradeTransport: &http.Transport{},
 		DirectTransport: recordingTransport{"direct", &used}, DirectUpgradeTransport: &http.Transport{},
 		Authn: noCert{}, Tokens: tokenAuthn{}, Authz: policy{allow: false},
-		Observe: func(o impersonator.Observation) { seen = append(seen, o) },
+		Observe: func(o observe.ProxyRequest) { seen = append(seen, o) },
 	}
 	p.Init()
 	srv := httptest.NewServer(p)
@@ -298,12 +299,12 @@ func TestTokensAndAnonymousGoDirect(t *testing.T) {
 	if *used.Load() != "direct" || h.Get("Authorization") != "" || h.Get("X-Remote-User") != "" || h.Get("Impersonate-User") != "" {
 		t.Fatalf("anonymous request went via %s with %v", *used.Load(), h)
 	}
-	methods := []impersonator.Method{}
+	methods := []observe.AuthMethod{}
 	for _, o := range seen {
 		methods = append(methods, o.Method)
 	}
-	if len(seen) != 3 || seen[0].Method != impersonator.MethodToken || seen[0].Username != "system:serviceaccount:ci:builder" ||
-		seen[1].Code != http.StatusUnauthorized || seen[2].Method != impersonator.MethodAnonymous {
+	if len(seen) != 3 || seen[0].Method != observe.MethodToken || seen[0].Username != "system:serviceaccount:ci:builder" ||
+		seen[1].Code != http.StatusUnauthorized || seen[2].Method != observe.MethodAnonymous {
 		t.Fatalf("observations: %v %+v", methods, seen)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
@@ -112,7 +113,7 @@ type tokenBed struct {
 	logs     *lockedBuffer
 
 	mu  sync.Mutex
-	obs []impersonator.Observation
+	obs []observe.ProxyRequest
 }
 
 func newTokenBed(t *testing.T, allowNested bool) *tokenBed {
@@ -157,7 +158,7 @@ func newTokenBedWith(t *testing.T, allowNested, proxyTokens bool) *tokenBed {
 		Authn: impersonator.NewCertAuthenticator(cas), Tokens: impersonator.NewTokenAuthenticator(client.AuthenticationV1()),
 		ProxyTokens: b.tokens, Authz: policy{allow: allowNested},
 		Log: slog.New(slog.NewTextHandler(b.logs, nil)),
-		Observe: func(o impersonator.Observation) {
+		Observe: func(o observe.ProxyRequest) {
 			b.mu.Lock()
 			b.obs = append(b.obs, o)
 			b.mu.Unlock()
@@ -208,7 +209,7 @@ func (b *tokenBed) do(t *testing.T, cert *certauthority.CA, auth []string, heade
 	return resp.StatusCode
 }
 
-func (b *tokenBed) lastObservation() impersonator.Observation {
+func (b *tokenBed) lastObservation() observe.ProxyRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.obs[len(b.obs)-1]
@@ -241,7 +242,7 @@ func TestProxyTokenIsImpersonated(t *testing.T) {
 	if n := b.reviews.Load(); n != 0 {
 		t.Fatalf("TokenReview was asked %d times about a proxy token", n)
 	}
-	if o := b.lastObservation(); o.Method != impersonator.MethodProxyToken || o.Username != "alice" {
+	if o := b.lastObservation(); o.Method != observe.MethodProxyToken || o.Username != "alice" {
 		t.Fatalf("observation %+v", o)
 	}
 	if strings.Contains(b.logs.String(), tok) {
@@ -330,7 +331,7 @@ func TestServiceAccountJWTStillGoesToTokenReview(t *testing.T) {
 	if n := b.reviews.Load(); n != 1 {
 		t.Fatalf("TokenReview asked %d times, want 1", n)
 	}
-	if o := b.lastObservation(); o.Method != impersonator.MethodToken {
+	if o := b.lastObservation(); o.Method != observe.MethodToken {
 		t.Fatalf("observation %+v", o)
 	}
 }
@@ -348,7 +349,7 @@ func TestCertificateWinsOverProxyToken(t *testing.T) {
 	if h.Get("Impersonate-User") != "carol" || h.Get("Authorization") != "" || strings.Contains(strings.Join(identityOf(h).Values("Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id"), ","), jti) {
 		t.Fatalf("the API server saw %v", h)
 	}
-	if o := b.lastObservation(); o.Method != impersonator.MethodCertificate {
+	if o := b.lastObservation(); o.Method != observe.MethodCertificate {
 		t.Fatalf("observation %+v", o)
 	}
 	calls := b.up.calls.Load()

@@ -36,6 +36,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
 	"github.com/pinniped-kit/pinniped/agent/proxy/listener"
@@ -59,8 +60,8 @@ type Config struct {
 	LogIdentities  bool
 	// ObserveExchange and ObserveRequest are told about every exchange on
 	// the proxy and every proxied request (metrics, audit lines).
-	ObserveExchange func(exchange.Result)
-	ObserveRequest  func(impersonator.Observation)
+	ObserveExchange func(observe.Exchange)
+	ObserveRequest  func(observe.ProxyRequest)
 	// KickStatus makes the leader's CredentialIssuer controller look again.
 	KickStatus func()
 	// GroupSuffix is the agent's API group suffix; empty means the default.
