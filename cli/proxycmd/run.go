@@ -27,7 +27,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
 	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
@@ -224,7 +224,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 	quiet.View = noSummary{quiet.View}
 	req := login.Request{Cluster: t.Cluster}
 	if s := t.Login.Static; s != nil {
-		e, err := logincmd.NewEngine(f, s.CredentialCache, quiet)
+		e, err := loginsetup.New(f, s.CredentialCache, quiet)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 		}, nil
 	}
 	c := t.Login.OIDC
-	e, err := logincmd.NewOIDCEngine(f, c, quiet)
+	e, err := loginsetup.NewOIDC(f, c, quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 			Issuer: c.Issuer, Cancel: cancelLogin,
 		})
 		view.View = anonymousSummary{view.View}
-		pe, err := logincmd.NewOIDCEngine(f, c, view)
+		pe, err := loginsetup.NewOIDC(f, c, view)
 		if err != nil {
 			return nil, view.Finish(err)
 		}

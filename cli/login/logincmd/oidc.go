@@ -11,13 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
-	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
@@ -142,62 +140,11 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: o.Exec.Interactive, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
 		Issuer: c.Issuer, Cancel: cancelLogin,
 	})
-	engine, err := NewOIDCEngine(o.f, c, view)
+	engine, err := loginsetup.NewOIDC(o.f, c, view)
 	if err != nil {
 		return err
 	}
 	return view.Finish(engine.LoginOIDC(ctx, c, o.Exec))
-}
-
-// NewOIDCEngine is the engine `pinniped login oidc` runs for the login c,
-// shown in view: NewEngine, with the issuer c names to discover.
-func NewOIDCEngine(f *cmdutil.Factory, c *config.OIDC, view *ui.Login) (*login.Engine, error) {
-	engine, err := NewEngine(f, c.CredentialCache, view)
-	if err != nil {
-		return nil, err
-	}
-	engine.Discover = func(ctx context.Context) (login.Provider, error) {
-		p, err := oidclogin.Discover(ctx, c, nil)
-		if err == nil && len(p.DroppedScopes) > 0 {
-			engine.Debug("the issuer does not list the scopes %v as supported; asking without them", p.DroppedScopes)
-		}
-		return p, err
-	}
-	return engine, nil
-}
-
-// NewEngine is the engine `pinniped login` runs, for a login whose
-// --credential-cache is cacheMode, shown in view: the factory's caches,
-// clock, environment (PINNIPED_DEBUG, PINNIPED_SKIP_PRINT_LOGIN_URL) and
-// streams (the credential goes to f.IO.Out only through Login*). pinniped
-// proxy builds its engines here too, so both share caches and keys.
-func NewEngine(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
-	// Upstream's --credential-cache="" turns off only the cluster-credential
-	// cache: sessions are still kept (in the default store).
-	noCredentials := cacheMode == ""
-	if noCredentials {
-		cacheMode = "keyring"
-	}
-	store, err := f.Caches.Open(cacheMode, f.IO.ErrOut)
-	if err != nil {
-		return nil, err
-	}
-	lockDir, err := f.Caches.LockDir(cacheMode)
-	if err != nil {
-		return nil, err
-	}
-	e := &login.Engine{
-		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: conciergeclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
-		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
-		Debug:         func(string, ...any) {},
-	}
-	if f.Getenv("PINNIPED_DEBUG") == "true" {
-		e.Debug = func(format string, args ...any) {
-			fmt.Fprintf(f.IO.ErrOut, "pinniped debug: "+format+"\n", args...)
-		}
-	}
-	return e, nil
 }
 
 // valuelessErrors makes cmd's argument errors name the flag at fault but

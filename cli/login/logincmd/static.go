@@ -10,6 +10,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
+	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
@@ -64,7 +65,7 @@ func (o *StaticOptions) Complete() error {
 func (o *StaticOptions) Run(ctx context.Context) error {
 	// Nobody is asked anything: a static token needs no person.
 	view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
-	engine, err := NewEngine(o.f, o.Login.CredentialCache, view)
+	engine, err := loginsetup.New(o.f, o.Login.CredentialCache, view)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,69 @@
+// Package loginsetup builds the login engine the way every caller must:
+// from the Factory's caches, clock, environment and streams. `pinniped
+// login` (package logincmd) and pinniped proxy (package proxycmd) both
+// build theirs here, so they share caches and keys, and neither command
+// imports the other.
+package loginsetup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/ui"
+)
+
+// NewOIDC is the engine `pinniped login oidc` runs for the login c, shown
+// in view: New, with the issuer c names to discover.
+func NewOIDC(f *cmdutil.Factory, c *config.OIDC, view *ui.Login) (*login.Engine, error) {
+	engine, err := New(f, c.CredentialCache, view)
+	if err != nil {
+		return nil, err
+	}
+	engine.Discover = func(ctx context.Context) (login.Provider, error) {
+		p, err := oidclogin.Discover(ctx, c, nil)
+		if err == nil && len(p.DroppedScopes) > 0 {
+			engine.Debug("the issuer does not list the scopes %v as supported; asking without them", p.DroppedScopes)
+		}
+		return p, err
+	}
+	return engine, nil
+}
+
+// New is the engine `pinniped login` runs, for a login whose
+// --credential-cache is cacheMode, shown in view: the factory's caches,
+// clock, environment (PINNIPED_DEBUG, PINNIPED_SKIP_PRINT_LOGIN_URL) and
+// streams (the credential goes to f.IO.Out only through Login*). pinniped
+// proxy builds its engines here too, so both share caches and keys.
+func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
+	// Upstream's --credential-cache="" turns off only the cluster-credential
+	// cache: sessions are still kept (in the default store).
+	noCredentials := cacheMode == ""
+	if noCredentials {
+		cacheMode = "keyring"
+	}
+	store, err := f.Caches.Open(cacheMode, f.IO.ErrOut)
+	if err != nil {
+		return nil, err
+	}
+	lockDir, err := f.Caches.LockDir(cacheMode)
+	if err != nil {
+		return nil, err
+	}
+	e := &login.Engine{
+		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
+		Exchange: conciergeclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
+		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
+		Debug:         func(string, ...any) {},
+	}
+	if f.Getenv("PINNIPED_DEBUG") == "true" {
+		e.Debug = func(format string, args ...any) {
+			fmt.Fprintf(f.IO.ErrOut, "pinniped debug: "+format+"\n", args...)
+		}
+	}
+	return e, nil
+}
