@@ -23,8 +23,8 @@ import (
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 )
 
 const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`) to log in first"
@@ -50,7 +50,7 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("--concierge-ca-bundle-data is unusable (%v): %s", err, regenerate))
 	}
-	a, err := conciergeclient.Probe(ctx, client, c)
+	a, err := agentclient.Probe(ctx, client, c)
 	if err != nil {
 		if notTLS(err) {
 			return fail(err.Error(), fmt.Sprintf("the agent's endpoint %s does not speak TLS at that address (%v): fix --concierge-endpoint (its https port) in the exec entry, or %s", c.Endpoint, err, regenerate))

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/cli/whoami"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 )
 
 func (r *run) youClient() (dynamic.Interface, string, bool) {
@@ -31,7 +31,7 @@ func checkIdentity(ctx context.Context, r *run) Result {
 	if r.conc != nil {
 		suffix = r.conc.Suffix()
 	}
-	res, err := whoami.Ask(ctx, dyn, suffix)
+	res, err := agentclient.WhoAmI(ctx, dyn, suffix)
 	if err != nil {
 		if res, done := r.refused(err, "who you are"); done {
 			return res

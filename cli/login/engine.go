@@ -28,7 +28,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
@@ -211,7 +211,7 @@ func (e *Engine) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 		e.UI.Step("exchanging the token for a cluster credential")
 		cc, err := e.Exchange(ctx, c.Concierge, token)
 		if err != nil {
-			if names := claimNames(token); names != "" && errors.Is(err, conciergeclient.ErrRefused) {
+			if names := claimNames(token); names != "" && errors.Is(err, agentclient.ErrRefused) {
 				// The agent says only "authentication failed" (as
 				// upstream); a claim the authenticator maps and the token
 				// lacks is the usual first-login cause.

@@ -20,7 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -70,7 +70,7 @@ func TestClusterClockSkew(t *testing.T) {
 			e := h.engine(nil)
 			e.Exchange = func(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error) {
 				h.exchanges.Add(1)
-				return conciergeclient.ExchangeAt(ctx, c, token, h.clk.now)
+				return agentclient.ExchangeAt(ctx, c, token, h.clk.now)
 			}
 			r := h.request(true)
 			r.Concierge = concierge

@@ -13,30 +13,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
-
-var selfSubjectReviewGVR = schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}
-
-// Result is what whoami learned: the WhoAmIRequest as the agent answered it
-// (or as made from Kubernetes' SelfSubjectReview, on a cluster without the
-// agent), and where.
-type Result struct {
-	Cluster, Server string
-	Request         identityv1alpha1.WhoAmIRequest
-	Source          string
-}
 
 // Options are the inputs of `pinniped whoami`.
 type Options struct {
@@ -98,7 +82,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ask(ctx, dynamicCreator{dyn: dyn}, o.APIGroupSuffix)
+	res, err := agentclient.WhoAmI(ctx, dyn, o.APIGroupSuffix)
 	if err != nil {
 		return err
 	}
@@ -106,60 +90,7 @@ func (o *Options) Run(ctx context.Context) error {
 	return render(o.f.IO.Out, o.Output, res)
 }
 
-// creator creates one object and returns the server's answer.
-type creator interface {
-	create(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) (map[string]any, error)
-}
-
-// Ask asks the cluster who the client's user is, as whoami does: the
-// agent's WhoAmIRequest under suffix, else Kubernetes' SelfSubjectReview.
-// Cluster and Server of the result are left for the caller.
-func Ask(ctx context.Context, dyn dynamic.Interface, suffix string) (*Result, error) {
-	return ask(ctx, dynamicCreator{dyn: dyn}, suffix)
-}
-
-func ask(ctx context.Context, c creator, suffix string) (*Result, error) {
-	gv := schema.GroupVersion{Group: groupsuffix.Group(groupsuffix.Identity, suffix), Version: groupsuffix.Version}
-	obj, err := c.create(ctx, gv.WithResource("whoamirequests"), map[string]any{
-		"apiVersion": gv.String(), "kind": "WhoAmIRequest", "spec": map[string]any{}})
-	if err == nil {
-		r := &Result{Source: "WhoAmIRequest (pinniped agent)"}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &r.Request); err != nil {
-			return nil, fmt.Errorf("the agent's WhoAmIRequest answer is unreadable: %w", err)
-		}
-		r.Request.APIVersion, r.Request.Kind = gv.String(), "WhoAmIRequest"
-		return r, nil
-	}
-	if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !isNoMatch(err) {
-		return nil, fmt.Errorf("ask the cluster who you are: %w", err)
-	}
-	obj, err2 := c.create(ctx, selfSubjectReviewGVR, map[string]any{
-		"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
-	if err2 != nil {
-		return nil, fmt.Errorf("ask the cluster who you are (is the pinniped agent installed and ready, with API group suffix %s?): %w", suffix, errors.Join(err, err2))
-	}
-	var review authenticationv1.SelfSubjectReview
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &review); err != nil {
-		return nil, fmt.Errorf("the SelfSubjectReview answer is unreadable: %w", err)
-	}
-	u := review.Status.UserInfo
-	r := &Result{Source: "SelfSubjectReview (Kubernetes)"}
-	r.Request.APIVersion, r.Request.Kind = gv.String(), "WhoAmIRequest"
-	r.Request.Status.KubernetesUserInfo.User = identityv1alpha1.UserInfo{Username: u.Username, UID: u.UID, Groups: u.Groups}
-	for k, v := range u.Extra {
-		if r.Request.Status.KubernetesUserInfo.User.Extra == nil {
-			r.Request.Status.KubernetesUserInfo.User.Extra = map[string]identityv1alpha1.ExtraValue{}
-		}
-		r.Request.Status.KubernetesUserInfo.User.Extra[k] = identityv1alpha1.ExtraValue(v)
-	}
-	return r, nil
-}
-
-func isNoMatch(err error) bool {
-	return strings.Contains(err.Error(), "could not find the requested resource")
-}
-
-func render(w io.Writer, format string, r *Result) error {
+func render(w io.Writer, format string, r *agentclient.WhoAmIResult) error {
 	switch format {
 	case "json":
 		// encoding/json escapes C0 controls but leaves C1 controls and

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 )
 
@@ -160,7 +161,7 @@ const hostile = "\x1b[2J\r\u009b31m\u202eevil\u200b"
 // text output; JSON keeps them exact with every control \u-escaped; YAML
 // escapes them too.
 func TestTextOutputEscapesTheIdentity(t *testing.T) {
-	r := &Result{Cluster: "dev", Server: "https://dev:6443", Source: "test"}
+	r := &agentclient.WhoAmIResult{Cluster: "dev", Server: "https://dev:6443", Source: "test"}
 	u := &r.Request.Status.KubernetesUserInfo.User
 	u.Username = "alice" + hostile
 	u.Groups = []string{"devs" + hostile, "ops"}

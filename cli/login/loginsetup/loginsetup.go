@@ -9,9 +9,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -56,7 +56,7 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, e
 	}
 	e := &login.Engine{
 		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: conciergeclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
+		Exchange: agentclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}

@@ -1,8 +1,12 @@
-// Package conciergeclient trades an identity-provider token for a cluster
-// credential at the agent's TokenCredentialRequest API (through the cluster's
-// API server or the impersonation proxy). It is plain HTTPS and JSON: the
-// request is anonymous, so a client with credentials would only add weight.
-package conciergeclient
+// Package agentclient is the one client of the agent's APIs that the
+// commands and doctor share. Exchange trades an identity-provider token for
+// a cluster credential at the agent's TokenCredentialRequest API (through
+// the cluster's API server or the impersonation proxy): plain HTTPS and
+// JSON, as the request is anonymous and a client with credentials would
+// only add weight. Probe asks the same API whether it answers at all.
+// WhoAmI asks the cluster who a client's user is (the agent's
+// WhoAmIRequest, else Kubernetes' SelfSubjectReview).
+package agentclient
 
 import (
 	"bytes"

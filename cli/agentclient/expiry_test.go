@@ -1,4 +1,4 @@
-package conciergeclient
+package agentclient
 
 import (
 	"net/http"

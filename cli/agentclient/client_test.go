@@ -1,4 +1,4 @@
-package conciergeclient_test
+package agentclient_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
-	"github.com/pinniped-kit/pinniped/cli/login/conciergeclient"
+	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -43,7 +43,7 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := iss.Sign(t, map[string]any{"iss": iss.URL, "aud": "cluster-a", "exp": time.Now().Add(time.Hour).Unix(), "username": "alice"})
-	cred, err := conciergeclient.Exchange(context.Background(), cfg, token)
+	cred, err := agentclient.Exchange(context.Background(), cfg, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +64,13 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 		t.Fatalf("expiry %v, certificate's NotAfter %v", cred.ExpirationTimestamp, cert.NotAfter)
 	}
 
-	_, err = conciergeclient.Exchange(context.Background(), cfg, "garbage")
-	if !errors.Is(err, conciergeclient.ErrRefused) {
+	_, err = agentclient.Exchange(context.Background(), cfg, "garbage")
+	if !errors.Is(err, agentclient.ErrRefused) {
 		t.Fatalf("want ErrRefused, got %v", err)
 	}
 
 	cfg.APIGroupSuffix = "other.example"
-	_, err = conciergeclient.Exchange(context.Background(), cfg, token)
+	_, err = agentclient.Exchange(context.Background(), cfg, token)
 	if err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("wrong suffix: %v", err)
 	}
@@ -84,18 +84,18 @@ func TestProbe(t *testing.T) {
 	agent := httptest.NewTLSServer(&exchange.Handler{Authenticators: reg, Issuer: &issuer.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
 	defer agent.Close()
 	cfg := &config.Concierge{Endpoint: agent.URL, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
-	a, err := conciergeclient.Probe(context.Background(), agent.Client(), cfg)
+	a, err := agentclient.Probe(context.Background(), agent.Client(), cfg)
 	if err != nil || !a.Refused || a.Status != 201 || a.Message == "" || a.Date == "" {
 		t.Fatalf("%+v %v", a, err)
 	}
 	none := httptest.NewTLSServer(http.NotFoundHandler())
 	defer none.Close()
 	cfg.Endpoint = none.URL
-	if a, err := conciergeclient.Probe(context.Background(), none.Client(), cfg); err != nil || a.Refused || a.Status != 404 {
+	if a, err := agentclient.Probe(context.Background(), none.Client(), cfg); err != nil || a.Refused || a.Status != 404 {
 		t.Fatalf("%+v %v", a, err)
 	}
 	cfg.AuthenticatorType = "ldap"
-	if _, err := conciergeclient.Probe(context.Background(), none.Client(), cfg); err == nil {
+	if _, err := agentclient.Probe(context.Background(), none.Client(), cfg); err == nil {
 		t.Fatal("an unknown authenticator type was probed")
 	}
 }
