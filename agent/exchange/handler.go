@@ -29,6 +29,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
@@ -197,10 +198,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, kind, apiVersio
 }
 
 func (h *Handler) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
-	}
-	return time.Now()
+	return defaults.Now(h.Now)
 }
 
 func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Request) {
@@ -402,10 +400,7 @@ func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) log() *slog.Logger {
-	if h.Log != nil {
-		return h.Log
-	}
-	return slog.Default()
+	return defaults.Log(h.Log)
 }
 
 func hashToken(token string) string {

@@ -32,6 +32,7 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
@@ -202,17 +203,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 }
 
 func (c *Controller) log() *slog.Logger {
-	if c.Log != nil {
-		return c.Log
-	}
-	return slog.Default()
+	return defaults.Log(c.Log)
 }
 
 func (c *Controller) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
+	return defaults.Now(c.Now)
 }
 
 // reconcile returns an error only when a retry might help.

@@ -21,6 +21,7 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
@@ -173,15 +174,9 @@ func (c *Controller) frontendInfo(ctx context.Context) (server, caB64 string) {
 }
 
 func (c *Controller) log() *slog.Logger {
-	if c.Log != nil {
-		return c.Log
-	}
-	return slog.Default()
+	return defaults.Log(c.Log)
 }
 
 func (c *Controller) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
+	return defaults.Now(c.Now)
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
@@ -136,10 +137,7 @@ func (p *Proxy) Init() {
 }
 
 func (p *Proxy) log() *slog.Logger {
-	if p.Log != nil {
-		return p.Log
-	}
-	return slog.Default()
+	return defaults.Log(p.Log)
 }
 
 // ServeHTTP implements the proxy.

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
@@ -246,17 +247,11 @@ func (c *Syncer) eventOnce(last *string, msg string, attrs ...any) {
 }
 
 func (c *Syncer) log() *slog.Logger {
-	if c.Log != nil {
-		return c.Log
-	}
-	return slog.Default()
+	return defaults.Log(c.Log)
 }
 
 func (c *Syncer) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
+	return defaults.Now(c.Now)
 }
 
 // ensureService makes the proxy's Service match the spec; nil for type None.

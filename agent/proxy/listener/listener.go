@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 )
 
 // Keepalive settings. Cloud load balancers drop connections idle for a few
@@ -172,8 +174,5 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) log() *slog.Logger {
-	if s.Log != nil {
-		return s.Log
-	}
-	return slog.Default()
+	return defaults.Log(s.Log)
 }

@@ -19,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 )
 
 // Keys of the Secret's data.
@@ -108,10 +109,7 @@ func (s *Store) generate(previous []byte) (*certauthority.CA, map[string][]byte,
 }
 
 func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
+	return defaults.Now(s.Now)
 }
 
 // Parse reads a CA Secret: the CA to sign with, and the PEM bundle to trust

@@ -26,6 +26,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
+	"github.com/pinniped-kit/pinniped/agent/defaults"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
 
@@ -172,10 +173,7 @@ func (s *Store) Due(secret *corev1.Secret) (time.Time, error) {
 }
 
 func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
+	return defaults.Now(s.Now)
 }
 
 func (s *Store) retain() time.Duration {
