@@ -110,108 +110,175 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	stopCtx := ctx
 	ctx, stopServing := context.WithCancel(context.WithoutCancel(stopCtx))
 	defer stopServing()
-	var draining atomic.Bool
-	go func() {
-		select {
-		case <-stopCtx.Done():
-		case <-ctx.Done():
-			return
-		}
-		draining.Store(true)
-		log.Info("stopping: not ready any more, still serving for a moment", "drain", drainDelay)
-		select {
-		case <-time.After(drainDelay):
-		case <-ctx.Done():
-		}
-		stopServing()
-	}()
-	restConfig, err := loadRestConfig(o.Kubeconfig)
-	if err != nil {
+	a := &agent{o: o, log: log}
+	go a.drainOnStop(stopCtx, ctx, stopServing)
+	if err := a.build(); err != nil {
 		return err
 	}
-	restConfig.UserAgent = objectnames.Agent
-	kube, err := kubeclient.New(restConfig)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		return err
-	}
+	return a.serve(ctx)
+}
 
-	var leading atomic.Bool
-	// listening: the aggregated API's port is bound; the replica is ready
-	// once its authenticators are built too (authnController.Synced).
-	var listening atomic.Bool
+// agent is one replica: its clients and pieces (build), and what it
+// serves (serve).
+type agent struct {
+	o   *Options
+	log *slog.Logger
+
+	restConfig *rest.Config
+	kube       *kubeclient.Clientset
+	dyn        dynamic.Interface
+
+	// leading: this replica holds the Lease. listening: the aggregated
+	// API's port is bound. draining: told to stop, still serving.
+	leading, listening, draining atomic.Bool
 	// statusTrigger makes the CredentialIssuer controller probe again now.
-	statusTrigger := make(chan struct{}, 1)
-	kickStatus := func() {
-		select {
-		case statusTrigger <- struct{}{}:
-		default:
-		}
-	}
-	registry := tokenauth.NewRegistry()
-	issuers := &issuer.Switch{}
-	csr := &issuer.CSR{Client: kube, TTL: o.CertTTL}
-	issuers.Set(csr)
-	signingKey := signingkey.New(&kubecertagent.Agent{Kube: kube, Rest: restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
-		Image: o.KubeCertAgentImage, Manage: leading.Load},
-		issuers, csr, o.CertTTL, log.With("strategy", "KubeClusterSigningCertificate"), kickStatus)
-	if o.KubeCertAgentImage != "" {
-		go signingKey.Run(ctx)
-	}
-	m := metrics.New(log.With("logger", "audit"), o.LogIdentities)
-	m.ProxyAudit = o.ProxyAudit
+	statusTrigger chan struct{}
 
-	authnController := &authenticators.Controller{Dynamic: dyn, Kube: kube, Namespace: o.Namespace, Registry: registry,
-		IsLeader: leading.Load, Log: log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
-	// Ready means able to serve an exchange: a replica that takes requests
-	// before its authenticators are built refuses valid tokens, and a
-	// login is not retried after a refusal.
-	var proxyRuntime atomic.Pointer[replica.Runtime]
-	ready := func() error {
-		switch {
-		case draining.Load():
-			return errors.New("stopping")
-		case !listening.Load():
-			return errors.New("the aggregated API is not served yet")
-		case !authnController.Synced():
-			return errors.New("the authenticators that existed at start are not all built yet")
-		case proxyRuntime.Load() == nil:
-			return errors.New("the impersonation proxy's runtime is not made yet")
-		}
-		return proxyRuntime.Load().Ready()
+	registry     *tokenauth.Registry
+	issuers      *issuer.Switch
+	csr          *issuer.CSR
+	signingKey   *signingkey.Strategy
+	metrics      *metrics.Exchange
+	authn        *authenticators.Controller
+	proxyRuntime atomic.Pointer[replica.Runtime]
+}
+
+// drainOnStop, once stop ends (SIGTERM), reports the replica not ready and
+// keeps it serving for drainDelay before it calls stopServing.
+func (a *agent) drainOnStop(stop, serving context.Context, stopServing func()) {
+	select {
+	case <-stop.Done():
+	case <-serving.Done():
+		return
+	}
+	a.draining.Store(true)
+	a.log.Info("stopping: not ready any more, still serving for a moment", "drain", drainDelay)
+	select {
+	case <-time.After(drainDelay):
+	case <-serving.Done():
+	}
+	stopServing()
+}
+
+// build makes the clients and the pieces that need nothing served yet.
+func (a *agent) build() error {
+	o := a.o
+	var err error
+	if a.restConfig, err = loadRestConfig(o.Kubeconfig); err != nil {
+		return err
+	}
+	a.restConfig.UserAgent = objectnames.Agent
+	if a.kube, err = kubeclient.New(a.restConfig); err != nil {
+		return err
+	}
+	if a.dyn, err = dynamic.NewForConfig(a.restConfig); err != nil {
+		return err
+	}
+	a.statusTrigger = make(chan struct{}, 1)
+	a.registry = tokenauth.NewRegistry()
+	a.issuers = &issuer.Switch{}
+	a.csr = &issuer.CSR{Client: a.kube, TTL: o.CertTTL}
+	a.issuers.Set(a.csr)
+	a.signingKey = signingkey.New(&kubecertagent.Agent{Kube: a.kube, Rest: a.restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
+		Image: o.KubeCertAgentImage, Manage: a.leading.Load},
+		a.issuers, a.csr, o.CertTTL, a.log.With("strategy", "KubeClusterSigningCertificate"), a.kickStatus)
+	a.metrics = metrics.New(a.log.With("logger", "audit"), o.LogIdentities)
+	a.metrics.ProxyAudit = o.ProxyAudit
+	a.authn = &authenticators.Controller{Dynamic: a.dyn, Kube: a.kube, Namespace: o.Namespace, Registry: a.registry,
+		IsLeader: a.leading.Load, Log: a.log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
+	return nil
+}
+
+func (a *agent) kickStatus() {
+	select {
+	case a.statusTrigger <- struct{}{}:
+	default:
+	}
+}
+
+// ready means able to serve an exchange: a replica that takes requests
+// before its authenticators are built refuses valid tokens, and a login is
+// not retried after a refusal.
+func (a *agent) ready() error {
+	switch {
+	case a.draining.Load():
+		return errors.New("stopping")
+	case !a.listening.Load():
+		return errors.New("the aggregated API is not served yet")
+	case !a.authn.Synced():
+		return errors.New("the authenticators that existed at start are not all built yet")
+	case a.proxyRuntime.Load() == nil:
+		return errors.New("the impersonation proxy's runtime is not made yet")
+	}
+	return a.proxyRuntime.Load().Ready()
+}
+
+// serve runs every piece until ctx ends, then shuts the aggregated API
+// down.
+func (a *agent) serve(ctx context.Context) error {
+	if a.o.KubeCertAgentImage != "" {
+		go a.signingKey.Run(ctx)
 	}
 	// Health and metrics come up first so the kubelet sees progress.
-	go health.Serve(ctx, o.HealthListenAddress, ready, m.Handler(), log)
-
-	proxyAuth, err := frontproxy.NewSource(ctx, kube, 60*time.Second)
+	go health.Serve(ctx, a.o.HealthListenAddress, a.ready, a.metrics.Handler(), a.log)
+	srv, err := a.aggregatedAPI(ctx)
 	if err != nil {
 		return err
+	}
+	go func() {
+		if err := a.authn.Run(ctx); err != nil {
+			a.log.Error("authenticator controller stopped", "error", err)
+		}
+	}()
+	errCh := make(chan error, 1)
+	go func() {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.o.ListenAddress)
+		if err != nil {
+			errCh <- fmt.Errorf("listen on %s: %w", a.o.ListenAddress, err)
+			return
+		}
+		a.listening.Store(true)
+		a.log.Info("serving the aggregated API", "address", ln.Addr().String())
+		errCh <- srv.ServeTLS(ln, "", "")
+	}()
+	if err := a.proxyAndLeader(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		a.listening.Store(false)
+		return srv.Shutdown(shutdownCtx)
+	case err := <-errCh:
+		return err
+	}
+}
+
+// aggregatedAPI is the TokenCredentialRequest server behind kube-apiserver:
+// the front proxy's client certificate checked against the live
+// requestheader CA, served with the certificate the agent keeps current.
+func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
+	o := a.o
+	proxyAuth, err := frontproxy.NewSource(ctx, a.kube, 60*time.Second)
+	if err != nil {
+		return nil, err
 	}
 	apiServices := o.APIServiceNames
 	if len(apiServices) == 0 {
 		apiServices = groupsuffix.APIServiceNames(o.GroupSuffix)
 	}
-	certs := &servingcert.Manager{Kube: kube, Dynamic: dyn, Namespace: o.Namespace, SecretName: o.ServingSecretName,
-		ServiceName: o.ServiceName, APIServiceNames: apiServices, Log: log.With("component", "serving-certificate")}
+	certs := &servingcert.Manager{Kube: a.kube, Dynamic: a.dyn, Namespace: o.Namespace, SecretName: o.ServingSecretName,
+		ServiceName: o.ServiceName, APIServiceNames: apiServices, Log: a.log.With("component", "serving-certificate")}
 	serving, _, err := certs.Ensure(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	go func() {
-		if err := authnController.Run(ctx); err != nil {
-			log.Error("authenticator controller stopped", "error", err)
-		}
-	}()
-
-	handler := &exchange.Handler{Authenticators: registry, Issuer: issuers, Log: log.With("logger", "exchange"), Observe: m.Observe,
+	handler := &exchange.Handler{Authenticators: a.registry, Issuer: a.issuers, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
-	srv := &http.Server{
+	return &http.Server{
 		Addr:    o.ListenAddress,
-		Handler: frontproxy.Middleware(proxyAuth.Authenticator, log, handler),
+		Handler: frontproxy.Middleware(proxyAuth.Authenticator, a.log, handler),
 		TLSConfig: &tls.Config{
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{*serving},
@@ -221,53 +288,39 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
-	}
-	errCh := make(chan error, 1)
-	go func() {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.ListenAddress)
-		if err != nil {
-			errCh <- fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
-			return
-		}
-		listening.Store(true)
-		log.Info("serving the aggregated API", "address", ln.Addr().String())
-		errCh <- srv.ServeTLS(ln, "", "")
-	}()
+	}, nil
+}
 
+// proxyAndLeader starts this replica's impersonation proxy, and the
+// election whose winner writes the statuses (the authenticators', the
+// CredentialIssuer's with every strategy's probe).
+func (a *agent) proxyAndLeader(ctx context.Context) error {
+	o := a.o
 	proxy, err := replica.New(ctx, replica.Config{
 		Namespace: o.Namespace, CredentialIssuerName: o.CredentialIssuerName, CertTTL: o.CertTTL,
 		ServiceAccount: o.ProxyServiceAccount, ListenAddress: o.ProxyListenAddress, LogIdentities: o.LogIdentities,
-		ObserveExchange: m.Observe, ObserveRequest: m.ObserveProxy, KickStatus: kickStatus, GroupSuffix: o.GroupSuffix,
+		ObserveExchange: a.metrics.Observe, ObserveRequest: a.metrics.ObserveProxy, KickStatus: a.kickStatus, GroupSuffix: o.GroupSuffix,
 		CertificatesOnly: o.ProxyCredential == proxycredential.Certificate, PodName: o.PodName,
-	}, kube, dyn, restConfig, registry, log.With("component", "impersonation-proxy"))
+	}, a.kube, a.dyn, a.restConfig, a.registry, a.log.With("component", "impersonation-proxy"))
 	if err != nil {
 		return err
 	}
-	proxyRuntime.Store(proxy)
+	a.proxyRuntime.Store(proxy)
 	go proxy.Run(ctx)
 	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
 		map[string]string{"app.kubernetes.io/name": objectnames.Agent})
 
-	ci := &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: restConfig, Name: o.CredentialIssuerName, Trigger: statusTrigger,
+	ci := &credentialissuer.Controller{Dynamic: a.dyn, Kube: a.kube, Rest: a.restConfig, Name: o.CredentialIssuerName, Trigger: a.statusTrigger,
 		GroupSuffix: o.GroupSuffix,
-		Log:         log.With("controller", "credentialissuer"),
-		Probers:     strategies(signingKey.Status, proxyController.Sync, csrProbe(csr)),
+		Log:         a.log.With("controller", "credentialissuer"),
+		Probers:     strategies(a.signingKey.Status, proxyController.Sync, csrProbe(a.csr)),
 	}
-	go leaderelection.Run(ctx, kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
-		&leading, log, func(ctx context.Context) {
-			authnController.Resync() // write the statuses worked out before leading
+	go leaderelection.Run(ctx, a.kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
+		&a.leading, a.log, func(ctx context.Context) {
+			a.authn.Resync() // write the statuses worked out before leading
 			ci.Run(ctx)
 		})
-
-	select {
-	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		listening.Store(false)
-		return srv.Shutdown(shutdownCtx)
-	case err := <-errCh:
-		return err
-	}
+	return nil
 }
 
 type probe = func(context.Context) (*strategy.Working, error)
