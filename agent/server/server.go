@@ -27,7 +27,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/health"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
@@ -35,6 +34,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/leaderelection"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/proxy/replica"
+	"github.com/pinniped-kit/pinniped/agent/requestheader"
 	"github.com/pinniped-kit/pinniped/agent/servingcert"
 	"github.com/pinniped-kit/pinniped/agent/signingkey"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
@@ -260,7 +260,7 @@ func (a *agent) serve(ctx context.Context) error {
 // requestheader CA, served with the certificate the agent keeps current.
 func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
 	o := a.o
-	proxyAuth, err := frontproxy.NewSource(ctx, a.kube, 60*time.Second)
+	proxyAuth, err := requestheader.NewSource(ctx, a.kube, 60*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	return &http.Server{
 		Addr:    o.ListenAddress,
-		Handler: frontproxy.Middleware(proxyAuth.Authenticator, a.log, handler),
+		Handler: requestheader.Middleware(proxyAuth.Authenticator, a.log, handler),
 		TLSConfig: &tls.Config{
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{*serving},

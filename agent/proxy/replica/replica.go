@@ -34,7 +34,6 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/frontproxy"
 	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
@@ -44,6 +43,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
+	"github.com/pinniped-kit/pinniped/agent/requestheader"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
@@ -185,7 +185,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	// The cluster's client CA signs certificates kube-apiserver accepts
 	// (admins', other tools'); the proxy accepts them too.
 	p.clusterCA, err = dynamiccertificates.NewDynamicCAFromConfigMapController("cluster-client-ca",
-		frontproxy.ConfigMapNamespace, frontproxy.ConfigMapName, "client-ca-file", kube)
+		requestheader.ConfigMapNamespace, requestheader.ConfigMapName, "client-ca-file", kube)
 	if err != nil {
 		return nil, err
 	}

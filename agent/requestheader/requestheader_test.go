@@ -1,4 +1,4 @@
-package frontproxy_test
+package requestheader_test
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/frontproxy"
+	"github.com/pinniped-kit/pinniped/agent/requestheader"
 )
 
 func configMap(caPEM []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: frontproxy.ConfigMapNamespace, Name: frontproxy.ConfigMapName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: requestheader.ConfigMapNamespace, Name: requestheader.ConfigMapName},
 		Data: map[string]string{
 			"requestheader-client-ca-file":       string(caPEM),
 			"requestheader-allowed-names":        `["front-proxy-client"]`,
@@ -51,7 +51,7 @@ func TestFrontProxyAuthentication(t *testing.T) {
 	otherCA, _ := certauthority.New("other", time.Hour, nil)
 	client := fake.NewClientset(configMap(proxyCA.CertPEM()))
 	ctx := t.Context()
-	src, err := frontproxy.NewSource(ctx, client, 10*time.Second)
+	src, err := requestheader.NewSource(ctx, client, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestFrontProxyAuthentication(t *testing.T) {
 		u, _ := request.UserFrom(r.Context())
 		_, _ = io.WriteString(w, u.GetName()+"|"+r.Header.Get("X-Remote-User"))
 	})
-	srv := httptest.NewUnstartedServer(frontproxy.Middleware(src.Authenticator, slog.New(slog.DiscardHandler), app))
+	srv := httptest.NewUnstartedServer(requestheader.Middleware(src.Authenticator, slog.New(slog.DiscardHandler), app))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	defer srv.Close()
@@ -97,7 +97,7 @@ func TestFrontProxyAuthentication(t *testing.T) {
 }
 
 func TestMissingConfigMapIsAClearError(t *testing.T) {
-	_, err := frontproxy.NewSource(t.Context(), fake.NewClientset(), 200*time.Millisecond)
+	_, err := requestheader.NewSource(t.Context(), fake.NewClientset(), 200*time.Millisecond)
 	if err == nil {
 		t.Fatal("want an error")
 	}

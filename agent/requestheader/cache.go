@@ -1,4 +1,4 @@
-package frontproxy
+package requestheader
 
 import (
 	"bytes"

@@ -1,10 +1,10 @@
-// Package frontproxy authenticates requests that the kube-apiserver's
+// Package requestheader authenticates requests that the kube-apiserver's
 // aggregation layer forwards to the agent: the client certificate must chain
 // to the requestheader CA and carry an allowed name, and the user is read
 // from the X-Remote-* headers. The checks are k8s.io/apiserver's code; this
 // package wires it to the kube-system/extension-apiserver-authentication
 // ConfigMap, which the kube-apiserver keeps current, and reloads on change.
-package frontproxy
+package requestheader
 
 import (
 	"context"
