@@ -34,8 +34,10 @@ var (
 	configMapsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
-// Frontend is where clients exchange tokens.
-type Frontend struct {
+// ExchangeEndpoint is where clients exchange tokens: the cluster's API
+// server (the aggregated TokenCredentialRequest API) or the impersonation
+// proxy, as the CredentialIssuer's frontend for it says.
+type ExchangeEndpoint struct {
 	Mode     configv1alpha1.FrontendType
 	Endpoint string
 	CABundle []byte
@@ -128,14 +130,14 @@ func names(items []unstructured.Unstructured) string {
 	return strings.Join(n, ", ")
 }
 
-// Frontend picks the first working strategy whose frontend matches mode
+// ExchangeEndpoint picks the first working strategy whose frontend matches mode
 // ("" accepts either), waiting while strategies are Pending. For the
 // TokenCredentialRequest API the endpoint is the admin kubeconfig's cluster,
 // which the caller passes in.
-func (d *Discoverer) Frontend(ctx context.Context, issuerName, mode string, skipWait bool, cluster Frontend) (*Frontend, error) {
+func (d *Discoverer) ExchangeEndpoint(ctx context.Context, credentialIssuerName, mode string, skipWait bool, cluster ExchangeEndpoint) (*ExchangeEndpoint, error) {
 	deadline := time.Now().Add(d.Wait)
 	for {
-		ci, err := d.CredentialIssuer(ctx, issuerName)
+		ci, err := d.CredentialIssuer(ctx, credentialIssuerName)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +168,7 @@ func (d *Discoverer) Frontend(ctx context.Context, issuerName, mode string, skip
 				if err != nil {
 					return nil, fmt.Errorf("CredentialIssuer %s advertises an impersonation proxy CA that is not base64: %w", ci.Name, err)
 				}
-				return &Frontend{Mode: s.Frontend.Type, Endpoint: info.Endpoint, CABundle: ca}, nil
+				return &ExchangeEndpoint{Mode: s.Frontend.Type, Endpoint: info.Endpoint, CABundle: ca}, nil
 			}
 		}
 		if pending && !skipWait && time.Now().Before(deadline) {

@@ -46,34 +46,34 @@ var tcr = map[string]any{"type": "KubeClusterSigningCertificate", "status": "Suc
 	"lastUpdateTime": "2026-11-22T10:00:00Z",
 	"frontend":       map[string]any{"type": "TokenCredentialRequestAPI", "tokenCredentialRequestInfo": map[string]any{"server": "https://x", "certificateAuthorityData": "eA=="}}}
 
-func TestFrontendErrorsSayWhatToDo(t *testing.T) {
+func TestExchangeEndpointErrorsSayWhatToDo(t *testing.T) {
 	ctx := context.Background()
-	cluster := kubeconfig.Frontend{Endpoint: "https://cluster", CABundle: []byte("ca")}
+	cluster := kubeconfig.ExchangeEndpoint{Endpoint: "https://cluster", CABundle: []byte("ca")}
 
-	_, err := discoverer().Frontend(ctx, "", "", false, cluster)
+	_, err := discoverer().ExchangeEndpoint(ctx, "", "", false, cluster)
 	if !errors.Is(err, kubeconfig.ErrNotInstalled) || !strings.Contains(err.Error(), "pinniped install") {
 		t.Errorf("no agent: %v", err)
 	}
-	_, err = discoverer(issuer("a", tcr), issuer("b", tcr)).Frontend(ctx, "", "", false, cluster)
+	_, err = discoverer(issuer("a", tcr), issuer("b", tcr)).ExchangeEndpoint(ctx, "", "", false, cluster)
 	if err == nil || !strings.Contains(err.Error(), "a, b") || !strings.Contains(err.Error(), "--concierge-credential-issuer") {
 		t.Errorf("two issuers: %v", err)
 	}
 	broken := map[string]any{"type": "CertificateSigningRequest", "status": "Error", "reason": "CouldNotSignRequests", "message": "csr signer off", "lastUpdateTime": "2026-11-22T10:00:00Z"}
-	_, err = discoverer(issuer("a", broken)).Frontend(ctx, "", "", false, cluster)
+	_, err = discoverer(issuer("a", broken)).ExchangeEndpoint(ctx, "", "", false, cluster)
 	if err == nil || !strings.Contains(err.Error(), "csr signer off") {
 		t.Errorf("not ready: %v", err)
 	}
 	pending := map[string]any{"type": "KubeClusterSigningCertificate", "status": "Error", "reason": "Pending", "message": "still fetching", "lastUpdateTime": "2026-11-22T10:00:00Z"}
 	start := time.Now()
-	_, err = discoverer(issuer("a", pending)).Frontend(ctx, "", "", false, cluster)
+	_, err = discoverer(issuer("a", pending)).ExchangeEndpoint(ctx, "", "", false, cluster)
 	if err == nil || time.Since(start) < 90*time.Millisecond {
 		t.Errorf("pending should be waited on, then reported: %v after %v", err, time.Since(start))
 	}
-	f, err := discoverer(issuer("a", broken, tcr)).Frontend(ctx, "", "", false, cluster)
+	f, err := discoverer(issuer("a", broken, tcr)).ExchangeEndpoint(ctx, "", "", false, cluster)
 	if err != nil || f.Endpoint != "https://cluster" {
 		t.Errorf("TokenCredentialRequestAPI uses the admin's cluster endpoint: %+v %v", f, err)
 	}
-	_, err = discoverer(issuer("a", tcr)).Frontend(ctx, "", "ImpersonationProxy", false, cluster)
+	_, err = discoverer(issuer("a", tcr)).ExchangeEndpoint(ctx, "", "ImpersonationProxy", false, cluster)
 	if err == nil || !strings.Contains(err.Error(), "ImpersonationProxy") {
 		t.Errorf("mode not offered: %v", err)
 	}

@@ -232,7 +232,7 @@ func (o *Options) Run(ctx context.Context) error {
 	var conc *config.Concierge
 	var auth *kubeconfig.Authenticator
 	if !o.NoConcierge {
-		front, err := d.Frontend(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.Frontend{Endpoint: cluster.Server, CABundle: ca})
+		front, err := d.ExchangeEndpoint(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.ExchangeEndpoint{Endpoint: cluster.Server, CABundle: ca})
 		if err != nil {
 			return err
 		}
