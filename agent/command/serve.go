@@ -17,7 +17,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/logbuffer"
 	"github.com/pinniped-kit/pinniped/agent/metrics"
 	"github.com/pinniped-kit/pinniped/agent/server"
@@ -80,7 +80,7 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of every API group the agent serves and watches: <prefix>.concierge.<suffix> (a DNS subdomain with a dot; as upstream's api_group_suffix)")
 	f.StringSliceVar(&o.APIServiceNames, "apiservices", nil, "APIServices whose caBundle the agent keeps current (default: v1alpha1.login.concierge.<suffix> and v1alpha1.identity.concierge.<suffix>)")
 	f.StringVar(&o.LeaseName, "lease", objectnames.Lease, "Lease used to elect the replica that writes statuses")
-	f.DurationVar(&o.CertTTL, "credential-ttl", issuer.DefaultTTL, fmt.Sprintf("lifetime of issued client certificates, from %s to %s (the CSR strategy raises it to %s, the API's minimum); see docs/security.md before raising it",
+	f.DurationVar(&o.CertTTL, "credential-ttl", clustercred.DefaultTTL, fmt.Sprintf("lifetime of issued client certificates, from %s to %s (the CSR strategy raises it to %s, the API's minimum); see docs/security.md before raising it",
 		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.MinCSR)))
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
 	f.StringVar(&o.ProxyListenAddress, "proxy-listen", fmt.Sprintf(":%d", objectnames.ProxyPort), "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")

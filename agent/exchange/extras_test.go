@@ -15,8 +15,8 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
@@ -94,9 +94,9 @@ func TestTokenIssuerCarriesExtras(t *testing.T) {
 		t.Fatal(err)
 	}
 	aud := proxytoken.ForInstall("install-1")
-	f.handler.Issuer = &issuer.Token{
+	f.handler.Credentials = &clustercred.Token{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return key, aud, true },
-		Fallback: &issuer.CA{CA: f.ca},
+		Fallback: &clustercred.CA{CA: f.ca},
 		Now:      func() time.Time { return now },
 	}
 	out, res := exchangeAs(t, f, &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}, Extra: map[string][]string{"example.com/team": {"blue"}}})

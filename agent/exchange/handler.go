@@ -29,8 +29,8 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/defaults"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
@@ -75,7 +75,7 @@ type TokenAuthenticator interface {
 // Handler serves the aggregated API.
 type Handler struct {
 	Authenticators TokenAuthenticator
-	Issuer         issuer.Issuer
+	Credentials    clustercred.Source
 	Log            *slog.Logger
 	Now            func() time.Time
 	// Observe, if set, is called after every exchange (metrics, audit).
@@ -322,8 +322,8 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 		return fail(reason)
 	}
 	res.Username, res.Groups = u.GetName(), u.GetGroups()
-	cred, err := h.Issuer.Issue(ctx, u)
-	var extraErr *issuer.ExtraError
+	cred, err := h.Credentials.Issue(ctx, u)
+	var extraErr *clustercred.ExtraError
 	switch {
 	case errors.As(err, &extraErr):
 		// The user is refused, as for a reserved name: this is about what
@@ -340,7 +340,7 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 
 // checkUser refuses identities no credential may carry, whichever issuer
 // issues it; each issuer refuses what its own credentials cannot carry
-// (issuer.ExtraError). The reason names the refused value only when named
+// (clustercred.ExtraError). The reason names the refused value only when named
 // is set.
 func checkUser(u user.Info, named bool) string {
 	value := func(v string) string {

@@ -21,8 +21,8 @@ import (
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
@@ -55,7 +55,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	f.handler = &exchange.Handler{
 		Authenticators: f.reg,
-		Issuer:         &issuer.CA{CA: f.ca},
+		Credentials:    &clustercred.CA{CA: f.ca},
 		Now:            func() time.Time { return now },
 		Log:            slog.New(slog.DiscardHandler),
 		Observe: func(r observe.Exchange) {
@@ -122,7 +122,7 @@ func TestExchangeSuccess(t *testing.T) {
 	if cert.Subject.CommonName != "alice" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != "devs" {
 		t.Fatalf("subject %v", cert.Subject)
 	}
-	if !cred.ExpirationTimestamp.Time.Equal(now.Add(issuer.DefaultTTL)) {
+	if !cred.ExpirationTimestamp.Time.Equal(now.Add(clustercred.DefaultTTL)) {
 		t.Fatalf("expiry %v", cred.ExpirationTimestamp)
 	}
 	if len(f.results) != 1 || !f.results[0].Success || f.results[0].Username != "alice" || f.results[0].TokenHash == "" {

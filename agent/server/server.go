@@ -24,11 +24,11 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/health"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/kubeclient"
 	"github.com/pinniped-kit/pinniped/agent/leaderelection"
@@ -135,8 +135,8 @@ type agent struct {
 	statusTrigger chan struct{}
 
 	registry     *tokenauth.Registry
-	issuers      *issuer.Switch
-	csr          *issuer.CSR
+	issuers      *clustercred.Switch
+	csr          *clustercred.CSR
 	signingKey   *signingkey.Strategy
 	metrics      *metrics.Exchange
 	authn        *authenticators.Controller
@@ -176,8 +176,8 @@ func (a *agent) build() error {
 	}
 	a.statusTrigger = make(chan struct{}, 1)
 	a.registry = tokenauth.NewRegistry()
-	a.issuers = &issuer.Switch{}
-	a.csr = &issuer.CSR{Client: a.kube, TTL: o.CertTTL}
+	a.issuers = &clustercred.Switch{}
+	a.csr = &clustercred.CSR{Client: a.kube, TTL: o.CertTTL}
 	a.issuers.Set(a.csr)
 	a.signingKey = signingkey.New(&kubecertagent.Agent{Kube: a.kube, Rest: a.restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
 		Image: o.KubeCertAgentImage, Manage: a.leading.Load},
@@ -274,7 +274,7 @@ func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler := &exchange.Handler{Authenticators: a.registry, Issuer: a.issuers, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
+	handler := &exchange.Handler{Authenticators: a.registry, Credentials: a.issuers, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	return &http.Server{
 		Addr:    o.ListenAddress,
@@ -352,7 +352,7 @@ func strategies(signingKey, proxy, csr probe) []strategy.Prober {
 }
 
 // csrProbe issues one real certificate: the only proof the cluster signs.
-func csrProbe(csr *issuer.CSR) probe {
+func csrProbe(csr *clustercred.CSR) probe {
 	return func(ctx context.Context) (*strategy.Working, error) {
 		_, err := csr.Issue(ctx, &user.DefaultInfo{Name: "pinniped-agent-probe"})
 		return nil, err

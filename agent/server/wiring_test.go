@@ -18,7 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
@@ -80,7 +80,7 @@ func TestCSRProbeAsksTheClusterToSign(t *testing.T) {
 		requested = a.(clienttesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
 		return true, nil, apierrors.NewForbidden(certificatesv1.Resource("certificatesigningrequests"), "", errors.New("no RBAC"))
 	})
-	_, err := csrProbe(&issuer.CSR{Client: kube, TTL: time.Minute, Timeout: time.Second})(context.Background())
+	_, err := csrProbe(&clustercred.CSR{Client: kube, TTL: time.Minute, Timeout: time.Second})(context.Background())
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("probe error %v, want the cluster's refusal", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
@@ -25,8 +25,8 @@ import (
 type Strategy struct {
 	fetch    func(context.Context) (*certauthority.CA, error)
 	enabled  bool
-	issuers  *issuer.Switch
-	fallback issuer.Issuer
+	issuers  *clustercred.Switch
+	fallback clustercred.Source
 	ttl      time.Duration
 	log      *slog.Logger
 	// changed is called after every fetch, so the CredentialIssuer status
@@ -44,7 +44,7 @@ type Strategy struct {
 // CA (certificates of ttl) and fallback; changed is told after every fetch.
 // An agent without an image is disabled: Status says so and Run must not
 // be started.
-func New(agent *kubecertagent.Agent, issuers *issuer.Switch, fallback issuer.Issuer, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
+func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
 	return &Strategy{fetch: agent.Fetch, enabled: agent.Image != "", issuers: issuers, fallback: fallback, ttl: ttl,
 		log: log, changed: changed, after: time.After}
 }
@@ -71,7 +71,7 @@ func (s *Strategy) Run(ctx context.Context) {
 // to wait before the next.
 func (s *Strategy) apply(ca *certauthority.CA, err error) time.Duration {
 	if err == nil {
-		s.issuers.Set(&issuer.CA{CA: ca, TTL: s.ttl})
+		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl})
 		s.log.Info("loaded the cluster signing key into memory")
 		return 15 * time.Minute
 	}

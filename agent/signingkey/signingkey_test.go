@@ -13,7 +13,7 @@ import (
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
@@ -21,8 +21,8 @@ import (
 // csrFallback stands for the CSR API: its credentials say where they came from.
 type csrFallback struct{}
 
-func (csrFallback) Issue(context.Context, user.Info) (*issuer.Issued, error) {
-	return &issuer.Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{Token: "from-the-csr-api"}}, nil
+func (csrFallback) Issue(context.Context, user.Info) (*clustercred.Credential, error) {
+	return &clustercred.Credential{ClusterCredential: &loginv1alpha1.ClusterCredential{Token: "from-the-csr-api"}}, nil
 }
 
 type fetchResult struct {
@@ -42,7 +42,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 	waits := make(chan time.Duration)
 	wake := make(chan time.Time)
 	changed := make(chan struct{}, 10)
-	switcher := &issuer.Switch{}
+	switcher := &clustercred.Switch{}
 	s := &Strategy{
 		fetch: func(context.Context) (*certauthority.CA, error) {
 			r := <-results
@@ -101,12 +101,12 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 // TestDisabledWithoutAnImage: an agent started without the helper's image
 // reports the strategy disabled, saying which flag enables it.
 func TestDisabledWithoutAnImage(t *testing.T) {
-	s := New(&kubecertagent.Agent{}, &issuer.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {})
+	s := New(&kubecertagent.Agent{}, &clustercred.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {})
 	if _, err := s.Status(context.Background()); err == nil || errors.Is(err, strategy.ErrPending) ||
 		err.Error() != "disabled: the agent was started without --kube-cert-agent-image" {
 		t.Fatalf("status %v", err)
 	}
-	if s := New(&kubecertagent.Agent{Image: "img"}, &issuer.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {}); !s.enabled {
+	if s := New(&kubecertagent.Agent{Image: "img"}, &clustercred.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {}); !s.enabled {
 		t.Fatal("an agent with an image is disabled")
 	}
 }

@@ -16,8 +16,8 @@ import (
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/cli/agentclient"
@@ -44,7 +44,7 @@ func skewedCluster(t *testing.T, h *harness, skew time.Duration) (*config.Concie
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := &exchange.Handler{Authenticators: reg, Issuer: &issuer.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)}
+	handler := &exchange.Handler{Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", clusterNow().UTC().Format(http.TimeFormat))
 		handler.ServeHTTP(w, r)

@@ -33,8 +33,8 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/proxy/leader"
@@ -84,7 +84,7 @@ type Runtime struct {
 	ttl       time.Duration
 
 	server    *listener.Server
-	signer    issuer.Switch
+	signer    clustercred.Switch
 	clientCAs impersonator.ClientCAs
 	// proxyTokens verifies the proxy's own tokens; tokenKey is the key
 	// this replica signs them with (nil before the first promotion).
@@ -164,7 +164,7 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 		OriginalUserKey: groupsuffix.OriginalUserExtra(o.GroupSuffix),
 	}
 	proxy.Init()
-	tcr := &exchange.Handler{Authenticators: registry, Issuer: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
+	tcr := &exchange.Handler{Authenticators: registry, Credentials: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	// The one request the proxy answers itself, anonymously: trading a
 	// token for a certificate that is valid only at the proxy. Under a
@@ -379,11 +379,11 @@ func (p *Runtime) loadSigner() []byte {
 		p.signer.Set(nil)
 		return nil
 	}
-	certs := &issuer.CA{CA: ca, TTL: p.ttl}
+	certs := &clustercred.CA{CA: ca, TTL: p.ttl}
 	if p.certificatesOnly {
 		p.signer.Set(certs)
 	} else {
-		p.signer.Set(&issuer.Token{Key: p.signingKey, TTL: p.ttl, Fallback: certs})
+		p.signer.Set(&clustercred.Token{Key: p.signingKey, TTL: p.ttl, Fallback: certs})
 	}
 	return trust
 }

@@ -1,4 +1,4 @@
-package issuer_test
+package clustercred_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
 
@@ -40,11 +40,11 @@ func newTokenFixture(t *testing.T) *tokenFixture {
 }
 
 // issuer is a Token issuer; haveKey says whether the signing key exists yet.
-func (f *tokenFixture) issuer(haveKey bool) *issuer.Token {
-	return &issuer.Token{
+func (f *tokenFixture) issuer(haveKey bool) *clustercred.Token {
+	return &clustercred.Token{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return f.key, f.aud, haveKey },
 		TTL:      7 * time.Minute,
-		Fallback: &issuer.CA{CA: f.ca},
+		Fallback: &clustercred.CA{CA: f.ca},
 		Now:      func() time.Time { return f.now },
 	}
 }
@@ -99,7 +99,7 @@ func TestTokenTTLDefaultsAsCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := f.now.Add(issuer.DefaultTTL); !got.ExpirationTimestamp.Time.Equal(want) {
+	if want := f.now.Add(clustercred.DefaultTTL); !got.ExpirationTimestamp.Time.Equal(want) {
 		t.Fatalf("expires %v, want %v", got.ExpirationTimestamp, want)
 	}
 }
@@ -135,7 +135,7 @@ func TestTokenFallsBackToCertificates(t *testing.T) {
 	}
 	none := f.issuer(false)
 	none.Fallback = nil
-	if _, err := none.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); !errors.Is(err, issuer.ErrNoStrategy) {
+	if _, err := none.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); !errors.Is(err, clustercred.ErrNoStrategy) {
 		t.Errorf("no key and no fallback: %v", err)
 	}
 }
@@ -154,7 +154,7 @@ func TestTokenRefusesExtrasItCannotCarry(t *testing.T) {
 		"too large": {true, manyGroups()},
 	} {
 		_, err := f.issuer(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups, Extra: maps.Clone(extra)})
-		var extraErr *issuer.ExtraError
+		var extraErr *clustercred.ExtraError
 		if !errors.As(err, &extraErr) || extraErr.Key != "example.com/team" {
 			t.Errorf("%s: got %v, want the extra refused", name, err)
 		}

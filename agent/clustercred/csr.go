@@ -1,4 +1,4 @@
-package issuer
+package clustercred
 
 import (
 	"context"
@@ -49,8 +49,8 @@ type CSR struct {
 
 const clientSigner = "kubernetes.io/kube-apiserver-client"
 
-// Issue implements Issuer.
-func (c *CSR) Issue(ctx context.Context, u user.Info) (*Issued, error) {
+// Issue implements Source.
+func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	if err := certificateCarries(u); err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Issued, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{
+	return &Credential{ClusterCredential: &loginv1alpha1.ClusterCredential{
 		ExpirationTimestamp:   metaTime(cert.NotAfter),
 		ClientCertificateData: string(certPEM),
 		ClientKeyData:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),

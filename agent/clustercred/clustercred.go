@@ -1,7 +1,8 @@
-// Package issuer turns an authenticated user into a short-lived cluster
-// credential. Which strategy can do that depends on the cluster (its signing
-// key, its CSR API, or the agent's own CA for the impersonation proxy).
-package issuer
+// Package clustercred turns an authenticated user into a short-lived
+// cluster credential: a Source of them. Which strategy can do that depends
+// on the cluster (its signing key, its CSR API, or the agent's own CA or
+// token keys for the impersonation proxy).
+package clustercred
 
 import (
 	"context"
@@ -22,13 +23,13 @@ import (
 // DefaultTTL is the lifetime of issued client certificates, as upstream.
 const DefaultTTL = credentialttl.Default
 
-// Issuer issues a credential for a user.
-type Issuer interface {
-	Issue(ctx context.Context, u user.Info) (*Issued, error)
+// Source issues a credential for a user.
+type Source interface {
+	Issue(ctx context.Context, u user.Info) (*Credential, error)
 }
 
-// Issued is a credential and what the audit log may say about it.
-type Issued struct {
+// Credential is a credential and what the audit log may say about it.
+type Credential struct {
 	*loginv1alpha1.ClusterCredential
 	// CredentialID is the credential-id extra the cluster sees on requests
 	// made with this credential ("JTI=<jti>"), so the exchange's audit line
@@ -41,8 +42,8 @@ type Issued struct {
 // CredentialIssuer status says why.
 var ErrNoStrategy = errors.New("no credential issuing strategy is ready")
 
-// ExtraError is an issuer's refusal of a user extra its credentials cannot
-// carry. The issuer decides, not the exchange, because only the issuer that
+// ExtraError is a Source's refusal of a user extra its credentials cannot
+// carry. The Source decides, not the exchange, because only the one that
 // actually issues knows: a certificate has no place for extras, a proxy
 // token does, and the Switch may change issuers between two exchanges.
 type ExtraError struct {
@@ -75,8 +76,8 @@ type CA struct {
 	TTL time.Duration
 }
 
-// Issue implements Issuer.
-func (c *CA) Issue(_ context.Context, u user.Info) (*Issued, error) {
+// Issue implements Source.
+func (c *CA) Issue(_ context.Context, u user.Info) (*Credential, error) {
 	if err := certificateCarries(u); err != nil {
 		return nil, err
 	}
@@ -88,21 +89,21 @@ func (c *CA) Issue(_ context.Context, u user.Info) (*Issued, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Issued{ClusterCredential: &loginv1alpha1.ClusterCredential{
+	return &Credential{ClusterCredential: &loginv1alpha1.ClusterCredential{
 		ExpirationTimestamp:   metaTime(issued.NotAfter),
 		ClientCertificateData: string(issued.CertPEM),
 		ClientKeyData:         string(issued.KeyPEM),
 	}}, nil
 }
 
-// Switch delegates to whichever issuer the controllers last chose. Exchanges
+// Switch delegates to whichever Source the controllers last chose. Exchanges
 // read it without locks; controllers replace it when strategies change.
 type Switch struct {
-	current atomic.Pointer[Issuer]
+	current atomic.Pointer[Source]
 }
 
-// Set makes i the active issuer; nil means none is ready.
-func (s *Switch) Set(i Issuer) {
+// Set makes i the active Source; nil means none is ready.
+func (s *Switch) Set(i Source) {
 	if i == nil {
 		s.current.Store(nil)
 		return
@@ -110,9 +111,9 @@ func (s *Switch) Set(i Issuer) {
 	s.current.Store(&i)
 }
 
-// Issue implements Issuer. It reads the active issuer once, so the one that
+// Issue implements Source. It reads the active Source once, so the one that
 // issues is also the one that decided what the user's credential can carry.
-func (s *Switch) Issue(ctx context.Context, u user.Info) (*Issued, error) {
+func (s *Switch) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	p := s.current.Load()
 	if p == nil {
 		return nil, ErrNoStrategy

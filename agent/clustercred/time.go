@@ -1,4 +1,4 @@
-package issuer
+package clustercred
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package issuer
+package clustercred
 
 import (
 	"context"
@@ -28,15 +28,15 @@ type Token struct {
 	// proxytoken.MaxSize (hundreds of groups) would be refused by the proxy
 	// and by load balancers that cap header sizes, while a certificate of
 	// the same groups travels in the TLS handshake instead.
-	Fallback Issuer
+	Fallback Source
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
-// Issue implements Issuer. A user with extras is refused rather than
+// Issue implements Source. A user with extras is refused rather than
 // falling back, as the fallback's certificate would drop them: the Fallback
 // refuses them itself (ExtraError).
-func (t *Token) Issue(ctx context.Context, u user.Info) (*Issued, error) {
+func (t *Token) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	key, aud, ok := t.Key()
 	if !ok {
 		return t.fallback(ctx, u)
@@ -60,13 +60,13 @@ func (t *Token) Issue(ctx context.Context, u user.Info) (*Issued, error) {
 	case err != nil:
 		return nil, err
 	}
-	return &Issued{
+	return &Credential{
 		ClusterCredential: &loginv1alpha1.ClusterCredential{Token: token, ExpirationTimestamp: metaTime(exp)},
 		CredentialID:      "JTI=" + jti,
 	}, nil
 }
 
-func (t *Token) fallback(ctx context.Context, u user.Info) (*Issued, error) {
+func (t *Token) fallback(ctx context.Context, u user.Info) (*Credential, error) {
 	if t.Fallback == nil {
 		return nil, ErrNoStrategy
 	}

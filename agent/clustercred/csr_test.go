@@ -1,4 +1,4 @@
-package issuer_test
+package clustercred_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 )
 
 // fakeSigner plays kube-controller-manager's csrsigning controller: it signs
@@ -71,7 +71,7 @@ func TestCSRIssuer(t *testing.T) {
 	defer cancel()
 	fakeSigner(ctx, t, client, ca, false)
 
-	iss := &issuer.CSR{Client: client, TTL: time.Minute, Timeout: 5 * time.Second}
+	iss := &clustercred.CSR{Client: client, TTL: time.Minute, Timeout: 5 * time.Second}
 	cred, err := iss.Issue(ctx, &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestCSRIssuer(t *testing.T) {
 	if cert.Subject.CommonName != "alice" || cert.Subject.Organization[0] != "devs" {
 		t.Fatalf("subject %v", cert.Subject)
 	}
-	if ttl := time.Until(cert.NotAfter); ttl < issuer.MinCSRTTL-time.Minute {
+	if ttl := time.Until(cert.NotAfter); ttl < clustercred.MinCSRTTL-time.Minute {
 		t.Fatalf("TTL %v: a 1m request must be raised to the API's 10m minimum", ttl)
 	}
 	kb, _ := pem.Decode([]byte(cred.ClientKeyData))
@@ -104,14 +104,14 @@ func TestCSRIssuerDenied(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fakeSigner(ctx, t, client, ca, true)
-	_, err := (&issuer.CSR{Client: client, Timeout: 5 * time.Second}).Issue(ctx, &user.DefaultInfo{Name: "alice"})
+	_, err := (&clustercred.CSR{Client: client, Timeout: 5 * time.Second}).Issue(ctx, &user.DefaultInfo{Name: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "denied") {
 		t.Fatalf("want a denial, got %v", err)
 	}
 }
 
 func TestCSRIssuerTimesOutWithAHint(t *testing.T) {
-	_, err := (&issuer.CSR{Client: fake.NewClientset(), Timeout: 300 * time.Millisecond}).Issue(context.Background(), &user.DefaultInfo{Name: "alice"})
+	_, err := (&clustercred.CSR{Client: fake.NewClientset(), Timeout: 300 * time.Millisecond}).Issue(context.Background(), &user.DefaultInfo{Name: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "csrsigning") {
 		t.Fatalf("want a timeout naming the signer controller, got %v", err)
 	}
@@ -126,7 +126,7 @@ func TestCSRIssuerChecksTheSignedSubject(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fakeSigner(ctx, t, client, ca, false)
-	iss := &issuer.CSR{Client: client, TTL: time.Minute, Timeout: 5 * time.Second}
+	iss := &clustercred.CSR{Client: client, TTL: time.Minute, Timeout: 5 * time.Second}
 	if _, err := iss.Issue(ctx, &user.DefaultInfo{Name: "alice", Groups: []string{"ops", "devs"}}); err != nil {
 		t.Fatalf("groups in another order: %v", err)
 	}

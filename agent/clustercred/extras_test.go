@@ -1,4 +1,4 @@
-package issuer_test
+package clustercred_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/issuer"
+	"github.com/pinniped-kit/pinniped/agent/clustercred"
 )
 
 // TestCertificateIssuersRefuseExtras: a certificate cannot carry extras, so
@@ -25,12 +25,12 @@ func TestCertificateIssuersRefuseExtras(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
-	csr := &issuer.CSR{Client: client, Timeout: time.Second}
+	csr := &clustercred.CSR{Client: client, Timeout: time.Second}
 	withExtra := &user.DefaultInfo{Name: "alice", Extra: map[string][]string{
 		user.CredentialIDKey: {"JTI=1"}, "example.com/team": {"value-of-alice-91c3"}}}
-	for name, iss := range map[string]issuer.Issuer{"CA": &issuer.CA{CA: ca}, "CSR": csr} {
+	for name, iss := range map[string]clustercred.Source{"CA": &clustercred.CA{CA: ca}, "CSR": csr} {
 		_, err := iss.Issue(context.Background(), withExtra)
-		var extraErr *issuer.ExtraError
+		var extraErr *clustercred.ExtraError
 		if !errors.As(err, &extraErr) || extraErr.Key != "example.com/team" {
 			t.Fatalf("%s: got %v, want the extra refused", name, err)
 		}
@@ -42,7 +42,7 @@ func TestCertificateIssuersRefuseExtras(t *testing.T) {
 		t.Errorf("the CSR issuer asked the cluster to sign for a user it refuses: %d requests", len(list.Items))
 	}
 	onlyID := &user.DefaultInfo{Name: "alice", Extra: map[string][]string{user.CredentialIDKey: {"JTI=1"}}}
-	if cred, err := (&issuer.CA{CA: ca}).Issue(context.Background(), onlyID); err != nil || cred.ClientCertificateData == "" {
+	if cred, err := (&clustercred.CA{CA: ca}).Issue(context.Background(), onlyID); err != nil || cred.ClientCertificateData == "" {
 		t.Fatalf("the credential ID alone was refused: %v", err)
 	}
 }
