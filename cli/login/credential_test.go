@@ -22,7 +22,7 @@ func TestSkewRenewsEarlier(t *testing.T) {
 	proxy := h.engine(nil)
 	proxy.Skew = 2 * time.Minute
 	kubectl := h.engine(nil)
-	get := func(e *login.Engine) time.Time {
+	get := func(e *login.Runner) time.Time {
 		t.Helper()
 		cred, err := e.CredentialOIDC(ctx, h.request(true), cluster)
 		if err != nil {
@@ -115,7 +115,7 @@ func TestCredentialStatic(t *testing.T) {
 // password from the environment) still works.
 func TestUnattendedNeedsAPerson(t *testing.T) {
 	ctx := context.Background()
-	unattended := func(h *harness) *login.Engine {
+	unattended := func(h *harness) *login.Runner {
 		e := h.engine(nil)
 		e.Unattended = true
 		e.UI = &browserUI{ca: h.idp.CABundle, answers: map[string]string{"Username: ": "alice", "Password: ": "password"}}

@@ -10,7 +10,7 @@ import (
 
 // LoginStatic prints a credential for a static token: the token itself, or
 // the cluster credential the agent trades it for (cached until it expires).
-func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcred.Request) error {
+func (e *Runner) LoginStatic(ctx context.Context, c *config.Static, exec *execcred.Request) error {
 	cred, err := e.CredentialStatic(ctx, c, requestOf(exec))
 	if err != nil {
 		return err
@@ -26,7 +26,7 @@ func (e *Engine) LoginStatic(ctx context.Context, c *config.Static, exec *execcr
 // CredentialStatic is the credential LoginStatic prints, for callers in
 // this process (pinniped proxy). Without the agent it is the token itself,
 // with a zero ExpirationTimestamp: valid as long as whoever issued it says.
-func (e *Engine) CredentialStatic(ctx context.Context, c *config.Static, r Request) (*credcache.Credential, error) {
+func (e *Runner) CredentialStatic(ctx context.Context, c *config.Static, r Request) (*credcache.Credential, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 
 // TestRenewalLinesNameNoIdentity: the proxy prints one line per renewal
 // and promises never an identity. An OIDC context whose session kubectl
-// cached (no network needed) gets its credential from the login engine,
+// cached (no network needed) gets its credential from the login runner,
 // whose summary names the user and groups: the proxy must not print them.
 func TestRenewalLinesNameNoIdentity(t *testing.T) {
 	dir := t.TempDir()

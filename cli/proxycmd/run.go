@@ -212,9 +212,9 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 	return st, r, nil
 }
 
-// getter is the renewer's Get for t: the login engine kubectl's call of
+// getter is the renewer's Get for t: the login runner kubectl's call of
 // the plugin runs, with the same caches and keys, so both share sessions
-// and credentials. One engine per target, used by its renewer alone:
+// and credentials. One runner per target, used by its renewer alone:
 // Skew and Unattended are set per call.
 func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*credcache.Credential, error), error) {
 	f := p.o.f
@@ -279,7 +279,7 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 	}, nil
 }
 
-// noSummary is the view of a background renewal. It drops the engine's
+// noSummary is the view of a background renewal. It drops the runner's
 // summary, which names the user and groups, and its progress steps, which
 // name the user too ("logging in as ...") and would chatter at every
 // renewal: the proxy's output, which may end up in a log, never names an

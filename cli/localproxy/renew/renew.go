@@ -75,12 +75,12 @@ func (s State) String() string {
 // Ask is what a renewal asks Get for.
 type Ask struct {
 	// MinValid: a credential with no more than this left will not do (the
-	// engine's Skew). At a renewal it is the current credential's margin,
+	// runner's Skew). At a renewal it is the current credential's margin,
 	// so the cached one, which is the current one, is not handed back.
 	MinValid time.Duration
 	// Person: a person may be asked (a browser, a device code, a
 	// password). Without it Get must not start such a login, and returns
-	// an error wrapping login.ErrNeedsPerson instead (Engine.Unattended).
+	// an error wrapping login.ErrNeedsPerson instead (Runner.Unattended).
 	Person bool
 }
 
@@ -102,7 +102,7 @@ type Info struct {
 // goroutine; State and Info may be called from any goroutine.
 type Renewer struct {
 	// Get returns a credential valid for more than a.MinValid: the login
-	// engine with Skew = a.MinValid and Unattended = !a.Person.
+	// runner with Skew = a.MinValid and Unattended = !a.Person.
 	Get func(ctx context.Context, a Ask) (*credcache.Credential, error)
 	// Apply starts using a credential (a new upstream generation).
 	Apply func(*credcache.Credential) error
@@ -307,7 +307,7 @@ func (r *Renewer) attempt(ctx context.Context, minValid time.Duration) (*credcac
 
 // withPerson waits for the turn to ask the person, then asks. Whoever
 // waited for the turn behind another target's login of the same issuer
-// is not asked again: the engine finds the session that login saved.
+// is not asked again: the runner finds the session that login saved.
 func (r *Renewer) withPerson(ctx context.Context, minValid time.Duration) (*credcache.Credential, error) {
 	r.set(func() { r.phase, r.message = NeedsPerson, r.needsPersonMessage() })
 	select {

@@ -59,7 +59,7 @@ func (c *clock) elapse(w wait) {
 	w.fire <- c.now()
 }
 
-// issuer hands out credentials as the login engine would, from a script
+// issuer hands out credentials as the login runner would, from a script
 // of answers; asks records what each call asked for.
 type issuer struct {
 	clk  *clock

@@ -140,11 +140,11 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 		In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: o.Exec.Interactive, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
 		Issuer: c.Issuer, Cancel: cancelLogin,
 	})
-	engine, err := loginsetup.NewOIDC(o.f, c, view)
+	runner, err := loginsetup.NewOIDC(o.f, c, view)
 	if err != nil {
 		return err
 	}
-	return view.Finish(engine.LoginOIDC(ctx, c, o.Exec))
+	return view.Finish(runner.LoginOIDC(ctx, c, o.Exec))
 }
 
 // valuelessErrors makes cmd's argument errors name the flag at fault but

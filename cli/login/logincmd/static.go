@@ -65,9 +65,9 @@ func (o *StaticOptions) Complete() error {
 func (o *StaticOptions) Run(ctx context.Context) error {
 	// Nobody is asked anything: a static token needs no person.
 	view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
-	engine, err := loginsetup.New(o.f, o.Login.CredentialCache, view)
+	runner, err := loginsetup.New(o.f, o.Login.CredentialCache, view)
 	if err != nil {
 		return err
 	}
-	return view.Finish(engine.LoginStatic(context.WithoutCancel(ctx), o.Login, o.Exec))
+	return view.Finish(runner.LoginStatic(context.WithoutCancel(ctx), o.Login, o.Exec))
 }

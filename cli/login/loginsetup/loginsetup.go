@@ -1,4 +1,4 @@
-// Package loginsetup builds the login engine the way every caller must:
+// Package loginsetup builds the login runner the way every caller must:
 // from the Factory's caches, clock, environment and streams. `pinniped
 // login` (package logincmd) and pinniped proxy (package proxycmd) both
 // build theirs here, so they share caches and keys, and neither command
@@ -17,29 +17,29 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
-// NewOIDC is the engine `pinniped login oidc` runs for the login c, shown
+// NewOIDC is the runner `pinniped login oidc` uses for the login c, shown
 // in view: New, with the issuer c names to discover.
-func NewOIDC(f *cmdutil.Factory, c *config.OIDC, view *ui.Login) (*login.Engine, error) {
-	engine, err := New(f, c.CredentialCache, view)
+func NewOIDC(f *cmdutil.Factory, c *config.OIDC, view *ui.Login) (*login.Runner, error) {
+	runner, err := New(f, c.CredentialCache, view)
 	if err != nil {
 		return nil, err
 	}
-	engine.Discover = func(ctx context.Context) (login.Provider, error) {
+	runner.Discover = func(ctx context.Context) (login.Provider, error) {
 		p, err := oidclogin.Discover(ctx, c, nil)
 		if err == nil && len(p.DroppedScopes) > 0 {
-			engine.Debug("the issuer does not list the scopes %v as supported; asking without them", p.DroppedScopes)
+			runner.Debug("the issuer does not list the scopes %v as supported; asking without them", p.DroppedScopes)
 		}
 		return p, err
 	}
-	return engine, nil
+	return runner, nil
 }
 
-// New is the engine `pinniped login` runs, for a login whose
+// New is the runner `pinniped login` uses, for a login whose
 // --credential-cache is cacheMode, shown in view: the factory's caches,
 // clock, environment (PINNIPED_DEBUG, PINNIPED_SKIP_PRINT_LOGIN_URL) and
 // streams (the credential goes to f.IO.Out only through Login*). pinniped
-// proxy builds its engines here too, so both share caches and keys.
-func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, error) {
+// proxy builds its runners here too, so both share caches and keys.
+func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, error) {
 	// Upstream's --credential-cache="" turns off only the cluster-credential
 	// cache: sessions are still kept (in the default store).
 	noCredentials := cacheMode == ""
@@ -54,7 +54,7 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Engine, e
 	if err != nil {
 		return nil, err
 	}
-	e := &login.Engine{
+	e := &login.Runner{
 		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
 		Exchange: agentclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",

@@ -1,5 +1,5 @@
 // Package loginview is what a login and the view showing it say to each
-// other: the calls the login engine (cli/login) and its OIDC flows
+// other: the calls the login runner (cli/login) and its OIDC flows
 // (cli/login/oidclogin) make on a View, what the person asks back
 // (Request), the outcome (Summary), and the kinds of failure a view
 // explains with a next step. The plain lines (cli/ui/plain) and the
@@ -41,13 +41,13 @@ type Flow interface {
 	Requests() <-chan Request
 }
 
-// View is a whole login's view: a flow's, and the engine's own messages.
+// View is a whole login's view: a flow's, and the runner's own messages.
 type View interface {
 	Flow
 	// Success reports the outcome of a fresh login.
 	Success(s Summary)
 	// Ask asks the person for one line (a username, or a password when
-	// secret, which is not echoed). The engine calls it only when a person
+	// secret, which is not echoed). The runner calls it only when a person
 	// can type.
 	Ask(ctx context.Context, prompt string, secret bool) (string, error)
 }

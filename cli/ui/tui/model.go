@@ -18,7 +18,7 @@ import (
 // ErrCanceled is the cause a login ends with when the person cancels it.
 var ErrCanceled = errors.New("you cancelled the login; nothing was cached")
 
-// Messages from the engine (sent by Login) to the model.
+// Messages from the login runner (sent by Login) to the model.
 type (
 	stepMsg       struct{ text string }
 	warnMsg       struct{ problem, next string }
@@ -34,7 +34,7 @@ type (
 	finishMsg    struct{ err error }
 )
 
-// loginModel is the login screen. The engine's calls arrive as messages;
+// loginModel is the login screen. The runner's calls arrive as messages;
 // the person's keys go back to the flow as requests, or answer a prompt.
 type loginModel struct {
 	issuer  string
@@ -264,7 +264,7 @@ func (m loginModel) startCancel() (tea.Model, tea.Cmd) {
 	if cancel == nil {
 		return m, nil
 	}
-	// The engine sees the cancelled context, stops, and Login.Finish ends
+	// The runner sees the cancelled context, stops, and Login.Finish ends
 	// the screen; nothing is cached on that path.
 	return m, func() tea.Msg { cancel(ErrCanceled); return nil }
 }

@@ -133,8 +133,8 @@ func newHarness(t *testing.T) *harness {
 	return &harness{idp: idp, clk: clk, ui: &browserUI{ca: idp.CABundle}, store: &filestore.Store{Dir: dir + "/creds"}, lockDir: dir + "/locks"}
 }
 
-func (h *harness) engine(out io.Writer) *login.Engine {
-	return &login.Engine{
+func (h *harness) engine(out io.Writer) *login.Runner {
+	return &login.Runner{
 		Store: h.store, LockDir: h.lockDir, Now: h.clk.now, UI: h.ui, Stdout: out,
 		Discover: func(ctx context.Context) (login.Provider, error) {
 			h.discovers.Add(1)

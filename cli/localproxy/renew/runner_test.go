@@ -16,16 +16,16 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 )
 
-// TestRenewsThroughTheEngine wires the Renewer to the login engine and its
+// TestRenewsThroughTheRunner wires the Renewer to the login runner and its
 // file cache as pinniped proxy does (Skew = Ask.MinValid, Unattended =
 // !Ask.Person): every renewal is a fresh exchange, never the cached
 // credential handed back, and kubectl's engine finds each new one.
-func TestRenewsThroughTheEngine(t *testing.T) {
+func TestRenewsThroughTheRunner(t *testing.T) {
 	clk := newClock()
 	dir := t.TempDir()
 	exchanges := 0
-	engine := func() *login.Engine {
-		return &login.Engine{
+	engine := func() *login.Runner {
+		return &login.Runner{
 			Store: &filestore.Store{Dir: dir + "/creds"}, LockDir: dir + "/locks", Now: clk.now, UI: &plain.Login{Err: io.Discard},
 			Exchange: func(context.Context, *config.Concierge, string) (*loginv1alpha1.ClusterCredential, error) {
 				exchanges++

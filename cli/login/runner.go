@@ -44,7 +44,7 @@ const MinIDTokenLifetime = 10 * time.Minute
 // not traded for the cluster's audience (upstream's rule).
 const MinAccessTokenLifetime = 10 * time.Second
 
-// Provider is what the engine needs from an OIDC provider.
+// Provider is what the runner needs from an OIDC provider.
 type Provider interface {
 	BrowserLogin(ctx context.Context, ui loginview.Flow, o oidclogin.BrowserOptions) (*sessions.Tokens, error)
 	DeviceLogin(ctx context.Context, ui loginview.Flow) (*sessions.Tokens, error)
@@ -59,11 +59,11 @@ type Provider interface {
 }
 
 // ErrNeedsPerson: only a login with a person can give a credential now,
-// and the engine is Unattended.
+// and the runner is Unattended.
 var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
 
-// Engine holds the collaborators.
-type Engine struct {
+// Runner holds the collaborators.
+type Runner struct {
 	// Store caches credentials and sessions; nil disables caching.
 	Store cache.Store
 	// NoCredentialCache keeps cluster credentials out of Store; sessions
@@ -88,12 +88,12 @@ type Engine struct {
 	// QuietLoginURL prints the login link only when no browser opened
 	// (PINNIPED_SKIP_PRINT_LOGIN_URL=true).
 	QuietLoginURL bool
-	// Debug, when set, is told what the engine decides and why, for
+	// Debug, when set, is told what the runner decides and why, for
 	// PINNIPED_DEBUG; never a secret.
 	Debug func(format string, args ...any)
 	// Unattended: nobody is there at all (pinniped proxy renewing in the
 	// background). A login that needs a person (a browser, a device code,
-	// a password to type) is not started; the engine returns
+	// a password to type) is not started; the runner returns
 	// ErrNeedsPerson instead, so the caller can say so at once and run it
 	// when a person can attend. A cached token, a refresh and a password
 	// from the environment still work.
@@ -107,13 +107,13 @@ type Engine struct {
 	lockWarning sync.Once
 }
 
-func (e *Engine) debug(format string, args ...any) {
+func (e *Runner) debug(format string, args ...any) {
 	if e.Debug != nil {
 		e.Debug(format, args...)
 	}
 }
 
-func (e *Engine) now() time.Time {
+func (e *Runner) now() time.Time {
 	if e.Now != nil {
 		return e.Now()
 	}
@@ -137,7 +137,7 @@ func requestOf(exec *execcred.Request) Request {
 }
 
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
-func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
+func (e *Runner) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
 	cred, err := e.CredentialOIDC(ctx, c, requestOf(exec))
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func (e *Engine) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 // CredentialOIDC is the credential LoginOIDC prints, for callers in this
 // process (pinniped proxy): cached and valid for more than the skew, or
 // from a login it caches.
-func (e *Engine) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) (*credcache.Credential, error) {
+func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) (*credcache.Credential, error) {
 	start := e.now()
 	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
@@ -325,7 +325,7 @@ func certIdentity(certPEM string) (name string, groups []string, ok bool) {
 	return cert.Subject.CommonName, cert.Subject.Organization, true
 }
 
-func (e *Engine) credCache() *credcache.Cache {
+func (e *Runner) credCache() *credcache.Cache {
 	if e.Store == nil || e.NoCredentialCache {
 		return nil
 	}
@@ -333,7 +333,7 @@ func (e *Engine) credCache() *credcache.Cache {
 }
 
 // skew is the validity a cached credential must have left to be used.
-func (e *Engine) skew() time.Duration {
+func (e *Runner) skew() time.Duration {
 	if e.Skew > 0 {
 		return e.Skew
 	}
@@ -349,7 +349,7 @@ func seconds(d time.Duration) string {
 // breaks the rule of a private directory (a link, another user's file, a
 // directory others may enter) is an error, not a miss: logging in again
 // would write over what is there, and the person would never learn why.
-func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool, error) {
+func (e *Runner) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool, error) {
 	if c == nil {
 		return nil, false, nil
 	}
@@ -366,7 +366,7 @@ func (e *Engine) cached(ctx context.Context, c *credcache.Cache, key string) (*c
 	return cred, ok, nil
 }
 
-func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func(), error) {
+func (e *Runner) lock(ctx context.Context, key string, interactive bool) (func(), error) {
 	timeout := e.LockTimeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
@@ -378,7 +378,7 @@ func (e *Engine) lock(ctx context.Context, key string, interactive bool) (func()
 }
 
 // lockName takes the cross-process lock called name, waiting up to timeout.
-func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
+func (e *Runner) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
 	if e.Store == nil || e.LockDir == "" {
 		return func() {}, nil
 	}
@@ -405,7 +405,7 @@ func (e *Engine) lockName(ctx context.Context, name string, timeout time.Duratio
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
-func (e *Engine) idToken(ctx context.Context, c *config.OIDC, interactive bool) (*sessions.Tokens, bool, error) {
+func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
 	session, err := e.loadSession(ctx, sk)
 	if err != nil {
@@ -463,7 +463,7 @@ func (e *Engine) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 // login runs the login c asks for. A Supervisor decides the flow from its
 // list of identity providers (as upstream Pinniped does); with any other
 // issuer a password login uses the password grant.
-func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessions.Tokens, error) {
+func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessions.Tokens, error) {
 	flow := ""
 	if p.IsSupervisor() || c.Upstream.Name != "" {
 		var err error
@@ -518,7 +518,7 @@ func (e *Engine) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 
 // credentials are PINNIPED_USERNAME and PINNIPED_PASSWORD, or, for what
 // is missing, the person's answers when one can type.
-func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
+func (e *Runner) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
 	user, pass := c.Username, c.Password
 	if (user == "" || pass == "") && e.Unattended {
 		return "", "", fmt.Errorf("%w: the password login asks for what PINNIPED_USERNAME and PINNIPED_PASSWORD do not give", ErrNeedsPerson)
@@ -548,7 +548,7 @@ func (e *Engine) credentials(ctx context.Context, c *config.OIDC) (string, strin
 
 // loadSession reads a saved session (nil without a cache). A cache that
 // breaks the private-directory rule is an error, as for credentials.
-func (e *Engine) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
+func (e *Runner) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
 	if e.Store == nil {
 		return nil, nil
 	}
@@ -560,7 +560,7 @@ func (e *Engine) loadSession(ctx context.Context, key string) (*sessions.Tokens,
 }
 
 // usable is s when its tokens serve c as they are.
-func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
+func (e *Runner) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 	if s == nil {
 		return nil
 	}
@@ -596,7 +596,7 @@ func (e *Engine) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 	return nil
 }
 
-func (e *Engine) saveSession(ctx context.Context, key string, c *config.OIDC, t *sessions.Tokens) {
+func (e *Runner) saveSession(ctx context.Context, key string, c *config.OIDC, t *sessions.Tokens) {
 	if e.Store == nil {
 		return
 	}
@@ -606,11 +606,11 @@ func (e *Engine) saveSession(ctx context.Context, key string, c *config.OIDC, t 
 	}
 }
 
-func (e *Engine) sessions() *sessions.Cache {
+func (e *Runner) sessions() *sessions.Cache {
 	return &sessions.Cache{Store: e.Store, LockDir: e.LockDir}
 }
 
-func (e *Engine) write(exec *execcred.Request, c *credcache.Credential) error {
+func (e *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
 	exp := c.ExpirationTimestamp
 	return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{
 		ExpirationTimestamp: &exp, Token: c.Token,
