@@ -38,103 +38,153 @@ func Render(c Config) ([]Object, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var out []Object
-	add := func(obj runtime.Object, rules []rule) error {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{Object: m}
-		// Zero timestamps and empty statuses are noise in manifests.
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		unstructured.RemoveNestedField(u.Object, "status")
-		reasons := make([]string, len(rules))
-		for i, r := range rules {
-			reasons[i] = r.why
-		}
-		out = append(out, Object{Unstructured: u, RuleReasons: reasons})
-		return nil
-	}
-
-	crdObjs, err := loadCRDs(&c)
+	out, err := loadCRDs(&c)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, crdObjs...)
-
-	ns := c.Namespace
-	meta := func(name, namespace, component string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(&c, component)}
+	b := builder{c: &c}
+	for _, group := range [][]part{b.accounts(), b.rbac(), b.api(), b.workload(), b.config()} {
+		for _, p := range group {
+			if p.obj == nil {
+				continue
+			}
+			o, err := p.object()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		}
 	}
-	typeMeta := func(apiVersion, kind string) metav1.TypeMeta {
-		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
-	}
-	// shared names objects another install would otherwise share.
-	shared := func(base string) string { return Name(c.GroupSuffix, base) }
+	return out, nil
+}
 
-	objs := []struct {
-		obj   runtime.Object
-		rules []rule
-	}{
-		{obj: &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "", "")}},
-		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AppName, ns, "agent")}},
+// part is one object to render, with the RBAC rules it grants (if any).
+type part struct {
+	obj   runtime.Object
+	rules []rule
+}
+
+// object is p as an Object: unstructured, with the reasons of its rules.
+func (p part) object() (Object, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.obj)
+	if err != nil {
+		return Object{}, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	// Zero timestamps and empty statuses are noise in manifests.
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
+	reasons := make([]string, len(p.rules))
+	for i, r := range p.rules {
+		reasons[i] = r.why
+	}
+	return Object{Unstructured: u, RuleReasons: reasons}, nil
+}
+
+// builder makes the objects of one configuration.
+type builder struct{ c *Config }
+
+func (b builder) meta(name, namespace, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(b.c, component)}
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+// shared names objects another install would otherwise share.
+func (b builder) shared(base string) string { return Name(b.c.GroupSuffix, base) }
+
+// accounts: the namespace and the agent's and the proxy's ServiceAccounts.
+func (b builder) accounts() []part {
+	ns := b.c.Namespace
+	return []part{
+		{obj: &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: b.meta(ns, "", "")}},
+		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: b.meta(AppName, ns, "agent")}},
 		// The impersonation proxy forwards with this account's short-lived
 		// tokens (TokenRequest); no pod runs as it.
-		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(ProxyServiceAccountName, ns, "impersonation-proxy"),
+		{obj: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: b.meta(ProxyServiceAccountName, ns, "impersonation-proxy"),
 			AutomountServiceAccountToken: ptrFalse()}},
+	}
+}
+
+// rbac: what the agent, the proxy's account and every caller of the
+// pre-authentication APIs may do (see rbac.go for each rule's reason).
+func (b builder) rbac() []part {
+	c, ns, meta, shared := b.c, b.c.Namespace, b.meta, b.shared
+	return []part{
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 			ObjectMeta: meta(shared(ProxyServiceAccountName), "", "impersonation-proxy"), Rules: policyRules(proxyRules())}, rules: proxyRules()},
-		{obj: clusterRoleBinding(&c, shared(ProxyServiceAccountName), shared(ProxyServiceAccountName), rbacv1.Subject{Kind: "ServiceAccount", Name: ProxyServiceAccountName, Namespace: ns})},
+		{obj: clusterRoleBinding(c, shared(ProxyServiceAccountName), shared(ProxyServiceAccountName), rbacv1.Subject{Kind: "ServiceAccount", Name: ProxyServiceAccountName, Namespace: ns})},
 		// The built-in role for servers that delegate authentication and
 		// authorization: the proxy asks TokenReview about bearer tokens and
 		// SubjectAccessReview about nested impersonation.
-		{obj: clusterRoleBinding(&c, shared(AppName+"-auth-delegator"), "system:auth-delegator", rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
+		{obj: clusterRoleBinding(c, shared(AppName+"-auth-delegator"), "system:auth-delegator", rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-			ObjectMeta: meta(shared(AppName), "", "agent"), Rules: policyRules(clusterRules(&c))}, rules: clusterRules(&c)},
-		{obj: clusterRoleBinding(&c, shared(AppName), shared(AppName), rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
+			ObjectMeta: meta(shared(AppName), "", "agent"), Rules: policyRules(clusterRules(c))}, rules: clusterRules(c)},
+		{obj: clusterRoleBinding(c, shared(AppName), shared(AppName), rbacv1.Subject{Kind: "ServiceAccount", Name: AppName, Namespace: ns})},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules(&c))}, rules: namespaceRules(&c)},
-		{obj: roleBinding(&c, AppName, ns, AppName)},
+			ObjectMeta: meta(AppName, ns, "agent"), Rules: policyRules(namespaceRules(c))}, rules: namespaceRules(c)},
+		{obj: roleBinding(c, AppName, ns, AppName)},
 		{obj: &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(shared(AppName+"-cluster-info"), "kube-public", "agent"), Rules: policyRules(clusterInfoRules())}, rules: clusterInfoRules()},
-		{obj: roleBinding(&c, shared(AppName+"-cluster-info"), "kube-public", shared(AppName+"-cluster-info"))},
+		{obj: roleBinding(c, shared(AppName+"-cluster-info"), "kube-public", shared(AppName+"-cluster-info"))},
 		{obj: unless(c.NoKubeCertAgent, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"),
 			ObjectMeta: meta(shared(FindControllerManagerName), "kube-system", "agent"), Rules: policyRules(kubeSystemRules())}), rules: kubeSystemRules()},
-		{obj: unless(c.NoKubeCertAgent, roleBinding(&c, shared(FindControllerManagerName), "kube-system", shared(FindControllerManagerName)))},
+		{obj: unless(c.NoKubeCertAgent, roleBinding(c, shared(FindControllerManagerName), "kube-system", shared(FindControllerManagerName)))},
 		// The built-in Role every extension API server needs: it reads the
 		// front-proxy CA and header names from kube-system.
-		{obj: roleBinding(&c, shared(AppName+"-extension-apiserver-authentication-reader"), "kube-system", "extension-apiserver-authentication-reader")},
+		{obj: roleBinding(c, shared(AppName+"-extension-apiserver-authentication-reader"), "kube-system", "extension-apiserver-authentication-reader")},
 		{obj: &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-			ObjectMeta: meta(shared("pinniped-pre-authn-apis"), "", "api"), Rules: policyRules(preAuthnRules(&c))}, rules: preAuthnRules(&c)},
-		{obj: clusterRoleBinding(&c, shared("pinniped-pre-authn-apis"), shared("pinniped-pre-authn-apis"),
+			ObjectMeta: meta(shared("pinniped-pre-authn-apis"), "", "api"), Rules: policyRules(preAuthnRules(c))}, rules: preAuthnRules(c)},
+		{obj: clusterRoleBinding(c, shared("pinniped-pre-authn-apis"), shared("pinniped-pre-authn-apis"),
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:unauthenticated"},
 			rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"})},
-		// The Service and APIServices come before the Deployment: a replica
-		// publishes its CA in the APIServices as it starts.
-		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ServiceName, ns, "api"),
+	}
+}
+
+// api: the aggregated API's Service and APIServices. They come before the
+// Deployment: a replica publishes its CA in the APIServices as it starts.
+func (b builder) api() []part {
+	c, ns := b.c, b.c.Namespace
+	return []part{
+		{obj: &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: b.meta(ServiceName, ns, "api"),
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
 				Selector: map[string]string{"app.kubernetes.io/name": AppName},
 				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
 			}}},
-		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Login, c.GroupSuffix))},
-		{obj: apiService(&c, groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix))},
-		{obj: deployment(&c)},
+		{obj: apiService(c, groupsuffix.Group(groupsuffix.Login, c.GroupSuffix))},
+		{obj: apiService(c, groupsuffix.Group(groupsuffix.Identity, c.GroupSuffix))},
+	}
+}
+
+// workload: the agent's Deployment and its disruption budget.
+func (b builder) workload() []part {
+	return []part{
+		{obj: deployment(b.c)},
 		// Node drains evict one replica at a time, so with two or more
 		// one always serves; a single replica may still be evicted (a
 		// budget that forbade it would block every drain), and so may a
 		// replica that is not ready anyway.
 		{obj: &policyv1.PodDisruptionBudget{TypeMeta: typeMeta("policy/v1", "PodDisruptionBudget"),
-			ObjectMeta: meta(AppName, ns, "agent"),
+			ObjectMeta: b.meta(AppName, b.c.Namespace, "agent"),
 			Spec: policyv1.PodDisruptionBudgetSpec{
 				MaxUnavailable:             ptrTo(intstr.FromInt32(1)),
 				UnhealthyPodEvictionPolicy: ptrTo(policyv1.AlwaysAllow),
 				Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AppName, "app.kubernetes.io/component": "agent"}},
 			}}},
+	}
+}
+
+// config: the CredentialIssuer, and the authenticator the flags ask for.
+func (b builder) config() []part {
+	c := b.c
+	parts := []part{
 		// Named as always under any suffix: it lives in the suffix's own
 		// group, so it cannot meet another install's.
 		{obj: &configv1alpha1.CredentialIssuer{TypeMeta: typeMeta(groupsuffix.GroupVersion(groupsuffix.Config, c.GroupSuffix), "CredentialIssuer"),
-			ObjectMeta: meta(CredentialIssuerName, "", "config"),
+			ObjectMeta: b.meta(CredentialIssuerName, "", "config"),
 			Spec: configv1alpha1.CredentialIssuerSpec{ImpersonationProxy: &configv1alpha1.ImpersonationProxySpec{
 				Mode: configv1alpha1.ImpersonationProxyModeAuto,
 				Service: configv1alpha1.ImpersonationProxyServiceSpec{
@@ -147,12 +197,9 @@ func Render(c Config) ([]Object, error) {
 			}}}},
 	}
 	if c.OIDCIssuer != "" {
-		objs = append(objs, struct {
-			obj   runtime.Object
-			rules []rule
-		}{obj: &authv1alpha1.JWTAuthenticator{
+		parts = append(parts, part{obj: &authv1alpha1.JWTAuthenticator{
 			TypeMeta:   typeMeta(groupsuffix.GroupVersion(groupsuffix.Authentication, c.GroupSuffix), "JWTAuthenticator"),
-			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
+			ObjectMeta: b.meta(c.AuthenticatorName, "", "authenticator"),
 			Spec: authv1alpha1.JWTAuthenticatorSpec{
 				Issuer: c.OIDCIssuer, Audience: c.OIDCAudience,
 				Claims: authv1alpha1.JWTTokenClaims{Username: c.UsernameClaim, Groups: c.GroupsClaim},
@@ -161,24 +208,13 @@ func Render(c Config) ([]Object, error) {
 		}})
 	}
 	if c.WebhookEndpoint != "" {
-		objs = append(objs, struct {
-			obj   runtime.Object
-			rules []rule
-		}{obj: &authv1alpha1.WebhookAuthenticator{
+		parts = append(parts, part{obj: &authv1alpha1.WebhookAuthenticator{
 			TypeMeta:   typeMeta(groupsuffix.GroupVersion(groupsuffix.Authentication, c.GroupSuffix), "WebhookAuthenticator"),
-			ObjectMeta: meta(c.AuthenticatorName, "", "authenticator"),
+			ObjectMeta: b.meta(c.AuthenticatorName, "", "authenticator"),
 			Spec:       authv1alpha1.WebhookAuthenticatorSpec{Endpoint: c.WebhookEndpoint, TLS: tlsSpec(c.WebhookCABundle)},
 		}})
 	}
-	for _, o := range objs {
-		if o.obj == nil {
-			continue
-		}
-		if err := add(o.obj, o.rules); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return parts
 }
 
 // unless is obj, or no object when skip is set.
@@ -323,10 +359,12 @@ func toAny(m map[string]string) map[string]any {
 	return out
 }
 
+// deployment runs the agent: surge-only rollouts, spread over nodes where
+// it can be, as a non-root user with the runtime's seccomp profile.
 func deployment(c *Config) *appsv1.Deployment {
 	selector := map[string]string{"app.kubernetes.io/name": AppName}
 	podLabels := labels(c, "agent")
-	yes, no := true, false
+	yes := true
 	uid := int64(65532)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -360,49 +398,56 @@ func deployment(c *Config) *appsv1.Deployment {
 							},
 						}},
 					}},
-					Containers: []corev1.Container{{
-						Name:            "agent",
-						Image:           c.Image,
-						ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
-						Args:            agentArgs(c),
-						Env: []corev1.EnvVar{
-							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-							// The agent serves no heap profiles; without this the Go
-							// runtime keeps a profiling hash table (up to 1.4 MiB).
-							{Name: "GODEBUG", Value: "memprofilerate=0"},
-						},
-						Ports: []corev1.ContainerPort{
-							{Name: "api", ContainerPort: objectnames.APIPort, Protocol: corev1.ProtocolTCP},
-							{Name: "proxy", ContainerPort: objectnames.ProxyPort, Protocol: corev1.ProtocolTCP},
-							{Name: "health", ContainerPort: objectnames.HealthPort, Protocol: corev1.ProtocolTCP},
-						},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-							// Often: a restarted replica is kept out until its
-							// authenticators are built, and back as soon as they are.
-							PeriodSeconds: 2,
-						},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
-							InitialDelaySeconds: 10, PeriodSeconds: 10, FailureThreshold: 3,
-						},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{
-								corev1.ResourceCPU:    resource.MustParse(c.CPURequest),
-								corev1.ResourceMemory: resource.MustParse(c.MemoryRequest),
-							},
-							Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.MemoryLimit)},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &no,
-							ReadOnlyRootFilesystem:   &yes,
-							RunAsNonRoot:             &yes,
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
+					Containers: []corev1.Container{agentContainer(c)},
 				},
 			},
+		},
+	}
+}
+
+// agentContainer is the agent's one container: its arguments, ports,
+// probes, resources and a read-only, unprivileged file system.
+func agentContainer(c *Config) corev1.Container {
+	yes, no := true, false
+	return corev1.Container{
+		Name:            "agent",
+		Image:           c.Image,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
+		Args:            agentArgs(c),
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			// The agent serves no heap profiles; without this the Go
+			// runtime keeps a profiling hash table (up to 1.4 MiB).
+			{Name: "GODEBUG", Value: "memprofilerate=0"},
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: "api", ContainerPort: objectnames.APIPort, Protocol: corev1.ProtocolTCP},
+			{Name: "proxy", ContainerPort: objectnames.ProxyPort, Protocol: corev1.ProtocolTCP},
+			{Name: "health", ContainerPort: objectnames.HealthPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+			// Often: a restarted replica is kept out until its
+			// authenticators are built, and back as soon as they are.
+			PeriodSeconds: 2,
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+			InitialDelaySeconds: 10, PeriodSeconds: 10, FailureThreshold: 3,
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(c.CPURequest),
+				corev1.ResourceMemory: resource.MustParse(c.MemoryRequest),
+			},
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.MemoryLimit)},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			ReadOnlyRootFilesystem:   &yes,
+			RunAsNonRoot:             &yes,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
 }
