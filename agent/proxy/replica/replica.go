@@ -142,6 +142,30 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 		wake: make(chan struct{}, 1), kickStatus: kickStatus, certificatesOnly: o.CertificatesOnly, podName: o.PodName}
 	p.setWaiting("the impersonation proxy's settings are not read yet")
 
+	var err error
+	if p.server, err = p.newServer(o, kube, restConfig, registry); err != nil {
+		return nil, err
+	}
+	// The cluster's client CA signs certificates kube-apiserver accepts
+	// (admins', other tools'); the proxy accepts them too.
+	p.clusterCA, err = dynamiccertificates.NewDynamicCAFromConfigMapController("cluster-client-ca",
+		requestheader.ConfigMapNamespace, requestheader.ConfigMapName, "client-ca-file", kube)
+	if err != nil {
+		return nil, err
+	}
+	p.clusterCA.AddListener(listenerFunc(p.poke))
+	go p.clusterCA.Run(ctx, 1)
+
+	if err := p.follow(ctx, o, kube, dyn); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newServer is the proxy's TLS listener: the TokenCredentialRequest it
+// answers itself, and every other request through the impersonator.
+func (p *Runtime) newServer(o Config, kube kubernetes.Interface, restConfig *rest.Config, registry *tokenauth.Registry) (*listener.Server, error) {
+	log := p.log
 	upstream, err := impersonator.UpstreamURL(restConfig)
 	if err != nil {
 		return nil, err
@@ -167,11 +191,11 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	tcr := &exchange.Handler{Authenticators: registry, Credentials: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	// The one request the proxy answers itself, anonymously: trading a
-	// token for a certificate that is valid only at the proxy. Under a
+	// token for a credential that is valid only at the proxy. Under a
 	// suffix, the default spelling is an ordinary request for the API
 	// server (where another server may own it).
 	tcrPath := exchange.TokenCredentialRequestPath(o.GroupSuffix)
-	p.server = &listener.Server{
+	return &listener.Server{
 		Addr: o.ListenAddress, Log: log, Drain: 20 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == tcrPath {
@@ -180,18 +204,13 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 			}
 			proxy.ServeHTTP(w, r)
 		}),
-	}
+	}, nil
+}
 
-	// The cluster's client CA signs certificates kube-apiserver accepts
-	// (admins', other tools'); the proxy accepts them too.
-	p.clusterCA, err = dynamiccertificates.NewDynamicCAFromConfigMapController("cluster-client-ca",
-		requestheader.ConfigMapNamespace, requestheader.ConfigMapName, "client-ca-file", kube)
-	if err != nil {
-		return nil, err
-	}
-	p.clusterCA.AddListener(listenerFunc(p.poke))
-	go p.clusterCA.Run(ctx, 1)
-
+// follow starts the informers the proxy follows (its CredentialIssuer, the
+// Secrets and Services of its namespace) and waits for their first lists.
+func (p *Runtime) follow(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.Interface) error {
+	kickStatus := p.kickStatus
 	ciFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "", func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.CredentialIssuerName).String()
 	})
@@ -236,12 +255,12 @@ func New(ctx context.Context, o Config, kube kubernetes.Interface, dyn dynamic.I
 	go secretInformer.Run(ctx.Done())
 	go serviceInformer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), secretInformer.HasSynced, serviceInformer.HasSynced) {
-		return nil, fmt.Errorf("impersonation proxy: could not list Secrets and Services in namespace %s", o.Namespace)
+		return fmt.Errorf("impersonation proxy: could not list Secrets and Services in namespace %s", o.Namespace)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), p.ciInformer.HasSynced) {
-		return nil, fmt.Errorf("impersonation proxy: could not watch CredentialIssuer %s", o.CredentialIssuerName)
+		return fmt.Errorf("impersonation proxy: could not watch CredentialIssuer %s", o.CredentialIssuerName)
 	}
-	return p, nil
+	return nil
 }
 
 type listenerFunc func()
