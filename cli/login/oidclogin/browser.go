@@ -114,24 +114,12 @@ func (p *Provider) NewAuthorizeRequest(redirect string, up config.Upstream) (*Au
 // nonce. The code arrives on a 127.0.0.1 listener or is pasted by the
 // person, whichever comes first.
 func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o BrowserOptions) (*sessions.Tokens, error) {
-	results := make(chan callbackResult, 2)
-	redirect := "http://127.0.0.1:0/callback" // what paste-only logins present
-	var ln net.Listener
-	if !o.SkipListen {
-		var err error
-		ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
-		if err != nil {
-			if !o.AllowPaste {
-				return nil, fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
-			}
-			ui.Warn(fmt.Sprintf("cannot listen for the callback (%v)", err), "paste the code instead")
-			ln = nil
-		} else {
-			redirect = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-		}
-	}
 	if o.SkipListen && !o.AllowPaste {
 		return nil, errors.New("--skip-listen needs a terminal to paste the code into")
+	}
+	ln, redirect, err := callbackListener(ctx, ui, o)
+	if err != nil {
+		return nil, err
 	}
 	req, err := p.NewAuthorizeRequest(redirect, o.Upstream)
 	if err != nil {
@@ -140,9 +128,9 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 		}
 		return nil, err
 	}
-	state, nonce, verifier, authURL := req.State, req.Nonce, req.Verifier, req.URL
+	results := make(chan callbackResult, 2)
 	if ln != nil {
-		srv := &http.Server{Handler: callbackHandler(state, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: callbackHandler(req.State, p.cfg.Issuer, results), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		// Close, not Shutdown, which would wait for a browser's spare
 		// connection; the page has gone out before the code is passed on
@@ -152,6 +140,47 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	oc := p.oauth
 	oc.RedirectURL = redirect
 
+	opened := showAndOpen(ui, o, req.URL)
+	pasteCtx, stopPaste := context.WithCancel(ctx)
+	defer stopPaste()
+	if o.AllowPaste && (!o.QuietWhenOpened || !opened) {
+		go readPastedCode(pasteCtx, ui, req.State, results)
+	}
+	code, err := p.waitForCode(ctx, ui, o, redirect, req.URL, results)
+	if err != nil {
+		return nil, err
+	}
+	stopPaste()
+	ui.Step("exchanging the authorization code")
+	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(req.Verifier))
+	if err != nil {
+		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(httpclient.Unwrap(err)))
+	}
+	return p.tokens(ctx, tok, req.Nonce)
+}
+
+// callbackListener listens on 127.0.0.1 for the redirect with the code, and
+// says which redirect URI the login presents. Where the person may paste
+// the code instead, a port that cannot be taken is a warning, not an error.
+func callbackListener(ctx context.Context, ui loginview.Flow, o BrowserOptions) (net.Listener, string, error) {
+	const pasteOnly = "http://127.0.0.1:0/callback" // what paste-only logins present
+	if o.SkipListen {
+		return nil, pasteOnly, nil
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.ListenPort)))
+	if err != nil {
+		if !o.AllowPaste {
+			return nil, "", fmt.Errorf("listen on 127.0.0.1:%d for the login callback: %w (choose another --listen-port)", o.ListenPort, err)
+		}
+		ui.Warn(fmt.Sprintf("cannot listen for the callback (%v)", err), "paste the code instead")
+		return nil, pasteOnly, nil
+	}
+	return ln, fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port), nil
+}
+
+// showAndOpen shows the login link (unless told to stay quiet when the
+// browser opens) and opens the browser; it reports whether it opened.
+func showAndOpen(ui loginview.Flow, o BrowserOptions, authURL string) bool {
 	opened := false
 	// The link is built from the issuer's authorization_endpoint, which
 	// url.Parse does not clean of C1 controls: shown escaped, opened as is.
@@ -169,25 +198,31 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	if o.QuietWhenOpened && !opened {
 		ui.ShowLoginURL(shownURL)
 	}
-	pasteCtx, stopPaste := context.WithCancel(ctx)
-	defer stopPaste()
-	if o.AllowPaste && (!o.QuietWhenOpened || !opened) {
-		go func() {
-			for {
-				in, err := ui.PromptCode(pasteCtx, "Or paste the authorization code (or the whole redirect URL) here: ")
-				if err != nil {
-					return // the listener may still win; ctx decides the timeout
-				}
-				code, err := codeFromPaste(in, state)
-				if errors.Is(err, errBadPaste) {
-					ui.Warn(err.Error(), "paste the code again")
-					continue
-				}
-				results <- callbackResult{code: code, err: err}
-				return
-			}
-		}()
+	return opened
+}
+
+// readPastedCode asks for a pasted code (or the whole redirect URL) until
+// one reads, and passes it on; it gives up quietly when ctx ends.
+func readPastedCode(ctx context.Context, ui loginview.Flow, state string, results chan<- callbackResult) {
+	for {
+		in, err := ui.PromptCode(ctx, "Or paste the authorization code (or the whole redirect URL) here: ")
+		if err != nil {
+			return // the listener may still win; ctx decides the timeout
+		}
+		code, err := codeFromPaste(in, state)
+		if errors.Is(err, errBadPaste) {
+			ui.Warn(err.Error(), "paste the code again")
+			continue
+		}
+		results <- callbackResult{code: code, err: err}
+		return
 	}
+}
+
+// waitForCode waits for the code from the callback or a paste, answers the
+// person's requests meanwhile (open the browser again, switch to the device
+// flow), and says what is likely wrong when nothing comes back for a while.
+func (p *Provider) waitForCode(ctx context.Context, ui loginview.Flow, o BrowserOptions, redirect, authURL string, results <-chan callbackResult) (string, error) {
 	ui.Step("waiting for you to log in")
 	hintAfter := o.HintAfter
 	if hintAfter <= 0 {
@@ -195,9 +230,7 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 	}
 	hint := time.NewTimer(hintAfter)
 	defer hint.Stop()
-
-	var code string
-	for code == "" {
+	for {
 		select {
 		case <-hint.C:
 			// Nothing comes back when the provider shows an error page
@@ -210,15 +243,17 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 			ui.Warn(fmt.Sprintf("no answer from the browser after %s. If the provider shows an error page, the usual causes are: "+
 				"%s is not registered for client %q at the provider (most providers take http://127.0.0.1/callback for any port; "+
 				"others need one exact port, fixed with --listen-port), or that client ID is wrong (--client-id); "+
-				"a wrong password is retried on the provider's own page", hintAfter, where, oc.ClientID),
+				"a wrong password is retried on the provider's own page", hintAfter, where, p.oauth.ClientID),
 				"fix it at the provider or in the flags, then run the command again; Ctrl-C is safe, nothing is cached until a login finishes")
 		case <-ctx.Done():
-			return nil, fmt.Errorf("login not completed: %w", context.Cause(ctx))
+			return "", fmt.Errorf("login not completed: %w", context.Cause(ctx))
 		case r := <-results:
 			if r.err != nil {
-				return nil, r.err
+				return "", r.err
 			}
-			code = r.code
+			if r.code != "" {
+				return r.code, nil
+			}
 		case req := <-ui.Requests():
 			switch req {
 			case loginview.RequestOpenBrowser:
@@ -232,17 +267,10 @@ func (p *Provider) BrowserLogin(ctx context.Context, ui loginview.Flow, o Browse
 					ui.Warn(loginview.ErrNoDeviceFlow.Error(), "finish the login in the browser")
 					continue
 				}
-				return nil, ErrSwitchToDevice
+				return "", ErrSwitchToDevice
 			}
 		}
 	}
-	stopPaste()
-	ui.Step("exchanging the authorization code")
-	tok, err := oc.Exchange(p.ctx(ctx), code, oauth2.VerifierOption(verifier))
-	if err != nil {
-		return nil, fmt.Errorf("exchange the authorization code: %w", termsafe.Error(httpclient.Unwrap(err)))
-	}
-	return p.tokens(ctx, tok, nonce)
 }
 
 // deniedError is the identity provider's refusal of a login, its words
