@@ -152,90 +152,31 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 	start := e.now()
 	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
-	hit, ok, err := e.cached(ctx, creds, key)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
-		return hit, nil
-	}
-	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
-	// One login per key across processes: the rest wait here, then find
-	// the credential the first one cached.
-	unlock, err := e.lock(ctx, key, r.Interactive)
-	if err != nil {
-		return nil, err
+	hit, unlock, err := e.cachedOrLock(ctx, creds, key, r.Interactive)
+	if err != nil || hit != nil {
+		return hit, err
 	}
 	defer unlock()
-	hit, ok, err = e.cached(ctx, creds, key)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		return hit, nil
-	}
 
 	tokens, refreshed, err := e.idToken(ctx, c, r.Interactive)
 	if err != nil {
 		return nil, err
 	}
-	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
-	if c.PresentsAccessToken() {
-		if tokens.AccessToken == "" {
-			return nil, errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
-		}
-		exp, ok := jwtExpiry(tokens.AccessToken)
-		if !ok {
-			return nil, errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
-		}
-		e.debug("presenting the access token, not the ID token")
-		token, expiry = tokens.AccessToken, exp
-		if !tokens.AccessTokenExpiry.IsZero() && tokens.AccessTokenExpiry.Before(exp) {
-			expiry = tokens.AccessTokenExpiry
-		}
-	}
-	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
-		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
-		p, err := e.Discover(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if token, expiry, err = p.ExchangeForAudience(ctx, tokens.AccessToken, c.RequestAudience); err != nil {
-			return nil, err
-		}
+	token, expiry, err := e.presented(ctx, c, tokens)
+	if err != nil {
+		return nil, err
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
 	if c.Concierge != nil {
-		e.debug("trading the token at %s with %s %s", c.Concierge.Endpoint, c.Concierge.AuthenticatorType, c.Concierge.AuthenticatorName)
-		e.UI.Step("exchanging the token for a cluster credential")
-		cc, err := e.Exchange(ctx, c.Concierge, token)
-		if err != nil {
-			if names := claimNames(token); names != "" && errors.Is(err, agentclient.ErrRefused) {
-				// The agent says only "authentication failed" (as
-				// upstream); a claim the authenticator maps and the token
-				// lacks is the usual first-login cause.
-				return nil, fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
-			}
+		if cred, err = e.exchangeOIDC(ctx, c.Concierge, token); err != nil {
 			return nil, err
 		}
-		cred = &credcache.Credential{
-			Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData,
-			ExpirationTimestamp: cc.ExpirationTimestamp.Time,
-		}
 	}
-	storedIn := "nowhere (caching disabled)"
-	if creds != nil {
-		label := c.Issuer
-		if r.Cluster.Server != "" {
-			label = r.Cluster.Server + " via " + c.Issuer
-		}
-		if err := creds.Put(ctx, key, label, *cred); err != nil {
-			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will log in again; check the cache's disk and permissions")
-		} else {
-			storedIn = e.Store.Describe()
-		}
+	label := c.Issuer
+	if r.Cluster.Server != "" {
+		label = r.Cluster.Server + " via " + c.Issuer
 	}
+	storedIn := e.store(ctx, creds, key, label, cred, "the next kubectl call will log in again; check the cache's disk and permissions")
 	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	who, groups := tokens.Username, tokens.Groups
 	if c.Concierge != nil {
@@ -250,6 +191,96 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 	who, groups = termsafe.Visible(who), termsafe.VisibleAll(groups)
 	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return cred, nil
+}
+
+// cachedOrLock is a cached credential for key valid for more than the
+// skew; or, when there is none, nil and the key's login lock, held (one
+// login per key across processes: the rest wait here, then find the
+// credential the first one cached). interactive: this login may wait for a
+// person, so another waiting on it should hear so.
+func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key string, interactive bool) (*credcache.Credential, func(), error) {
+	hit, ok, err := e.cached(ctx, creds, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
+		return hit, nil, nil
+	}
+	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
+	unlock, err := e.lock(ctx, key, interactive)
+	if err != nil {
+		return nil, nil, err
+	}
+	hit, ok, err = e.cached(ctx, creds, key)
+	if err != nil || ok {
+		unlock()
+		return hit, nil, err
+	}
+	return nil, unlock, nil
+}
+
+// presented is the token the cluster (or the agent) is shown, and its
+// expiry: the ID token; the access token with --present-token=access; the
+// token exchanged for the cluster's audience when it has one of its own.
+func (e *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions.Tokens) (string, time.Time, error) {
+	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
+	if c.PresentsAccessToken() {
+		if tokens.AccessToken == "" {
+			return "", time.Time{}, errors.New("the provider gave no access token to present (--present-token=access): leave the flag out to present the ID token")
+		}
+		exp, ok := jwtExpiry(tokens.AccessToken)
+		if !ok {
+			return "", time.Time{}, errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
+		}
+		e.debug("presenting the access token, not the ID token")
+		token, expiry = tokens.AccessToken, exp
+		if !tokens.AccessTokenExpiry.IsZero() && tokens.AccessTokenExpiry.Before(exp) {
+			expiry = tokens.AccessTokenExpiry
+		}
+	}
+	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
+		p, err := e.Discover(ctx)
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		return p.ExchangeForAudience(ctx, tokens.AccessToken, c.RequestAudience)
+	}
+	return token, expiry, nil
+}
+
+// exchangeOIDC trades token at the agent for a cluster credential. A
+// refusal names the token's claims (never their values): a claim the
+// authenticator maps and the token lacks is the usual first-login cause,
+// and the agent says only "authentication failed" (as upstream).
+func (e *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token string) (*credcache.Credential, error) {
+	e.debug("trading the token at %s with %s %s", conc.Endpoint, conc.AuthenticatorType, conc.AuthenticatorName)
+	e.UI.Step("exchanging the token for a cluster credential")
+	cc, err := e.Exchange(ctx, conc, token)
+	if err != nil {
+		if names := claimNames(token); names != "" && errors.Is(err, agentclient.ErrRefused) {
+			return nil, fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
+		}
+		return nil, err
+	}
+	return &credcache.Credential{
+		Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData,
+		ExpirationTimestamp: cc.ExpirationTimestamp.Time,
+	}, nil
+}
+
+// store caches cred under key and says where, or that it could not (a
+// warning with what then happens, not an error: the credential works).
+func (e *Runner) store(ctx context.Context, creds *credcache.Cache, key, label string, cred *credcache.Credential, ifNot string) string {
+	if creds == nil {
+		return "nowhere (caching disabled)"
+	}
+	if err := creds.Put(ctx, key, label, *cred); err != nil {
+		e.UI.Warn("could not cache the credential ("+err.Error()+")", ifNot)
+		return "nowhere (caching disabled)"
+	}
+	return e.Store.Describe()
 }
 
 // claimNames lists, sorted, the claim names (never the values) of a JWT;

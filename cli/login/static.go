@@ -36,36 +36,18 @@ func (e *Runner) CredentialStatic(ctx context.Context, c *config.Static, r Reque
 	}
 	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
-	hit, ok, err := e.cached(ctx, creds, key)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		return hit, nil
-	}
 	// Nobody types anything for a static token, so the other login holding
 	// the lock is never waiting for a person.
-	unlock, err := e.lock(ctx, key, false)
-	if err != nil {
-		return nil, err
+	hit, unlock, err := e.cachedOrLock(ctx, creds, key, false)
+	if err != nil || hit != nil {
+		return hit, err
 	}
 	defer unlock()
-	hit, ok, err = e.cached(ctx, creds, key)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		return hit, nil
-	}
 	cc, err := e.Exchange(ctx, c.Concierge, c.Token)
 	if err != nil {
 		return nil, err
 	}
 	cred := &credcache.Credential{Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData, ExpirationTimestamp: cc.ExpirationTimestamp.Time}
-	if creds != nil {
-		if err := creds.Put(ctx, key, "static token via "+c.Concierge.Endpoint, *cred); err != nil {
-			e.UI.Warn("could not cache the credential ("+err.Error()+")", "the next kubectl call will ask the agent again")
-		}
-	}
+	e.store(ctx, creds, key, "static token via "+c.Concierge.Endpoint, cred, "the next kubectl call will ask the agent again")
 	return cred, nil
 }
