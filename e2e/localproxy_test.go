@@ -127,9 +127,9 @@ func TestLocalProxyRefusesOthers(t *testing.T) {
 			}
 		}
 		for name, h := range map[string]http.Header{
-			"Impersonate-User (kubectl --as)":                 with(auth, map[string][]string{"Impersonate-User": {"admin"}}),
-			"impersonate_group":                               with(auth, map[string][]string{"impersonate_group": {"system:masters"}}),
-			"Connection naming Authorization":                 with(auth, map[string][]string{"Connection": {"Authorization"}}),
+			"Impersonate-User (kubectl --as)":                  with(auth, map[string][]string{"Impersonate-User": {"admin"}}),
+			"impersonate_group":                                with(auth, map[string][]string{"impersonate_group": {"system:masters"}}),
+			"Connection naming Authorization":                  with(auth, map[string][]string{"Connection": {"Authorization"}}),
 			"a bearer token in a WebSocket subprotocol header": with(auth, map[string][]string{"Sec-Websocket-Protocol": {"base64url.bearer.authorization.k8s.io.eA"}}),
 		} {
 			if a := whoami(h); a.code != http.StatusBadRequest {
