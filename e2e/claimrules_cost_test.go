@@ -84,7 +84,7 @@ func TestClaimRulesCost(t *testing.T) {
 	for i, tg := range targets {
 		rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %v | %s |", tg.label, n[i], best[i].rps, best[i].p50.Round(10*time.Microsecond), microsPer(servers, cpu[i], n[i])))
 	}
-	t.Logf("claim rules' cost (%s profile, kept-alive connections, concurrency 8, through kube-apiserver):\n%s\n\n"+
+	t.Logf("claim rules' cost (%s profile, cluster CA %s, kept-alive connections, concurrency 8, through kube-apiserver):\n%s\n\n"+
 		"resident memory of the agent's pods (one figure per pod):\n| when | RSS |\n|---|---|\n| idle, no CEL expression anywhere | %s |\n| idle, an authenticator's rules compiled | %s |\n| after the load | %s |",
-		Bed.Config().Profile, strings.Join(rows, "\n"), before, compiled, servers.rssText())
+		Bed.Config().Profile, clusterCAKey(t), strings.Join(rows, "\n"), before, compiled, servers.rssText())
 }

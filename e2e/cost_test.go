@@ -4,6 +4,10 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -245,3 +249,29 @@ func (s server) rssText() string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// clusterCAKey names the key type of the bed's cluster CA (which signs every
+// certificate an exchange issues on the signing-key and CSR paths): its
+// cost is most of an exchange's, so a benchmark says which it ran with.
+func clusterCAKey(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(Bed.Config().ClusterCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		t.Fatalf("%s holds no PEM certificate", Bed.Config().ClusterCAFile())
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch k := cert.PublicKey.(type) {
+	case *rsa.PublicKey:
+		return fmt.Sprintf("RSA-%d", k.N.BitLen())
+	case *ecdsa.PublicKey:
+		return "ECDSA " + k.Curve.Params().Name
+	}
+	return cert.PublicKeyAlgorithm.String()
+}

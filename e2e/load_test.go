@@ -145,9 +145,9 @@ func TestExchangeLoad(t *testing.T) {
 			memory = append(memory, fmt.Sprintf("| %s | %s | %s | %s |", ran[i], tg.in.name, idle[i], servers[i].rssText()))
 		}
 	}
-	t.Logf("TokenCredentialRequest through kube-apiserver (%s profile; API server, agents and load client on the same machine: compare within this table):\n%s\n\n"+
+	t.Logf("TokenCredentialRequest through kube-apiserver (%s profile, cluster CA %s; API server, agents and load client on the same machine: compare within this table):\n%s\n\n"+
 		"resident memory of each installation's pods (one figure per pod):\n| CPU limit | installation | idle | after the load |\n|---|---|---|---|\n%s",
-		cfg.Profile, strings.Join(rows, "\n"), strings.Join(memory, "\n"))
+		cfg.Profile, clusterCAKey(t), strings.Join(rows, "\n"), strings.Join(memory, "\n"))
 }
 
 // postExchange posts one TokenCredentialRequest and returns how long the

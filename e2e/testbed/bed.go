@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -80,6 +79,51 @@ func (b *Bed) Healthy() error {
 // Reexec), as root. On failure the partial bed is left for inspection; call Down.
 func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 	start := time.Now()
+	b, err := prepare(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg = b.cfg
+	b.logf("certificates, configs and network ready (%s)", since(start))
+	images := b.loadImages()
+	if err := b.startControlPlane(ctx, start); err != nil {
+		return nil, err
+	}
+	if err := b.importImages(ctx, images, start); err != nil {
+		return nil, err
+	}
+	cs, err := b.waitAPIServer(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.startNode(ctx, cs, start); err != nil {
+		return nil, err
+	}
+	if cfg.Profile == ProfileKubeadm {
+		if err := kubeadmObjects(ctx, cs, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.waitControllers(ctx, cs, start); err != nil {
+		return nil, err
+	}
+	if err := b.waitIdentityProviders(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.writeEnv(); err != nil {
+		return nil, err
+	}
+	if err := b.Healthy(); err != nil {
+		return nil, err
+	}
+	b.logf("up in %s", since(start))
+	return b, nil
+}
+
+// prepare checks the host and the toolchain, and writes what the daemons
+// read: the state directories, certificates, configuration files, the
+// network and the cgroup root.
+func prepare(cfg Config, log io.Writer) (*Bed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,32 +177,46 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 	if err := makeCgroupRoot(cfg); err != nil {
 		return nil, err
 	}
-	b.logf("certificates, configs and network ready (%s)", since(start))
+	return b, nil
+}
 
-	// Image tarballs are cached by content, so this costs only on the first run; it runs
-	// while etcd and kube-apiserver start.
-	var images []string
-	var imagesErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
+// images are the container images the bed imports once containerd runs.
+type images struct {
+	wg    sync.WaitGroup
+	paths []string
+	err   error
+}
+
+// loadImages makes the image tarballs (cached by content, so this costs
+// only on the first run) while etcd and kube-apiserver start.
+func (b *Bed) loadImages() *images {
+	cfg := b.cfg
+	im := &images{}
+	im.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer im.wg.Done()
 		p, err := CachedImage(filepath.Join(cfg.BinDir, "pause"), PauseImage)
 		if err != nil {
-			imagesErr = err
+			im.err = err
 			return
 		}
-		images = append(images, p)
+		im.paths = append(im.paths, p)
 		if b.kcmImage != "" {
 			p, err := CachedImage(filepath.Join(cfg.BinDir, "kube-controller-manager"), b.kcmImage)
 			if err != nil {
-				imagesErr = err
+				im.err = err
 				return
 			}
-			images = append(images, p)
+			im.paths = append(im.paths, p)
 		}
 	}()
+	return im
+}
 
+// startControlPlane starts etcd, containerd, kube-apiserver and the bed's
+// identity providers (Dex, the test Supervisor, the second OpenID provider).
+func (b *Bed) startControlPlane(ctx context.Context, start time.Time) error {
+	cfg := b.cfg
 	bin := func(n string) string { return filepath.Join(cfg.BinDir, n) }
 	pki := cfg.PKIDir()
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdPort)
@@ -170,13 +228,13 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--initial-cluster=node="+peerURL, "--log-level=warn",
 		// A test bed does not need durable writes; fsync dominates apiserver latency on a VM.
 		"--unsafe-no-fsync=true"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("containerd", nil, "containerd", "--config="+cfg.path("containerd", "config.toml")); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.waitFor(ctx, "etcd health", "etcd", 30*time.Second, httpOK(http.DefaultClient, etcdURL+"/health")); err != nil {
-		return nil, err
+		return err
 	}
 	b.logf("etcd ready (%s)", since(start))
 
@@ -209,10 +267,10 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--audit-policy-file="+cfg.path("apiserver", "audit-policy.yaml"),
 		"--audit-log-path="+cfg.AuditLog(), "--audit-log-maxsize=50",
 	); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("dex", nil, bin("dex"), cfg.path("dex", "config.json")); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("supervisor", nil, bin("supervisor"),
 		"--listen", fmt.Sprintf("%s:%d", cfg.NodeIP, cfg.SupervisorPort), "--issuer", cfg.SupervisorIssuer(),
@@ -220,26 +278,37 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--upstream-issuer", cfg.DexIssuer(), "--upstream-ca", cfg.TestbedCAFile(),
 		"--upstream-client-id", SupervisorDexClientID, "--upstream-client-secret-file", cfg.SupervisorSecretFile(),
 		"--upstream-password-client-id", SupervisorLDAPDexClientID); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("oidcop", nil, bin("oidcop"), cfg.path("oidcop", "config.json")); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// importImages waits for containerd and the image tarballs, and imports them.
+func (b *Bed) importImages(ctx context.Context, im *images, start time.Time) error {
+	cfg := b.cfg
 	if err := b.waitFor(ctx, "containerd socket", "containerd", 30*time.Second, fileExists(cfg.ContainerdSocket())); err != nil {
-		return nil, err
+		return err
 	}
-	wg.Wait()
-	if imagesErr != nil {
-		return nil, imagesErr
+	im.wg.Wait()
+	if im.err != nil {
+		return im.err
 	}
-	for _, img := range images {
+	for _, img := range im.paths {
 		if err := ImportImage(cfg.ContainerdSocket(), img); err != nil {
-			return nil, fmt.Errorf("%w (containerd log: %s)", err, cfg.LogFile("containerd"))
+			return fmt.Errorf("%w (containerd log: %s)", err, cfg.LogFile("containerd"))
 		}
 	}
 	b.logf("containerd ready, images imported (%s)", since(start))
+	return nil
+}
 
+// waitAPIServer waits for kube-apiserver to be ready, and returns an admin
+// client of it.
+func (b *Bed) waitAPIServer(ctx context.Context, start time.Time) (*kubernetes.Clientset, error) {
+	cfg := b.cfg
 	adminCfg, err := clientcmd.BuildConfigFromFlags("", cfg.AdminKubeconfig())
 	if err != nil {
 		return nil, err
@@ -255,14 +324,23 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		return nil, err
 	}
 	b.logf("kube-apiserver ready (%s)", since(start))
+	return cs, nil
+}
 
+// startNode starts what runs the node (kube-controller-manager on the
+// managed profile, the scheduler, kubelet, kube-proxy, the load balancer
+// controller) and waits for the node to be Ready.
+func (b *Bed) startNode(ctx context.Context, cs *kubernetes.Clientset, start time.Time) error {
+	cfg := b.cfg
+	bin := func(n string) string { return filepath.Join(cfg.BinDir, n) }
+	pki := cfg.PKIDir()
 	// Save the global sysctls kubelet is about to change, for Down to restore.
 	if err := saveSysctls(cfg); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Profile == ProfileManaged {
 		if err := b.start("kube-controller-manager", nil, bin("kube-controller-manager"), b.kcmArgs(pki, b.kubeconfig("controller-manager"))...); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := b.start("kube-scheduler", nil, bin("kube-scheduler"),
@@ -270,7 +348,7 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--authentication-kubeconfig="+b.kubeconfig("scheduler"),
 		"--authorization-kubeconfig="+b.kubeconfig("scheduler"),
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=10259"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("kubelet", nil, bin("kubelet"),
 		"--config="+cfg.path("kubelet", "config.yaml"),
@@ -279,17 +357,17 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		"--cert-dir="+cfg.path("kubelet", "pki"),
 		"--node-ip="+cfg.NodeIP,
 		"--hostname-override="+cfg.NodeName()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start("kube-proxy", nil, bin("kube-proxy"), "--config="+cfg.path("kube-proxy", "config.yaml")); err != nil {
-		return nil, err
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.start(roleLB, []string{envRole + "=" + roleLB, envKubeconfig + "=" + cfg.AdminKubeconfig(), envLBRange + "=" + cfg.LBRange}, self); err != nil {
-		return nil, err
+		return err
 	}
 
 	if err := b.waitFor(ctx, "node "+cfg.NodeName()+" Ready", "kubelet", 90*time.Second, func(ctx context.Context) error {
@@ -304,18 +382,16 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		}
 		return errors.New("node not Ready yet")
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	b.logf("node %s Ready (%s)", cfg.NodeName(), since(start))
+	return nil
+}
 
-	if cfg.Profile == ProfileKubeadm {
-		// kubelet may not set node-role labels on itself (NodeRestriction); kubeadm labels
-		// the node as admin, and so do we.
-		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, cfg.NodeName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("label node as control plane: %w", err)
-		}
-	}
+// waitControllers waits for kube-controller-manager's work (pods cannot
+// start without it) and the scheduler.
+func (b *Bed) waitControllers(ctx context.Context, cs *kubernetes.Clientset, start time.Time) error {
+	cfg := b.cfg
 	// kube-controller-manager works when the default ServiceAccount and the root CA
 	// ConfigMap exist: pods cannot start before that.
 	kcmDaemon := "kube-controller-manager"
@@ -331,7 +407,7 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("%w (read %s)", err, kcmLog)
+		return fmt.Errorf("%w (read %s)", err, kcmLog)
 	}
 	b.logf("kube-controller-manager working (%s)", since(start))
 
@@ -339,30 +415,29 @@ func Up(ctx context.Context, cfg Config, log io.Writer) (*Bed, error) {
 	// probes this is only a liveness check on loopback, so it is not verified.
 	probe := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
 	if err := b.waitFor(ctx, "kube-scheduler /healthz", "kube-scheduler", 30*time.Second, httpOK(probe, "https://127.0.0.1:10259/healthz")); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// waitIdentityProviders waits for Dex, the test Supervisor and the second
+// OpenID provider to answer discovery.
+func (b *Bed) waitIdentityProviders(ctx context.Context) error {
+	cfg := b.cfg
 	dexClient, err := b.DexHTTPClient()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.waitFor(ctx, "Dex discovery", "dex", 30*time.Second, httpOK(dexClient, cfg.DexIssuer()+"/.well-known/openid-configuration")); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.waitFor(ctx, "test Supervisor discovery", "supervisor", 30*time.Second, httpOK(dexClient, cfg.SupervisorIssuer()+"/.well-known/openid-configuration")); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.waitFor(ctx, "second OpenID provider (oidcop) discovery", "oidcop", 30*time.Second, httpOK(dexClient, cfg.OIDCOPIssuer()+"/.well-known/openid-configuration")); err != nil {
-		return nil, err
+		return err
 	}
-	if err := b.writeEnv(); err != nil {
-		return nil, err
-	}
-	if err := b.Healthy(); err != nil {
-		return nil, err
-	}
-	b.logf("up in %s", since(start))
-	return b, nil
+	return nil
 }
 
 func since(t time.Time) string { return time.Since(t).Round(10 * time.Millisecond).String() }
