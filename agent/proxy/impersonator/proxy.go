@@ -183,53 +183,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
 	}
-	auth, hasToken := bearerToken(r.Header)
-	if hasToken {
-		// A token of ours is decided only here: never sent to TokenReview
-		// (the API server cannot know it) and never forwarded. Its user is
-		// impersonated as a certificate's is, so the Authorization header
-		// is stripped on the way out like every client-sent identity.
-		// The API server reads the first word after "Bearer"; a client
-		// could hide a token of ours behind another word and have it
-		// reviewed or forwarded. Such a header is decided here too.
-		words := strings.Fields(auth[len("bearer "):])
-		var resp *authenticator.Response
-		var ours bool
-		var err error
-		if len(words) > 1 && slices.ContainsFunc(words, proxytoken.Ours) {
-			ours, err = true, errProxyTokenNotAlone
-		} else {
-			resp, ours, err = p.proxyTokens().AuthenticateProxyToken(words[0])
+	if auth, hasToken := bearerToken(r.Header); hasToken {
+		if !p.serveProxyToken(w, r, auth, &obs) {
+			p.serveBearer(w, r, &obs)
 		}
-		if ours {
-			if err != nil || resp == nil || resp.User == nil || resp.User.GetName() == "" {
-				p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", proxyTokenRefusal(err))
-				writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
-				return
-			}
-			obs.Method, obs.Username = observe.MethodProxyToken, resp.User.GetName()
-			p.impersonate(w, r, resp.User, &obs)
-			return
-		}
-	}
-	if hasToken {
-		if p.Tokens == nil || p.direct == nil {
-			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
-			return
-		}
-		// bearertoken.Authenticator deletes the header it consumed, so ask
-		// with a copy and forward the original.
-		probe := r.Clone(r.Context())
-		tr, ok, err := p.Tokens.AuthenticateRequest(probe)
-		if err != nil || !ok || tr == nil || tr.User == nil {
-			if err != nil {
-				p.log().Info("refused a bearer token", "remote", r.RemoteAddr, "error", err)
-			}
-			writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
-			return
-		}
-		obs.Method, obs.Username = observe.MethodToken, tr.User.GetName()
-		p.forwardDirect(w, r, true)
 		return
 	}
 	if p.direct == nil {
@@ -239,6 +196,61 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous: the API server applies its own anonymous-auth setting.
 	obs.Method = observe.MethodAnonymous
 	p.forwardDirect(w, r, false)
+}
+
+// serveProxyToken decides a request whose bearer token is one of ours, and
+// reports whether it was (false: the token is someone else's to decide).
+// A token of ours is decided only here: never sent to TokenReview (the API
+// server cannot know it) and never forwarded. Its user is impersonated as
+// a certificate's is, so the Authorization header is stripped on the way
+// out like every client-sent identity. The API server reads the first word
+// after "Bearer"; a client could hide a token of ours behind another word
+// and have it reviewed or forwarded: such a header is decided here too.
+func (p *Proxy) serveProxyToken(w http.ResponseWriter, r *http.Request, auth string, obs *observe.ProxyRequest) bool {
+	words := strings.Fields(auth[len("bearer "):])
+	var resp *authenticator.Response
+	var ours bool
+	var err error
+	if len(words) > 1 && slices.ContainsFunc(words, proxytoken.Ours) {
+		ours, err = true, errProxyTokenNotAlone
+	} else {
+		resp, ours, err = p.proxyTokens().AuthenticateProxyToken(words[0])
+	}
+	if !ours {
+		return false
+	}
+	if err != nil || resp == nil || resp.User == nil || resp.User.GetName() == "" {
+		p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", proxyTokenRefusal(err))
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return true
+	}
+	obs.Method, obs.Username = observe.MethodProxyToken, resp.User.GetName()
+	p.impersonate(w, r, resp.User, obs)
+	return true
+}
+
+// serveBearer decides a request with someone else's bearer token (a
+// ServiceAccount's, an OIDC token the API server accepts): TokenReview
+// says whether it is valid, and the request goes on as it came, with the
+// client's own token and no impersonation.
+func (p *Proxy) serveBearer(w http.ResponseWriter, r *http.Request, obs *observe.ProxyRequest) {
+	if p.Tokens == nil || p.direct == nil {
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return
+	}
+	// bearertoken.Authenticator deletes the header it consumed, so ask
+	// with a copy and forward the original.
+	probe := r.Clone(r.Context())
+	tr, ok, err := p.Tokens.AuthenticateRequest(probe)
+	if err != nil || !ok || tr == nil || tr.User == nil {
+		if err != nil {
+			p.log().Info("refused a bearer token", "remote", r.RemoteAddr, "error", err)
+		}
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return
+	}
+	obs.Method, obs.Username = observe.MethodToken, tr.User.GetName()
+	p.forwardDirect(w, r, true)
 }
 
 // noProxyTokens has no keys: it refuses every token of ours.
