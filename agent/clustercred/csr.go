@@ -54,7 +54,6 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	if err := certificateCarries(u); err != nil {
 		return nil, err
 	}
-	ttl := max(c.TTL, MinCSRTTL)
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 20 * time.Second
@@ -66,13 +65,36 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
+	certPEM, err := c.sign(ctx, u, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := checkSigned(certPEM, u)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Credential{ClusterCredential: &loginv1alpha1.ClusterCredential{
+		ExpirationTimestamp:   metaTime(cert.NotAfter),
+		ClientCertificateData: string(certPEM),
+		ClientKeyData:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
+	}}, nil
+}
+
+// sign has the cluster sign a certificate for u's key: a
+// CertificateSigningRequest created, approved by the agent, and deleted
+// once the signer has answered.
+func (c *CSR) sign(ctx context.Context, u user.Info, key *ecdsa.PrivateKey) ([]byte, error) {
 	reqDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: certauthority.ClientSubject(u.GetName(), u.GetUID(), u.GetGroups()),
 	}, key)
 	if err != nil {
 		return nil, fmt.Errorf("create certificate request: %w", err)
 	}
-	seconds := int32(min(ttl, credentialttl.Max) / time.Second) //nolint:gosec // capped at a day, fits in int32
+	seconds := int32(min(max(c.TTL, MinCSRTTL), credentialttl.Max) / time.Second) //nolint:gosec // capped at a day, fits in int32
 	csrs := c.Client.CertificatesV1().CertificateSigningRequests()
 	created, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "pinniped-", Labels: map[string]string{CSRLabel: "true"}},
@@ -98,11 +120,15 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	if _, err := csrs.UpdateApproval(ctx, created.Name, created, metav1.UpdateOptions{}); err != nil {
 		return nil, fmt.Errorf("approve CertificateSigningRequest %s: %w", created.Name, err)
 	}
+	return waitForCertificate(ctx, c.Client, created.Name)
+}
 
-	certPEM, err := waitForCertificate(ctx, c.Client, created.Name)
-	if err != nil {
-		return nil, err
-	}
+// checkSigned parses the signed certificate and refuses one that is not
+// u's. A signer may rewrite the subject: kube-controller-manager's rebuilds
+// it from the request's known attributes and so drops a UID. A certificate
+// that names someone else, or drops the UID, is refused rather than handed
+// out as this user. (Groups come back sorted: DER sorts a SET OF.)
+func checkSigned(certPEM []byte, u user.Info) (*x509.Certificate, error) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil {
 		return nil, errors.New("signer returned no PEM certificate")
@@ -111,11 +137,6 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse signed certificate: %w", err)
 	}
-	// A signer may rewrite the subject: kube-controller-manager's rebuilds
-	// it from the request's known attributes and so drops a UID. A
-	// certificate that names someone else, or drops the UID, is refused
-	// rather than handed out as this user. (Groups come back sorted: DER
-	// sorts a SET OF.)
 	seen, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert})
 	switch {
 	case err != nil || !ok || seen.User.GetName() != u.GetName() || !sameSet(seen.User.GetGroups(), u.GetGroups()):
@@ -124,15 +145,7 @@ func (c *CSR) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 		return nil, fmt.Errorf("the signer %s cannot carry a UID in certificates, and the authenticator maps one (claimMappings.uid): "+
 			"remove it, or log in through the impersonation proxy, whose certificates carry it", clientSigner)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &Credential{ClusterCredential: &loginv1alpha1.ClusterCredential{
-		ExpirationTimestamp:   metaTime(cert.NotAfter),
-		ClientCertificateData: string(certPEM),
-		ClientKeyData:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-	}}, nil
+	return cert, nil
 }
 
 func sameSet(a, b []string) bool {
