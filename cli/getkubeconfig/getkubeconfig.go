@@ -203,23 +203,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctxName := o.KubeconfigContext
-	if ctxName == "" {
-		ctxName = raw.CurrentContext
-	}
-	kctx := raw.Contexts[ctxName]
-	if kctx == nil {
-		return fmt.Errorf("kubeconfig has no context %q", ctxName)
-	}
-	cluster := raw.Clusters[kctx.Cluster]
-	if cluster == nil {
-		return fmt.Errorf("kubeconfig context %q names a missing cluster %q", ctxName, kctx.Cluster)
-	}
-	ca := cluster.CertificateAuthorityData
-	if len(ca) == 0 && cluster.CertificateAuthority != "" {
-		if ca, err = os.ReadFile(cluster.CertificateAuthority); err != nil {
-			return fmt.Errorf("read the cluster CA: %w", err)
-		}
+	clusterName, cluster, ca, err := contextCluster(raw, o.KubeconfigContext)
+	if err != nil {
+		return err
 	}
 	d := &kubeconfig.Discoverer{Dynamic: dyn, APIGroupSuffix: o.APIGroupSuffix, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
@@ -227,61 +213,99 @@ func (o *Options) Run(ctx context.Context) error {
 	if pinniped.Path == "" {
 		pinniped.Path = handoff.FrontPath(o.f.Getenv)
 	}
-
 	server, serverCA := cluster.Server, ca
 	var conc *config.Concierge
 	var auth *kubeconfig.Authenticator
 	if !o.NoConcierge {
-		front, err := d.ExchangeEndpoint(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.ExchangeEndpoint{Endpoint: cluster.Server, CABundle: ca})
-		if err != nil {
+		if conc, auth, err = o.concierge(ctx, d, cluster.Server, ca); err != nil {
 			return err
 		}
-		if o.ConciergeEndpoint != "" {
-			front.Endpoint = o.ConciergeEndpoint
-		}
-		if len(o.ConciergeCABundlePaths) > 0 {
-			if front.CABundle, err = readFiles(o.ConciergeCABundlePaths); err != nil {
-				return fmt.Errorf("--concierge-ca-bundle: %w", err)
-			}
-		}
-		server, serverCA = front.Endpoint, front.CABundle
-		if auth, err = o.chooseAuthenticator(ctx, d); err != nil {
-			return err
-		}
-		conc = &config.Concierge{Endpoint: front.Endpoint, CABundle: front.CABundle, APIGroupSuffix: o.APIGroupSuffix,
-			AuthenticatorType: auth.Type, AuthenticatorName: auth.Name}
+		server, serverCA = conc.Endpoint, conc.CABundle
 	}
-	var login kubeconfig.Login
-	if o.Static.Token != "" || o.Static.TokenEnv != "" {
-		s := o.Static
-		s.Concierge, s.CredentialCache = conc, o.OIDC.CredentialCache
-		login = &s
-		if conc != nil {
-			// What every login with this kubeconfig would refuse.
-			if err := conc.Validate(); err != nil {
-				return fmt.Errorf("the kubeconfig would not work: %w", err)
-			}
-		}
-	} else {
-		c := o.OIDC
-		c.Concierge = conc
-		if err := o.completeOIDC(ctx, &c, auth); err != nil {
-			return err
-		}
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("the kubeconfig would not work: %w", err)
-		}
-		login = &c
+	login, err := o.login(ctx, conc, auth)
+	if err != nil {
+		return err
 	}
-
-	name := kctx.Cluster + o.NameSuffix
-	gen := kubeconfig.Build(name, server, serverCA, pinniped, login)
+	gen := kubeconfig.Build(clusterName+o.NameSuffix, server, serverCA, pinniped, login)
 	if !o.SkipValidation {
 		if err := validateEndpoint(ctx, server, serverCA); err != nil {
 			return err
 		}
 	}
 	return o.write(gen)
+}
+
+// contextCluster is the cluster of kubeconfig context name (the current
+// one when name is empty): its name, entry and CA bundle.
+func contextCluster(raw clientcmdapi.Config, name string) (string, *clientcmdapi.Cluster, []byte, error) {
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	kctx := raw.Contexts[name]
+	if kctx == nil {
+		return "", nil, nil, fmt.Errorf("kubeconfig has no context %q", name)
+	}
+	cluster := raw.Clusters[kctx.Cluster]
+	if cluster == nil {
+		return "", nil, nil, fmt.Errorf("kubeconfig context %q names a missing cluster %q", name, kctx.Cluster)
+	}
+	ca := cluster.CertificateAuthorityData
+	if len(ca) == 0 && cluster.CertificateAuthority != "" {
+		var err error
+		if ca, err = os.ReadFile(cluster.CertificateAuthority); err != nil {
+			return "", nil, nil, fmt.Errorf("read the cluster CA: %w", err)
+		}
+	}
+	return kctx.Cluster, cluster, ca, nil
+}
+
+// concierge is where and with which authenticator the login exchanges its
+// token: the agent's exchange endpoint (the cluster's API server at server,
+// or the impersonation proxy), unless the flags name one.
+func (o *Options) concierge(ctx context.Context, d *kubeconfig.Discoverer, server string, ca []byte) (*config.Concierge, *kubeconfig.Authenticator, error) {
+	front, err := d.ExchangeEndpoint(ctx, o.CredentialIssuer, o.ConciergeMode, o.SkipWait, kubeconfig.ExchangeEndpoint{Endpoint: server, CABundle: ca})
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.ConciergeEndpoint != "" {
+		front.Endpoint = o.ConciergeEndpoint
+	}
+	if len(o.ConciergeCABundlePaths) > 0 {
+		if front.CABundle, err = readFiles(o.ConciergeCABundlePaths); err != nil {
+			return nil, nil, fmt.Errorf("--concierge-ca-bundle: %w", err)
+		}
+	}
+	auth, err := o.chooseAuthenticator(ctx, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &config.Concierge{Endpoint: front.Endpoint, CABundle: front.CABundle, APIGroupSuffix: o.APIGroupSuffix,
+		AuthenticatorType: auth.Type, AuthenticatorName: auth.Name}, auth, nil
+}
+
+// login is the login the kubeconfig's exec entry runs: a static token's,
+// or an OIDC login completed from the authenticator and the issuer. It is
+// refused here if every login with the kubeconfig would refuse it.
+func (o *Options) login(ctx context.Context, conc *config.Concierge, auth *kubeconfig.Authenticator) (kubeconfig.Login, error) {
+	if o.Static.Token != "" || o.Static.TokenEnv != "" {
+		s := o.Static
+		s.Concierge, s.CredentialCache = conc, o.OIDC.CredentialCache
+		if conc != nil {
+			if err := conc.Validate(); err != nil {
+				return nil, fmt.Errorf("the kubeconfig would not work: %w", err)
+			}
+		}
+		return &s, nil
+	}
+	c := o.OIDC
+	c.Concierge = conc
+	if err := o.completeOIDC(ctx, &c, auth); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("the kubeconfig would not work: %w", err)
+	}
+	return &c, nil
 }
 
 func (o *Options) chooseAuthenticator(ctx context.Context, d *kubeconfig.Discoverer) (*kubeconfig.Authenticator, error) {
