@@ -76,15 +76,9 @@ func (o *Options) Run(ctx context.Context) error {
 		interactive: tty.IsTerminal(errOut) && tty.Foreground(o.f.IO.In),
 		infos:       map[string]state.Context{},
 	}
-	srvTargets := make([]*server.Target, 0, len(o.targets))
-	renewers := make([]*renew.Renewer, 0, len(o.targets))
-	for _, t := range o.targets {
-		st, r, err := p.target(t)
-		if err != nil {
-			return err
-		}
-		srvTargets = append(srvTargets, st)
-		renewers = append(renewers, r)
+	srvTargets, renewers, err := p.targets()
+	if err != nil {
+		return err
 	}
 	if err := p.writeState(); err != nil {
 		return err
@@ -96,20 +90,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := writePrivate(o.KubeconfigOut, kc); err != nil {
 		return err
 	}
-
-	logger := slog.New(slog.NewTextHandler(p.out, nil))
-	srv := &http.Server{
-		Handler: peer.Check(server.New(secret, srvTargets, logger)),
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: serving.GetCertificate(o.f.Now),
-			NextProtos:     []string{"h2", "http/1.1"},
-		},
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		ConnContext:       peer.ConnContext,
-		ErrorLog:          log.New(p.out, "pinniped proxy: ", 0),
-	}
+	srv := p.server(secret, srvTargets, serving)
 
 	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -135,6 +116,40 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	fmt.Fprintln(p.out, "pinniped proxy stopped.")
 	return nil
+}
+
+// targets are the server's targets and their renewers, one per context.
+func (p *proxy) targets() ([]*server.Target, []*renew.Renewer, error) {
+	srvTargets := make([]*server.Target, 0, len(p.o.targets))
+	renewers := make([]*renew.Renewer, 0, len(p.o.targets))
+	for _, t := range p.o.targets {
+		st, r, err := p.target(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		srvTargets = append(srvTargets, st)
+		renewers = append(renewers, r)
+	}
+	return srvTargets, renewers, nil
+}
+
+// server is the proxy's HTTPS server on loopback: the local secret and
+// the peer's user checked on every request, HTTP/2, the serving
+// certificate from the proxy's own CA.
+func (p *proxy) server(secret []byte, targets []*server.Target, serving *localca.Serving) *http.Server {
+	logger := slog.New(slog.NewTextHandler(p.out, nil))
+	return &http.Server{
+		Handler: peer.Check(server.New(secret, targets, logger)),
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: serving.GetCertificate(p.o.f.Now),
+			NextProtos:     []string{"h2", "http/1.1"},
+		},
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnContext:       peer.ConnContext,
+		ErrorLog:          log.New(p.out, "pinniped proxy: ", 0),
+	}
 }
 
 // frontPath is the pinniped the kubeconfig's exec entry runs; a variable
