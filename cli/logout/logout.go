@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
@@ -282,32 +283,23 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
-	if contextName == "" {
-		contextName = raw.CurrentContext
+	// The kubeconfig's own environment for the plugin comes first: the
+	// keys of a password login depend on PINNIPED_USERNAME. The cluster is
+	// what kubectl hands the plugin: the CA read from a file too.
+	kc, err := kubeexec.ReadContext(raw, contextName, handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
+		return o.f.KubeConfig(o.Kubeconfig, name).ClientConfig()
+	})
+	if errors.Is(err, kubeexec.ErrNotPinniped) {
+		return fmt.Errorf("%w; nothing to forget", err)
 	}
-	kctx := raw.Contexts[contextName]
-	if kctx == nil {
-		return fmt.Errorf("kubeconfig has no context %q", contextName)
+	if err != nil {
+		return err
 	}
-	user := raw.AuthInfos[kctx.AuthInfo]
-	if user == nil || user.Exec == nil || !handoff.IsFront(user.Exec.Command) || len(user.Exec.Args) < 2 || user.Exec.Args[0] != "login" {
-		return fmt.Errorf("context %q does not log in with pinniped; nothing to forget", contextName)
-	}
-	if user.Exec.Args[1] != "oidc" {
+	contextName = kc.Name
+	if kc.Login.OIDC == nil {
 		return errors.New("static-token logins keep no session; their cached cluster credential expires within minutes (use --all to remove it now)")
 	}
-	// The kubeconfig's own environment for the plugin comes first: the
-	// keys of a password login depend on PINNIPED_USERNAME.
-	parsed, err := kubeexec.Parse(user.Exec, o.f.LookupEnv)
-	if err != nil {
-		return fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", contextName, err)
-	}
-	login := parsed.OIDC
-	// What kubectl hands the plugin: the CA read from a file too.
-	cluster, err := kubeexec.ExecCluster(user.Exec, o.f.KubeConfig(o.Kubeconfig, contextName).ClientConfig)
-	if err != nil {
-		return fmt.Errorf("context %q: %w", contextName, err)
-	}
+	login, cluster := kc.Login.OIDC, kc.Cluster
 	mode := login.CredentialCache
 	if o.CredentialCache != "" {
 		mode = o.CredentialCache

@@ -123,3 +123,52 @@ func ExecCluster(exec *clientcmdapi.ExecConfig, cfg func() (*rest.Config, error)
 	}
 	return config.Cluster{Server: cluster.Server, CA: cluster.CertificateAuthorityData}, nil
 }
+
+// ErrNotPinniped: a context's user runs no `pinniped login` (another
+// plugin, a certificate, a token, or nothing).
+var ErrNotPinniped = errors.New("its user does not log in with pinniped")
+
+// Context is a kubeconfig context's pinniped login, read as kubectl would
+// run it: the login its exec entry asks for, and the cluster kubectl hands
+// the plugin. What `pinniped logout` forgets is what this names.
+type Context struct {
+	// Name is the context's name (the current context's, when none was
+	// asked for).
+	Name    string
+	Exec    *clientcmdapi.ExecConfig
+	Login   *Login
+	Cluster config.Cluster
+}
+
+// ReadContext reads context name of raw (its current context when name is
+// empty). isFront says whether an exec command is the pinniped front (the
+// binary the entry must run); cfg is a context's client config, for the
+// cluster kubectl hands the plugin. The login is parsed in the plugin's
+// environment (lookupEnv, then the entry's own variables), not validated.
+func ReadContext(raw clientcmdapi.Config, name string, isFront func(string) bool, lookupEnv func(string) (string, bool),
+	cfg func(context string) (*rest.Config, error),
+) (*Context, error) {
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	kctx := raw.Contexts[name]
+	if kctx == nil {
+		return nil, fmt.Errorf("kubeconfig has no context %q", name)
+	}
+	user := raw.AuthInfos[kctx.AuthInfo]
+	if user == nil || user.Exec == nil || !isFront(user.Exec.Command) {
+		return nil, fmt.Errorf("context %q: %w", name, ErrNotPinniped)
+	}
+	login, err := Parse(user.Exec, lookupEnv)
+	if errors.Is(err, ErrNotALogin) {
+		return nil, fmt.Errorf("context %q: %w", name, ErrNotPinniped)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("context %q: cannot read its pinniped login arguments: %w", name, err)
+	}
+	cluster, err := ExecCluster(user.Exec, func() (*rest.Config, error) { return cfg(name) })
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", name, err)
+	}
+	return &Context{Name: name, Exec: user.Exec, Login: login, Cluster: cluster}, nil
+}

@@ -55,3 +55,33 @@ func TestExecCluster(t *testing.T) {
 		t.Errorf("an unreadable CA file: %v", err)
 	}
 }
+
+func TestReadContext(t *testing.T) {
+	raw := clientcmdapi.NewConfig()
+	raw.AuthInfos["pinniped"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "pinniped",
+		Args: []string{"login", "oidc", "--issuer=https://x.example.com", "--client-id=c"}, ProvideClusterInfo: true}}
+	raw.AuthInfos["other"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "kubelogin", Args: []string{"get-token"}}}
+	raw.AuthInfos["token"] = &clientcmdapi.AuthInfo{Token: "t"}
+	raw.AuthInfos["not-a-login"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "pinniped", Args: []string{"whoami"}}}
+	for _, u := range []string{"pinniped", "other", "token", "not-a-login"} {
+		raw.Contexts[u] = &clientcmdapi.Context{Cluster: "c", AuthInfo: u}
+	}
+	raw.CurrentContext = "pinniped"
+	isFront := func(cmd string) bool { return cmd == "pinniped" }
+	none := func(string) (string, bool) { return "", false }
+	cfg := func(string) (*rest.Config, error) {
+		return &rest.Config{Host: "https://c.example.com", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}}, nil
+	}
+	kc, err := ReadContext(*raw, "", isFront, none, cfg)
+	if err != nil || kc.Name != "pinniped" || kc.Login.OIDC == nil || kc.Login.OIDC.Issuer != "https://x.example.com" || kc.Cluster.Server != "https://c.example.com" {
+		t.Fatalf("the current context: %+v, %v", kc, err)
+	}
+	for _, name := range []string{"other", "token", "not-a-login"} {
+		if _, err := ReadContext(*raw, name, isFront, none, cfg); !errors.Is(err, ErrNotPinniped) || !strings.Contains(err.Error(), name) {
+			t.Errorf("context %s: %v, want ErrNotPinniped naming it", name, err)
+		}
+	}
+	if _, err := ReadContext(*raw, "missing", isFront, none, cfg); err == nil || errors.Is(err, ErrNotPinniped) {
+		t.Errorf("a missing context: %v", err)
+	}
+}
