@@ -42,15 +42,13 @@ func (r *recorder) got() []string {
 	return append([]string(nil), r.bodies...)
 }
 
-// Check runs newClient's client (trusting the CA bundle it is given)
-// against an https server that redirects with 307 to a plain-http server,
-// to another https origin and to itself, and fails t unless: nothing
-// reaches the plain-http server and the error says why; a POST is not
-// resent to another origin; a GET is followed within the origin.
-func Check(t *testing.T, newClient func(caBundle []byte) (*http.Client, error)) {
+// redirectingServers are a plain-http server (plain), another https
+// origin (other), and an https server (srv) whose paths redirect to them
+// and, with /moved, to its own /here (self).
+func redirectingServers(t *testing.T) (srv, plainSrv *httptest.Server, plain, other, self *recorder) {
 	t.Helper()
-	plain, other, self := &recorder{}, &recorder{}, &recorder{}
-	plainSrv := httptest.NewServer(plain)
+	plain, other, self = &recorder{}, &recorder{}, &recorder{}
+	plainSrv = httptest.NewServer(plain)
 	t.Cleanup(plainSrv.Close)
 	otherSrv := httptest.NewTLSServer(other)
 	t.Cleanup(otherSrv.Close)
@@ -71,8 +69,19 @@ func Check(t *testing.T, newClient func(caBundle []byte) (*http.Client, error)) 
 		http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
 	})
 	mux.Handle("/here", self)
-	srv := httptest.NewTLSServer(mux)
+	srv = httptest.NewTLSServer(mux)
 	t.Cleanup(srv.Close)
+	return srv, plainSrv, plain, other, self
+}
+
+// Check runs newClient's client (trusting the CA bundle it is given)
+// against an https server that redirects with 307 to a plain-http server,
+// to another https origin and to itself, and fails t unless: nothing
+// reaches the plain-http server and the error says why; a POST is not
+// resent to another origin; a GET is followed within the origin.
+func Check(t *testing.T, newClient func(caBundle []byte) (*http.Client, error)) {
+	t.Helper()
+	srv, plainSrv, plain, other, self := redirectingServers(t)
 	// httptest's TLS servers share one certificate, so this trusts both.
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	client, err := newClient(ca)
