@@ -84,15 +84,7 @@ func run() int {
 	case "down":
 		return down(ctx, cfg)
 	case "status":
-		b, err := testbed.Load(cfg.StateDir)
-		if err != nil {
-			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
-		}
-		if err := b.Healthy(); err != nil {
-			return fail(err)
-		}
-		fmt.Printf("bed %q is up (profile %s); state in %s\n", b.Config().Name, b.Config().Profile, b.Config().StateDir)
-		return 0
+		return status(cfg)
 	case "env":
 		b, err := testbed.Load(cfg.StateDir)
 		if err != nil {
@@ -109,65 +101,93 @@ func run() int {
 		}
 		return inBed(cfg, fs.Args(), false)
 	case "image":
-		if *binary == "" || *tag == "" {
-			usage()
-			return 2
-		}
-		tar, err := testbed.CachedImage(*binary, *tag)
-		if err != nil {
-			return fail(err)
-		}
-		if err := testbed.ImportImage(cfg.ContainerdSocket(), tar); err != nil {
-			return fail(err)
-		}
-		fmt.Printf("imported %s into bed %q\n", *tag, cfg.Name)
-		return 0
+		return image(cfg, *binary, *tag)
 	case "dex-proxy":
-		b, err := testbed.Load(cfg.StateDir)
-		if err != nil {
-			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
-		}
-		p, err := testbed.NewDexProxy(ctx, b.Config(), *listen)
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Println(p.URL) // alone on stdout, for scripts
-		fmt.Fprintf(os.Stderr, "The bed's Dex is at %s on this machine (CA: %s).\nOpen Dex's links with %s in place of %s. Ctrl-C to stop.\n",
-			p.URL, b.Config().TestbedCAFile(), p.URL, b.Config().DexIssuer())
-		if err := p.Serve(ctx); err != nil {
-			return fail(err)
-		}
-		return 0
+		return dexProxy(ctx, cfg, *listen)
 	case "token":
-		// Dex listens only inside the bed's network namespace.
-		if !testbed.InNetNS(cfg) {
-			if _, err := os.Stat(cfg.NetNSPath()); err != nil {
-				return fail(fmt.Errorf("no bed %q is up", cfg.Name))
-			}
-			code, err := testbed.Reexec(cfg, nil)
-			if err != nil {
-				return fail(err)
-			}
-			return code
-		}
-		b, err := testbed.Load(cfg.StateDir)
-		if err != nil {
-			return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
-		}
-		raw, claimsJSON, err := b.DexPasswordToken(ctx, *user)
-		if err != nil {
-			return fail(err)
-		}
-		if *claims {
-			fmt.Println(claimsJSON)
-		} else {
-			fmt.Println(raw)
-		}
-		return 0
+		return token(ctx, cfg, *user, *claims)
 	default:
 		usage()
 		return 2
 	}
+}
+
+// status says whether the bed is up and healthy.
+func status(cfg testbed.Config) int {
+	b, err := testbed.Load(cfg.StateDir)
+	if err != nil {
+		return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+	}
+	if err := b.Healthy(); err != nil {
+		return fail(err)
+	}
+	fmt.Printf("bed %q is up (profile %s); state in %s\n", b.Config().Name, b.Config().Profile, b.Config().StateDir)
+	return 0
+}
+
+// image imports the image of a static binary into the bed's containerd.
+func image(cfg testbed.Config, binary, tag string) int {
+	if binary == "" || tag == "" {
+		usage()
+		return 2
+	}
+	tar, err := testbed.CachedImage(binary, tag)
+	if err != nil {
+		return fail(err)
+	}
+	if err := testbed.ImportImage(cfg.ContainerdSocket(), tar); err != nil {
+		return fail(err)
+	}
+	fmt.Printf("imported %s into bed %q\n", tag, cfg.Name)
+	return 0
+}
+
+// dexProxy serves the bed's Dex on this machine's loopback, for a browser.
+func dexProxy(ctx context.Context, cfg testbed.Config, listen string) int {
+	b, err := testbed.Load(cfg.StateDir)
+	if err != nil {
+		return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+	}
+	p, err := testbed.NewDexProxy(ctx, b.Config(), listen)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Println(p.URL) // alone on stdout, for scripts
+	fmt.Fprintf(os.Stderr, "The bed's Dex is at %s on this machine (CA: %s).\nOpen Dex's links with %s in place of %s. Ctrl-C to stop.\n",
+		p.URL, b.Config().TestbedCAFile(), p.URL, b.Config().DexIssuer())
+	if err := p.Serve(ctx); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// token prints a verified Dex ID token for user, or its claims.
+func token(ctx context.Context, cfg testbed.Config, user string, claims bool) int {
+	// Dex listens only inside the bed's network namespace.
+	if !testbed.InNetNS(cfg) {
+		if _, err := os.Stat(cfg.NetNSPath()); err != nil {
+			return fail(fmt.Errorf("no bed %q is up", cfg.Name))
+		}
+		code, err := testbed.Reexec(cfg, nil)
+		if err != nil {
+			return fail(err)
+		}
+		return code
+	}
+	b, err := testbed.Load(cfg.StateDir)
+	if err != nil {
+		return fail(fmt.Errorf("no bed %q is up (%w)", cfg.Name, err))
+	}
+	raw, claimsJSON, err := b.DexPasswordToken(ctx, user)
+	if err != nil {
+		return fail(err)
+	}
+	if claims {
+		fmt.Println(claimsJSON)
+	} else {
+		fmt.Println(raw)
+	}
+	return 0
 }
 
 func up(ctx context.Context, cfg testbed.Config) int {
