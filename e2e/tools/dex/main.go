@@ -96,32 +96,10 @@ func run(path string) error {
 		}
 	}
 
-	etcdCfg := etcd.Etcd{Endpoints: c.EtcdEndpoints, Namespace: c.EtcdNamespace}
-	s, err := etcdCfg.Open(logger)
+	s, err := openStorage(c, logger)
 	if err != nil {
-		return fmt.Errorf("open etcd storage %v: %w", c.EtcdEndpoints, err)
+		return err
 	}
-
-	clients := make([]storage.Client, 0, len(c.Clients))
-	for _, cl := range c.Clients {
-		clients = append(clients, storage.Client{ID: cl.ID, Name: cl.Name, Secret: cl.Secret, Public: cl.Public, RedirectURIs: cl.RedirectURIs})
-	}
-	s = storage.WithStaticClients(s, clients)
-
-	passwords := make([]storage.Password, 0, len(c.Users))
-	for _, u := range c.Users {
-		// Cost 10 is bcrypt's minimum that Dex accepts; tests log in many times.
-		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), 10)
-		if err != nil {
-			return err
-		}
-		passwords = append(passwords, storage.Password{
-			Email: u.Email, Username: u.Username, PreferredUsername: u.Username,
-			UserID: u.UserID, Hash: hash, Groups: u.Groups,
-		})
-	}
-	s = storage.WithStaticPasswords(s, passwords, logger)
-	s = storage.WithStaticConnectors(s, []storage.Connector{{ID: connectors.LocalConnector, Name: "Email", Type: connectors.LocalConnector}})
 
 	now := func() time.Time { return time.Now().UTC() }
 	local := signer.LocalConfig{KeysRotationPeriod: "6h"}
@@ -158,6 +136,44 @@ func run(path string) error {
 		return fmt.Errorf("build server: %w", err)
 	}
 
+	return serve(ctx, c, srv, logger)
+}
+
+// openStorage is Dex's etcd storage with the bed's static clients, users
+// (passwords hashed here) and the local password connector.
+func openStorage(c Config, logger *slog.Logger) (storage.Storage, error) {
+	etcdCfg := etcd.Etcd{Endpoints: c.EtcdEndpoints, Namespace: c.EtcdNamespace}
+	s, err := etcdCfg.Open(logger)
+	if err != nil {
+		return nil, fmt.Errorf("open etcd storage %v: %w", c.EtcdEndpoints, err)
+	}
+
+	clients := make([]storage.Client, 0, len(c.Clients))
+	for _, cl := range c.Clients {
+		clients = append(clients, storage.Client{ID: cl.ID, Name: cl.Name, Secret: cl.Secret, Public: cl.Public, RedirectURIs: cl.RedirectURIs})
+	}
+	s = storage.WithStaticClients(s, clients)
+
+	passwords := make([]storage.Password, 0, len(c.Users))
+	for _, u := range c.Users {
+		// Cost 10 is bcrypt's minimum that Dex accepts; tests log in many times.
+		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), 10)
+		if err != nil {
+			return nil, err
+		}
+		passwords = append(passwords, storage.Password{
+			Email: u.Email, Username: u.Username, PreferredUsername: u.Username,
+			UserID: u.UserID, Hash: hash, Groups: u.Groups,
+		})
+	}
+	s = storage.WithStaticPasswords(s, passwords, logger)
+	s = storage.WithStaticConnectors(s, []storage.Connector{{ID: connectors.LocalConnector, Name: "Email", Type: connectors.LocalConnector}})
+
+	return s, nil
+}
+
+// serve serves Dex over TLS at c.Listen until ctx ends.
+func serve(ctx context.Context, c Config, srv http.Handler, logger *slog.Logger) error {
 	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
 	if err != nil {
 		return fmt.Errorf("load TLS key pair: %w", err)
