@@ -64,26 +64,18 @@ type Cache struct {
 	mu sync.Mutex // serialises index updates within a process
 }
 
-// lockIndex holds the index for one read-modify-write.
+// lockIndex holds the index for one read-modify-write: this process's
+// mutex, and the lock every process takes (bounded whatever the caller's
+// deadline, as logout and status have none: a stopped process must not
+// wedge every later one).
 func (c *Cache) lockIndex(ctx context.Context) (func(), error) {
 	c.mu.Lock()
-	if c.LockDir == "" {
-		return c.mu.Unlock, nil
-	}
-	// Bounded whatever the caller's deadline (logout and status have
-	// none): a stopped process must not wedge every later one.
-	lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
-	defer cancel()
-	l, err := lock.Acquire(lctx, c.LockDir, indexKey)
-	switch {
-	case errors.Is(err, lock.ErrNoPlace):
-		// Nobody can lock there: this process's own mutex is all there is.
-		return c.mu.Unlock, nil
-	case err != nil:
+	release, _, err := lock.Hold(ctx, c.LockDir, indexKey, lock.IndexWait)
+	if err != nil {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("lock the credential index: %w", err)
 	}
-	return func() { _ = l.Unlock(); c.mu.Unlock() }, nil
+	return func() { release(); c.mu.Unlock() }, nil
 }
 
 func (c *Cache) now() time.Time {

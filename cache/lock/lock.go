@@ -101,5 +101,28 @@ func acquire(dir, key string, try func(*flock.Flock) (bool, error)) (*Lock, erro
 	return &Lock{f: f}, nil
 }
 
+// Hold takes the lock on key in dir, waiting up to wait, and returns what
+// releases it. The one rule of every caller: where a lock cannot be had at
+// all (dir is "", or ErrNoPlace: a read-only or full file system), nobody
+// else can hold one either, so the caller goes on without it; skipped then
+// says why, for a caller that tells the person. Any other failure (above
+// all a held lock, ErrBusy, or another user's lock file) is err: going on
+// could race a process that does hold it.
+func Hold(ctx context.Context, dir, key string, wait time.Duration) (release func(), skipped, err error) {
+	if dir == "" {
+		return func() {}, nil, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	l, err := Acquire(lctx, dir, key)
+	switch {
+	case errors.Is(err, ErrNoPlace):
+		return func() {}, err, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return func() { _ = l.Unlock() }, nil, nil
+}
+
 // Unlock releases the lock.
 func (l *Lock) Unlock() error { return l.f.Unlock() }

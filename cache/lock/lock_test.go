@@ -154,3 +154,27 @@ func TestLinkedLockFileIsRefused(t *testing.T) {
 		t.Fatalf("another user's lock directory: %v", err)
 	}
 }
+
+// TestHold: no directory means no lock and nothing to say; a held lock is
+// lock.ErrBusy once the wait ends; a free one is taken and released.
+func Testlock.Hold(t *testing.T) {
+	release, skipped, err := lock.Hold(context.Background(), "", "k", time.Second)
+	if err != nil || skipped != nil || release == nil {
+		t.Fatalf("no directory: %v, %v", skipped, err)
+	}
+	release()
+	dir := filepath.Join(t.TempDir(), "locks")
+	release, skipped, err = lock.Hold(context.Background(), dir, "k", time.Second)
+	if err != nil || skipped != nil {
+		t.Fatalf("a free lock: %v, %v", skipped, err)
+	}
+	if _, _, err := lock.Hold(context.Background(), dir, "k", 100*time.Millisecond); !errors.Is(err, lock.ErrBusy) {
+		t.Fatalf("a held lock: %v, want lock.ErrBusy", err)
+	}
+	release()
+	again, _, err := lock.Hold(context.Background(), dir, "k", time.Second)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
+}

@@ -146,19 +146,11 @@ func (c *Cache) readIndex(ctx context.Context) []string {
 func (c *Cache) updateIndex(ctx context.Context, fn func([]string) (keep, drop []string)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.LockDir != "" {
-		lctx, cancel := context.WithTimeout(ctx, lock.IndexWait)
-		defer cancel()
-		l, err := lock.Acquire(lctx, c.LockDir, indexKey)
-		switch {
-		case errors.Is(err, lock.ErrNoPlace):
-			// Nobody can lock there: this process's own mutex is all there is.
-		case err != nil:
-			return fmt.Errorf("lock the session index: %w", err)
-		default:
-			defer func() { _ = l.Unlock() }()
-		}
+	release, _, err := lock.Hold(ctx, c.LockDir, indexKey, lock.IndexWait)
+	if err != nil {
+		return fmt.Errorf("lock the session index: %w", err)
 	}
+	defer release()
 	keep, drop := fn(c.readIndex(ctx))
 	var errs []error
 	for _, k := range drop {

@@ -410,29 +410,26 @@ func (e *Runner) lock(ctx context.Context, key string, interactive bool) (func()
 
 // lockName takes the cross-process lock called name, waiting up to timeout.
 func (e *Runner) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
-	if e.Store == nil || e.LockDir == "" {
+	if e.Store == nil {
 		return func() {}, nil
 	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	l, err := lock.Acquire(lctx, e.LockDir, name)
+	release, skipped, err := lock.Hold(ctx, e.LockDir, name, timeout)
 	switch {
-	case errors.Is(err, lock.ErrNoPlace):
+	case skipped != nil:
 		// A lock only keeps concurrent kubectl calls to one login, and
 		// where no lock file can be made (read-only, full) nobody else
 		// holds one: that must not cost the login itself. Any other
 		// failure may hide another process's lock, and a second login
 		// racing it could spend a single-use refresh token twice.
 		e.lockWarning.Do(func() {
-			e.UI.Warn("could not take the login lock ("+err.Error()+")", "logging in without it; check the cache directory's disk")
+			e.UI.Warn("could not take the login lock ("+skipped.Error()+")", "logging in without it; check the cache directory's disk")
 		})
-		return func() {}, nil
 	case errors.Is(err, fs.ErrPermission):
 		return nil, fmt.Errorf("%w (the lock directory %s is not writable by you, perhaps made by another user such as root: fix its owner or permissions)", err, e.LockDir)
 	case err != nil:
 		return nil, err
 	}
-	return func() { _ = l.Unlock() }, nil
+	return release, nil
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.

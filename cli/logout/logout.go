@@ -424,19 +424,9 @@ func (u unsafeStore) Error() string {
 func (u unsafeStore) Unwrap() error { return u.problem }
 
 func holdLoginLock(ctx context.Context, dir, name string, wait time.Duration) (func(), error) {
-	if dir == "" {
-		return func() {}, nil
-	}
-	lctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	l, err := lock.Acquire(lctx, dir, name)
-	switch {
-	case errors.Is(err, lock.ErrBusy):
+	release, _, err := lock.Hold(ctx, dir, name, wait) // where nobody can lock, no login holds one either
+	if errors.Is(err, lock.ErrBusy) {
 		return nil, fmt.Errorf("a login for this context is still running (finish or cancel it, then run pinniped logout again): %w", err)
-	case errors.Is(err, lock.ErrNoPlace):
-		return func() {}, nil // no login can hold one there either
-	case err != nil:
-		return nil, err
 	}
-	return func() { _ = l.Unlock() }, nil
+	return release, err
 }
