@@ -156,8 +156,8 @@ func TestLinkedLockFileIsRefused(t *testing.T) {
 }
 
 // TestHold: no directory means no lock and nothing to say; a held lock is
-// lock.ErrBusy once the wait ends; a free one is taken and released.
-func Testlock.Hold(t *testing.T) {
+// ErrBusy once the wait ends; a free one is taken and released.
+func TestHold(t *testing.T) {
 	release, skipped, err := lock.Hold(context.Background(), "", "k", time.Second)
 	if err != nil || skipped != nil || release == nil {
 		t.Fatalf("no directory: %v, %v", skipped, err)
