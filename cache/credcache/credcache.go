@@ -8,13 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache"
-	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/index"
 )
 
 // DefaultSkew: a credential expiring sooner than this is treated as expired,
@@ -61,21 +60,17 @@ type Cache struct {
 	// process's own updates are serialised.
 	LockDir string
 
-	mu sync.Mutex // serialises index updates within a process
+	once sync.Once
+	idx  *index.List[indexEntry]
 }
 
-// lockIndex holds the index for one read-modify-write: this process's
-// mutex, and the lock every process takes (bounded whatever the caller's
-// deadline, as logout and status have none: a stopped process must not
-// wedge every later one).
-func (c *Cache) lockIndex(ctx context.Context) (func(), error) {
-	c.mu.Lock()
-	release, _, err := lock.Hold(ctx, c.LockDir, indexKey, lock.IndexWait)
-	if err != nil {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("lock the credential index: %w", err)
-	}
-	return func() { release(); c.mu.Unlock() }, nil
+// index is the list of what the cache holds (made once: it holds the
+// mutex that serialises this process's own rewrites).
+func (c *Cache) index() *index.List[indexEntry] {
+	c.once.Do(func() {
+		c.idx = &index.List[indexEntry]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the credential index"}
+	})
+	return c.idx
 }
 
 func (c *Cache) now() time.Time {
@@ -199,7 +194,7 @@ type Entry struct {
 
 // List returns the live entries, soonest expiry first.
 func (c *Cache) List(ctx context.Context) ([]Entry, error) {
-	idx, err := c.readIndex(ctx)
+	idx, err := c.index().Read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -216,77 +211,53 @@ func (c *Cache) List(ctx context.Context) ([]Entry, error) {
 
 // Clear removes every credential in the index.
 func (c *Cache) Clear(ctx context.Context) (int, error) {
-	unlock, err := c.lockIndex(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer unlock()
-	idx, err := c.readIndex(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range idx {
-		if err := c.Store.Delete(ctx, e.Key); err != nil {
-			return 0, err
+	n := 0
+	err := c.index().Update(ctx, func(idx []indexEntry) ([]indexEntry, error) {
+		for _, e := range idx {
+			if err := c.Store.Delete(ctx, e.Key); err != nil {
+				return nil, err
+			}
 		}
-	}
-	return len(idx), c.Store.Delete(ctx, indexKey)
-}
-
-func (c *Cache) readIndex(ctx context.Context) ([]indexEntry, error) {
-	raw, err := c.Store.Get(ctx, indexKey)
-	if errors.Is(err, cache.ErrNotFound) {
+		n = len(idx)
 		return nil, nil
-	}
+	})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	var idx []indexEntry
-	if json.Unmarshal(raw, &idx) != nil {
-		return nil, nil //nolint:nilerr // a corrupt index is rebuilt from scratch
-	}
-	return idx, nil
+	return n, nil
 }
 
 // updateIndex applies fn, then drops expired entries and caps the size,
-// deleting the values of everything it drops. The index is shared by every
-// pinniped process, so the whole read-modify-write holds its lock.
+// deleting the values of everything it drops.
 func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) ([]indexEntry, error)) error {
-	unlock, err := c.lockIndex(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	idx, err := c.readIndex(ctx)
-	if err != nil {
-		return err
-	}
-	if idx, err = fn(idx); err != nil {
-		return err
-	}
-	now := c.now()
-	keep := idx[:0]
-	var drop []string
-	for _, e := range idx {
-		if e.Expires.After(now) {
-			keep = append(keep, e)
-		} else {
-			drop = append(drop, e.Key)
+	return c.index().Update(ctx, func(idx []indexEntry) ([]indexEntry, error) {
+		idx, err := fn(idx)
+		if err != nil {
+			return nil, err
 		}
-	}
-	sort.SliceStable(keep, func(i, j int) bool { return keep[i].Created.Before(keep[j].Created) })
-	for _, k := range drop {
-		if !c.freshValue(ctx, k, now) {
-			_ = c.Store.Delete(ctx, k)
+		now := c.now()
+		keep := idx[:0]
+		var drop []string
+		for _, e := range idx {
+			if e.Expires.After(now) {
+				keep = append(keep, e)
+			} else {
+				drop = append(drop, e.Key)
+			}
 		}
-	}
-	for len(keep) > MaxEntries {
-		_ = c.Store.Delete(ctx, keep[0].Key)
-		keep = keep[1:]
-	}
-	b, err := json.Marshal(keep)
-	if err != nil {
-		return err
-	}
-	return c.Store.Set(ctx, indexKey, b)
+		sort.SliceStable(keep, func(i, j int) bool { return keep[i].Created.Before(keep[j].Created) })
+		for _, k := range drop {
+			if !c.freshValue(ctx, k, now) {
+				_ = c.Store.Delete(ctx, k)
+			}
+		}
+		for len(keep) > MaxEntries {
+			_ = c.Store.Delete(ctx, keep[0].Key)
+			keep = keep[1:]
+		}
+		if keep == nil {
+			keep = []indexEntry{} // written as [], as before: an empty index, not none
+		}
+		return keep, nil
+	})
 }

@@ -9,13 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache"
-	"github.com/pinniped-kit/pinniped/cache/lock"
+	"github.com/pinniped-kit/pinniped/cache/index"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
@@ -60,7 +59,17 @@ type Cache struct {
 	// processes; without it, only this process's own are serialised.
 	LockDir string
 
-	mu sync.Mutex
+	once sync.Once
+	idx  *index.List[string]
+}
+
+// index is the list of session keys (made once: it holds the mutex that
+// serialises this process's own rewrites).
+func (c *Cache) index() *index.List[string] {
+	c.once.Do(func() {
+		c.idx = &index.List[string]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the session index"}
+	})
+	return c.idx
 }
 
 // Load returns the session under key, or nil. A corrupt one is removed:
@@ -127,43 +136,25 @@ func (c *Cache) Clear(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Keys lists the sessions.
+// Keys lists the sessions; an index that cannot be read lists none.
 func (c *Cache) Keys(ctx context.Context) []string {
-	return c.readIndex(ctx)
-}
-
-func (c *Cache) readIndex(ctx context.Context) []string {
-	var keys []string
-	if raw, err := c.Store.Get(ctx, indexKey); err == nil {
-		_ = json.Unmarshal(raw, &keys) // a corrupt index is rebuilt from scratch
-	}
+	keys, _ := c.index().Read(ctx)
 	return keys
 }
 
 // updateIndex applies fn, which returns the new list and the sessions to
-// delete. The index is shared by every pinniped process, so the whole
-// read-modify-write holds its lock.
+// delete. Every deletion is tried; their failures are returned with the
+// index's.
 func (c *Cache) updateIndex(ctx context.Context, fn func([]string) (keep, drop []string)) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	release, _, err := lock.Hold(ctx, c.LockDir, indexKey, lock.IndexWait)
-	if err != nil {
-		return fmt.Errorf("lock the session index: %w", err)
-	}
-	defer release()
-	keep, drop := fn(c.readIndex(ctx))
 	var errs []error
-	for _, k := range drop {
-		if err := c.Store.Delete(ctx, k); err != nil {
-			errs = append(errs, err)
+	err := c.index().Update(ctx, func(keys []string) ([]string, error) {
+		keep, drop := fn(keys)
+		for _, k := range drop {
+			if err := c.Store.Delete(ctx, k); err != nil {
+				errs = append(errs, err)
+			}
 		}
-	}
-	if keep == nil {
-		return errors.Join(append(errs, c.Store.Delete(ctx, indexKey))...)
-	}
-	b, err := json.Marshal(keep)
-	if err != nil {
-		return err
-	}
-	return errors.Join(append(errs, c.Store.Set(ctx, indexKey, b))...)
+		return keep, nil
+	})
+	return errors.Join(append(errs, err)...)
 }
