@@ -378,8 +378,9 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// TestSmallerFixes: one case each.
-func TestSmallerFixes(t *testing.T) {
+// TestCheckEdgeCases: one case each of checks meeting an unusual cluster
+// or login.
+func TestCheckEdgeCases(t *testing.T) {
 	t.Run("an incomplete rules review is a lower bound", func(t *testing.T) {
 		b := newBed(t)
 		b.api.incomplete = true
