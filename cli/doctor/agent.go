@@ -501,7 +501,7 @@ func checkProxy(ctx context.Context, r *run) Result {
 			}
 			return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s does not answer (%v): check the network, or ask your administrator to check its Service", p.endpoint, err))
 		}
-		left := notAfter.Sub(r.d.Now())
+		left := notAfter.Sub(r.d.f.Now())
 		if left < certWarning {
 			return warn(fmt.Sprintf("%s: certificate until %s", p.endpoint, notAfter.UTC().Format(time.RFC3339)),
 				fmt.Sprintf("the impersonation proxy's certificate at %s expires in %s: ask your administrator to renew it", p.endpoint, left.Round(time.Minute)))

@@ -52,7 +52,7 @@ func checkCredential(ctx context.Context, r *run) Result {
 	// read: the login's combined store would, on a keyring timeout, write
 	// a marker, and Get deletes a corrupt entry. Read in the login's
 	// order: the keyring, then the files it falls back to.
-	stores, err := r.d.Caches.Everywhere(r.mode)
+	stores, err := r.d.f.Caches.Everywhere(r.mode)
 	if err != nil || len(stores) == 0 {
 		return fail(fmt.Sprint(err), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry", err))
 	}
@@ -61,7 +61,7 @@ func checkCredential(ctx context.Context, r *run) Result {
 	var where string
 	var unread []error
 	for _, store := range stores {
-		c, found, err := (&credcache.Cache{Store: store, Now: r.d.Now}).Peek(ctx, key)
+		c, found, err := (&credcache.Cache{Store: store, Now: r.d.f.Now}).Peek(ctx, key)
 		switch {
 		case errors.Is(err, credcache.ErrUnreadable):
 			return warn(fmt.Sprintf("%s: %v", store.Describe(), err), fmt.Sprintf("the cached credential in %s is unreadable: run `pinniped logout`, then log in again with `kubectl get ns`", store.Describe()))
@@ -88,6 +88,6 @@ func checkCredential(ctx context.Context, r *run) Result {
 	if cred.ClientCertificateData != "" {
 		what = "a client certificate"
 	}
-	left := cred.ExpirationTimestamp.Sub(r.d.Now()).Round(time.Second)
+	left := cred.ExpirationTimestamp.Sub(r.d.f.Now()).Round(time.Second)
 	return ok("%s in %s, valid until %s (%s more)", what, where, cred.ExpirationTimestamp.UTC().Format(time.RFC3339), left)
 }

@@ -53,9 +53,9 @@ func checkClusterAPI(ctx context.Context, r *run) Result {
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL: fix it in the kubeconfig", r.anon.Host))
 	}
-	before := r.d.Now()
+	before := r.d.f.Now()
 	resp, err := client.Do(req)
-	after := r.d.Now()
+	after := r.d.f.Now()
 	if err != nil {
 		// Every later check that asks the cluster would wait out its
 		// timeout on the same cause.

@@ -16,6 +16,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Options are the inputs of `pinniped doctor`.
@@ -128,7 +129,7 @@ func (o *Options) Complete() error {
 		}
 		// Its errors may quote its credentials as well as the user's.
 		for _, u := range raw.AuthInfos {
-			o.Doctor.Secrets = append(o.Doctor.Secrets, UserSecrets(u)...)
+			o.Doctor.Secrets = append(o.Doctor.Secrets, kubeexec.Secrets(u)...)
 		}
 		cfg, err := admin.ClientConfig()
 		if err != nil {

@@ -20,12 +20,12 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
-// Doctor is the outside world as the checks reach it. New fills it for a
-// real process; tests replace fields.
+// Doctor is what the checks reach the world through: the Factory every
+// command is built with (clock, environment, caches), and the few seams
+// only doctor needs, to inspect binaries, stores and servers without using
+// them. New fills it for a real process; tests replace fields.
 type Doctor struct {
-	Now       func() time.Time
-	Getenv    func(string) string
-	LookupEnv func(string) (string, bool)
+	f *cmdutil.Factory
 	// LookPath finds a bare exec command on $PATH, as client-go's exec does.
 	LookPath func(string) (string, error)
 	// GOOS decides the engine's file name (pinniped-engine.exe on windows).
@@ -34,9 +34,7 @@ type Doctor struct {
 	// running binary's.
 	ReadBuild func(path string) (Build, error)
 	Self      func() (Build, error)
-	// Caches are where logins cache credentials; Backend says which store
-	// a --credential-cache mode uses here.
-	Caches  cmdutil.Caches
+	// Backend says which store a --credential-cache mode uses here.
 	Backend func(ctx context.Context, mode string) (credstore.Backend, error)
 	// HTTP is a client trusting caBundle (PEM; empty: the system's roots).
 	HTTP func(caBundle []byte) (*http.Client, error)
@@ -59,7 +57,7 @@ type Doctor struct {
 // New is the real world of f's process.
 func New(f *cmdutil.Factory, places credstore.Places, lookPath func(string) (string, error), goos string, newHTTP func([]byte) (*http.Client, error)) *Doctor {
 	return &Doctor{
-		Now: f.Now, Getenv: f.Getenv, LookupEnv: f.LookupEnv, LookPath: lookPath, GOOS: goos,
+		f: f, LookPath: lookPath, GOOS: goos,
 		ReadBuild: ReadBuild,
 		Self: func() (Build, error) {
 			bi, ok := debug.ReadBuildInfo()
@@ -68,7 +66,7 @@ func New(f *cmdutil.Factory, places credstore.Places, lookPath func(string) (str
 			}
 			return fromInfo(bi), nil
 		},
-		Caches: f.Caches, Backend: places.Probe, HTTP: newHTTP,
+		Backend: places.Probe, HTTP: newHTTP,
 		Dynamic: func(cfg *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) },
 		Timeout: 10 * time.Second,
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
-	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
 
 // needsArgs is why a check that needs the login skips: exec.args found
@@ -36,7 +35,7 @@ func checkContext(_ context.Context, r *run) Result {
 	}
 	for _, u := range raw.AuthInfos {
 		// Whatever the context, no user's secrets are ever printed.
-		r.secret(UserSecrets(u)...)
+		r.secret(kubeexec.Secrets(u)...)
 	}
 	if len(raw.Contexts) == 0 {
 		return fail("", "no kubeconfig with a context was found: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config")
@@ -96,70 +95,6 @@ func checkContext(_ context.Context, r *run) Result {
 		r.secret(cfg.BearerToken, string(cfg.KeyData))
 	}
 	return ok("cluster %q at %s, user %q", kctx.Cluster, r.anon.Host, kctx.AuthInfo)
-}
-
-// UserSecrets are the secrets a kubeconfig user entry may hold: its token,
-// key and password, the secret-looking values of its exec arguments and
-// environment, and of its auth-provider configuration (id-token,
-// refresh-token, client-secret...).
-func UserSecrets(u *clientcmdapi.AuthInfo) []string {
-	out := []string{u.Token, string(u.ClientKeyData), u.Password}
-	if u.Exec != nil {
-		out = append(out, secretArgs(u.Exec.Args)...)
-		for _, e := range u.Exec.Env {
-			if secretName(e.Name) {
-				out = append(out, e.Value)
-			}
-		}
-	}
-	if u.AuthProvider != nil {
-		for k, v := range u.AuthProvider.Config {
-			if secretName(k) {
-				out = append(out, v)
-			}
-		}
-	}
-	return out
-}
-
-// secretArgs are the values of the exec arguments that may be secrets,
-// read before any parsing: an argument that does not parse must not leak
-// either. For a pinniped login ("login oidc|static", its command words) the
-// flag table says what is a value and what is positional, and every
-// positional counts. Another plugin's grammar is unknown, and its
-// positionals are ordinary words (a cluster or region name) that would
-// blank out the report: only the values of its secret-named flags count.
-func secretArgs(args []string) []string {
-	if len(args) > 0 && args[0] == "login" {
-		args = args[1:]
-		if len(args) > 0 && (args[0] == "oidc" || args[0] == "static") {
-			args = args[1:]
-		}
-		return flagset.SecretArgs(args)
-	}
-	var out []string
-	for i, a := range args {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		switch {
-		case !strings.HasPrefix(a, "-") || !flagset.SecretFlag(name):
-		case hasValue:
-			out = append(out, value)
-		case i+1 < len(args):
-			out = append(out, args[i+1])
-		}
-	}
-	return out
-}
-
-// secretName: an environment variable whose name says it holds a secret.
-func secretName(name string) bool {
-	n := strings.ToUpper(name)
-	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
 }
 
 func checkFront(_ context.Context, r *run) Result {
@@ -346,7 +281,7 @@ func checkArgs(_ context.Context, r *run) Result {
 	if r.user == nil || r.user.Exec == nil || !handoff.IsFront(r.user.Exec.Command) {
 		return skip("needs an exec entry running pinniped (exec.front)")
 	}
-	login, err := kubeexec.Parse(r.user.Exec, r.d.LookupEnv)
+	login, err := kubeexec.Parse(r.user.Exec, r.d.f.LookupEnv)
 	switch {
 	case errors.Is(err, kubeexec.ErrNotALogin):
 		return fail("", "the exec entry's arguments do not start with `login oidc` or `login static`: "+regenerate)

@@ -372,7 +372,7 @@ func (b *bed) write() {
 
 // adapters are the bed's world, for doctor.
 func (b *bed) adapters(d *Doctor) {
-	d.Now = b.now
+	d.f.Now = b.now
 	d.LookPath = func(name string) (string, error) {
 		if name == "pinniped" {
 			return b.front, nil

@@ -63,9 +63,9 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 		p.err = err
 		return p
 	}
-	before := r.d.Now()
+	before := r.d.f.Now()
 	resp, err := p.client.Do(req)
-	after := r.d.Now()
+	after := r.d.f.Now()
 	if err != nil {
 		// The client refuses a redirect to http (its error wraps
 		// ErrNotHTTPS): the issuer is not served over https either way.
@@ -140,7 +140,7 @@ func checkIssuerTLS(ctx context.Context, r *run) Result {
 	if len(r.oidc.CABundle) > 0 {
 		from = "the kubeconfig's CA bundle"
 	}
-	left := p.leaf.NotAfter.Sub(r.d.Now())
+	left := p.leaf.NotAfter.Sub(r.d.f.Now())
 	detail := fmt.Sprintf("trusted through %s; its certificate is valid until %s", from, p.leaf.NotAfter.UTC().Format(time.RFC3339))
 	if left < certWarning {
 		return warn(detail, fmt.Sprintf("the issuer's certificate expires in %s: tell the provider's administrator to renew it", left.Round(time.Minute)))
@@ -237,7 +237,7 @@ func checkClient(ctx context.Context, r *run) Result {
 		return skip("no loopback port to name in the redirect URI: %v", err)
 	}
 	// The very request a browser login would send, from the same builder.
-	authorize, err := oidclogin.New(ctx, c, r.issuer.client, r.doc, r.d.Now).NewAuthorizeRequest(redirect, c.Upstream)
+	authorize, err := oidclogin.New(ctx, c, r.issuer.client, r.doc, r.d.f.Now).NewAuthorizeRequest(redirect, c.Upstream)
 	if err != nil {
 		return fail(err.Error(), "no authorize request could be made on this machine: run doctor again")
 	}

@@ -39,7 +39,7 @@ func TestIssuerWithoutTLS(t *testing.T) {
 	want(t, r, "exec.args", Fail, "must be an https URL")
 	want(t, r, "issuer.tls", Skip, "validate (exec.args)")
 	// Were it let through, the probe itself refuses it before any request.
-	run := &run{d: &Doctor{Now: time.Now, HTTP: func([]byte) (*http.Client, error) { return http.DefaultClient, nil }},
+	run := &run{d: &Doctor{f: &cmdutil.Factory{Now: time.Now}, HTTP: func([]byte) (*http.Client, error) { return http.DefaultClient, nil }},
 		oidc: &config.OIDC{Issuer: plain.URL}}
 	if res := checkIssuerTLS(t.Context(), run); res.Status != Fail || !strings.Contains(res.Fix, "not served over https") {
 		t.Errorf("a plain-http issuer: %+v", res)
@@ -348,7 +348,7 @@ func TestCorruptCacheEntryIsLeftAlone(t *testing.T) {
 			return nil
 		})
 		before = snapshot(t, dir)
-		d.Caches = readOnlyCaches{d.Caches, t}
+		d.f.Caches = readOnlyCaches{d.f.Caches, t}
 	}
 	r := b.report()
 	want(t, r, "cache.credential", Warn, "unreadable", "pinniped logout")
@@ -447,31 +447,6 @@ func TestCheckEdgeCases(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestUserSecrets: every kind of secret a user entry holds is listed.
-func TestUserSecrets(t *testing.T) {
-	u := &clientcmdapi.AuthInfo{Token: "tok-1", ClientKeyData: []byte("key-1"), Password: "pw-1",
-		AuthProvider: &clientcmdapi.AuthProviderConfig{Name: "oidc", Config: map[string]string{"id-token": "idtok-1", "refresh-token": "rt-1", "client-secret": "cs-1", "idp-issuer-url": "https://x"}},
-		Exec: &clientcmdapi.ExecConfig{Args: []string{"login", "static", "--token", "argtok-1", "--", "after-1"},
-			Env: []clientcmdapi.ExecEnvVar{{Name: "MY_API_KEY", Value: "env-1"}, {Name: "REGION", Value: "eu"}}}}
-	got := strings.Join(UserSecrets(u), " ")
-	for _, s := range []string{"tok-1", "key-1", "pw-1", "idtok-1", "rt-1", "cs-1", "argtok-1", "after-1", "env-1"} {
-		if !strings.Contains(got, s) {
-			t.Errorf("%s is not listed: %s", s, got)
-		}
-	}
-	for _, s := range []string{"https://x", "eu", "login", "static"} {
-		if strings.Contains(" "+got+" ", " "+s+" ") {
-			t.Errorf("%s is listed: %s", s, got)
-		}
-	}
-	// Another plugin: only its secret-named flags' values (its positionals
-	// are words like a cluster's name, which would blank out the report).
-	aws := &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "aws", Args: []string{"eks", "get-token", "--cluster-name", "prod", "--role-token=rt-2", "--api-key", "ak-2"}}}
-	if got := UserSecrets(aws); strings.Join(got, " ") != "   rt-2 ak-2" {
-		t.Errorf("another plugin: %q", got)
-	}
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

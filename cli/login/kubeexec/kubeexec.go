@@ -10,6 +10,7 @@ package kubeexec
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -171,4 +172,69 @@ func ReadContext(raw clientcmdapi.Config, name string, isFront func(string) bool
 		return nil, fmt.Errorf("context %q: %w", name, err)
 	}
 	return &Context{Name: name, Exec: user.Exec, Login: login, Cluster: cluster}, nil
+}
+
+// Secrets are the secrets a kubeconfig user entry may hold, for a report
+// or an error that must never show them: its token,
+// key and password, the secret-looking values of its exec arguments and
+// environment, and of its auth-provider configuration (id-token,
+// refresh-token, client-secret...).
+func Secrets(u *clientcmdapi.AuthInfo) []string {
+	out := []string{u.Token, string(u.ClientKeyData), u.Password}
+	if u.Exec != nil {
+		out = append(out, secretArgs(u.Exec.Args)...)
+		for _, e := range u.Exec.Env {
+			if secretName(e.Name) {
+				out = append(out, e.Value)
+			}
+		}
+	}
+	if u.AuthProvider != nil {
+		for k, v := range u.AuthProvider.Config {
+			if secretName(k) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// secretArgs are the values of the exec arguments that may be secrets,
+// read before any parsing: an argument that does not parse must not leak
+// either. For a pinniped login ("login oidc|static", its command words) the
+// flag table says what is a value and what is positional, and every
+// positional counts. Another plugin's grammar is unknown, and its
+// positionals are ordinary words (a cluster or region name) that would
+// blank out the report: only the values of its secret-named flags count.
+func secretArgs(args []string) []string {
+	if len(args) > 0 && args[0] == "login" {
+		args = args[1:]
+		if len(args) > 0 && (args[0] == "oidc" || args[0] == "static") {
+			args = args[1:]
+		}
+		return flagset.SecretArgs(args)
+	}
+	var out []string
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-") || !flagset.SecretFlag(name):
+		case hasValue:
+			out = append(out, value)
+		case i+1 < len(args):
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
+// secretName: an environment variable whose name says it holds a secret.
+func secretName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }

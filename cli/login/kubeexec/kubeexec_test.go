@@ -85,3 +85,28 @@ func TestReadContext(t *testing.T) {
 		t.Errorf("a missing context: %v", err)
 	}
 }
+
+// TestSecrets: every kind of secret a user entry holds is listed.
+func TestSecrets(t *testing.T) {
+	u := &clientcmdapi.AuthInfo{Token: "tok-1", ClientKeyData: []byte("key-1"), Password: "pw-1",
+		AuthProvider: &clientcmdapi.AuthProviderConfig{Name: "oidc", Config: map[string]string{"id-token": "idtok-1", "refresh-token": "rt-1", "client-secret": "cs-1", "idp-issuer-url": "https://x"}},
+		Exec: &clientcmdapi.ExecConfig{Args: []string{"login", "static", "--token", "argtok-1", "--", "after-1"},
+			Env: []clientcmdapi.ExecEnvVar{{Name: "MY_API_KEY", Value: "env-1"}, {Name: "REGION", Value: "eu"}}}}
+	got := strings.Join(Secrets(u), " ")
+	for _, s := range []string{"tok-1", "key-1", "pw-1", "idtok-1", "rt-1", "cs-1", "argtok-1", "after-1", "env-1"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("%s is not listed: %s", s, got)
+		}
+	}
+	for _, s := range []string{"https://x", "eu", "login", "static"} {
+		if strings.Contains(" "+got+" ", " "+s+" ") {
+			t.Errorf("%s is listed: %s", s, got)
+		}
+	}
+	// Another plugin: only its secret-named flags' values (its positionals
+	// are words like a cluster's name, which would blank out the report).
+	aws := &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "aws", Args: []string{"eks", "get-token", "--cluster-name", "prod", "--role-token=rt-2", "--api-key", "ak-2"}}}
+	if got := Secrets(aws); strings.Join(got, " ") != "   rt-2 ak-2" {
+		t.Errorf("another plugin: %q", got)
+	}
+}
