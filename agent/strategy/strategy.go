@@ -17,11 +17,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
-// CredentialIssuers is the resource the CredentialIssuer controller
-// writes, under the default API group suffix; Resource names it under any
-// suffix.
-var CredentialIssuers = Resource("")
-
 // Resource is the CredentialIssuer resource under an API group suffix
 // ("" means the default).
 func Resource(suffix string) schema.GroupVersionResource {

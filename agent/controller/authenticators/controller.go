@@ -38,13 +38,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
 )
 
-// Resources reconciled here, under the default API group suffix; Resource
-// names them under any suffix.
-var (
-	JWTAuthenticators     = Resource(kindJWT, "")
-	WebhookAuthenticators = Resource(kindWebhook, "")
-)
-
 // Resource is the resource of an authenticator kind (JWTAuthenticator or
 // WebhookAuthenticator) under an API group suffix ("" means the default).
 func Resource(kind, suffix string) schema.GroupVersionResource {

@@ -26,7 +26,7 @@ var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 func newController(t *testing.T, objs []runtime.Object, probers ...strategy.Prober) (*credentialissuer.Controller, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"}, objs...)
+		map[schema.GroupVersionResource]string{strategy.Resource(""): "CredentialIssuerList"}, objs...)
 	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"},
 		Data: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster: {server: \"https://public:6443\", certificate-authority-data: Q0E=}\n"}})
 	return &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: &rest.Config{Host: "https://internal"}, Name: "pinniped-config",
@@ -35,7 +35,7 @@ func newController(t *testing.T, objs []runtime.Object, probers ...strategy.Prob
 
 func statusOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []configv1alpha1.CredentialIssuerStrategy {
 	t.Helper()
-	u, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
+	u, err := dyn.Resource(strategy.Resource("")).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

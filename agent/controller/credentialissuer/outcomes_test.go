@@ -86,7 +86,7 @@ func TestStatusWriteKeepsTheSpec(t *testing.T) {
 			"service": map[string]any{"type": "None"}}}}}
 	c, dyn := newController(t, []runtime.Object{ci}, prober(func(context.Context) (*strategy.Working, error) { return nil, nil }))
 	c.SyncOnce(context.Background())
-	u, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
+	u, err := dyn.Resource(strategy.Resource("")).Get(context.Background(), "pinniped-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestFrontendFromTheAgentsOwnView(t *testing.T) {
 		"CA file": {Host: "https://10.96.0.1:443", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}},
 	} {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"})
+			map[schema.GroupVersionResource]string{strategy.Resource(""): "CredentialIssuerList"})
 		c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: restConfig, Name: "pinniped-config",
 			Now: func() time.Time { return now }, Probers: []strategy.Prober{prober(func(context.Context) (*strategy.Working, error) { return nil, nil })}}
 		c.SyncOnce(context.Background())

@@ -22,11 +22,11 @@ import (
 // leaves the default group's alone: that one belongs to another server.
 func TestSuffixedCredentialIssuer(t *testing.T) {
 	suffixed := strategy.Resource("tuna.io")
-	if suffixed.Group != "config.concierge.tuna.io" || suffixed.Resource != "credentialissuers" || strategy.CredentialIssuers.Group != configv1alpha1.GroupName {
-		t.Fatalf("resources %v, %v", suffixed, strategy.CredentialIssuers)
+	if suffixed.Group != "config.concierge.tuna.io" || suffixed.Resource != "credentialissuers" || strategy.Resource("").Group != configv1alpha1.GroupName {
+		t.Fatalf("resources %v, %v", suffixed, strategy.Resource(""))
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		strategy.CredentialIssuers: "CredentialIssuerList", suffixed: "CredentialIssuerList"})
+		strategy.Resource(""): "CredentialIssuerList", suffixed: "CredentialIssuerList"})
 	c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: &rest.Config{Host: "https://internal"},
 		Name: "pinniped-config", GroupSuffix: "tuna.io", Now: func() time.Time { return now },
 		Probers: []strategy.Prober{{Type: configv1alpha1.CertificateSigningRequestStrategyType,
@@ -41,7 +41,7 @@ func TestSuffixedCredentialIssuer(t *testing.T) {
 	if u.GetAPIVersion() != "config.concierge.tuna.io/v1alpha1" {
 		t.Errorf("created as %s", u.GetAPIVersion())
 	}
-	if _, err := dyn.Resource(strategy.CredentialIssuers).Get(context.Background(), "pinniped-config", metav1.GetOptions{}); err == nil {
+	if _, err := dyn.Resource(strategy.Resource("")).Get(context.Background(), "pinniped-config", metav1.GetOptions{}); err == nil {
 		t.Error("a CredentialIssuer of the default group was written")
 	}
 }

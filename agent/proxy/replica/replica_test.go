@@ -28,7 +28,7 @@ func newRuntime(t *testing.T, spec map[string]any, objs ...runtime.Object) (*Run
 			"kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"}, "spec": spec}})
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{strategy.CredentialIssuers: "CredentialIssuerList"}, cis...)
+		map[schema.GroupVersionResource]string{strategy.Resource(""): "CredentialIssuerList"}, cis...)
 	kube := fake.NewClientset(objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
