@@ -58,17 +58,28 @@ func judgeFile(name string, mode fs.FileMode, owned bool) error {
 	return nil
 }
 
-// WriteFile replaces the file name in dir with data, mode 0600: written to
-// a temporary file in dir, synced and renamed into place, so a crash or a
-// concurrent reader never sees half of it. dir must have passed Tighten
-// (only this user can then change what is in it); it is checked again
-// here, without following a link. A link named name is replaced, never
-// followed.
+// WriteFile replaces the file name in dir with data, mode 0600 (Replace).
+// dir must have passed Tighten (only this user can then change what is in
+// it); it is checked again here, without following a link. A link named
+// name is replaced, never followed.
 func WriteFile(dir, name string, data []byte) error {
 	if err := Check(dir); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
+	return Replace(filepath.Join(dir, name), data)
+}
+
+// Replace replaces the file at path with data, mode 0600: written to a
+// temporary file beside it, synced and renamed into place, so a crash or a
+// concurrent reader never sees half of it, and a failure leaves the old
+// one. It makes path's directory (0700) if need be, and applies no rule to
+// it: WriteFile does, for secrets.
+func Replace(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
@@ -90,5 +101,5 @@ func WriteFile(dir, name string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+	return os.Rename(tmp, path)
 }

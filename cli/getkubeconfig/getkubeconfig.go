@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
@@ -452,7 +452,7 @@ func (o *Options) write(gen *clientcmdapi.Config) error {
 		return err
 	}
 	_, statErr := os.Stat(o.Output)
-	if err := writeFileAtomic(o.Output, b); err != nil {
+	if err := privatedir.Replace(o.Output, b); err != nil {
 		return fmt.Errorf("write %s: %w", o.Output, err)
 	}
 	verb := "Wrote"
@@ -461,37 +461,6 @@ func (o *Options) write(gen *clientcmdapi.Config) error {
 	}
 	fmt.Fprintf(o.ErrOut, "%s %s (context %s)\n", verb, o.Output, firstKey(gen.Contexts))
 	return nil
-}
-
-// writeFileAtomic replaces path with b (mode 0600): a reader never sees half
-// a kubeconfig, and a failure leaves the old one.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }() // a no-op after the rename
-	if err := f.Chmod(0o600); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func firstKey(m map[string]*clientcmdapi.Context) string {
