@@ -8,6 +8,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// ExecAPIVersion is the client.authentication.k8s.io version the exec
+// entries ask for (see Build).
+const ExecAPIVersion = "client.authentication.k8s.io/v1beta1"
+
 // Exec is how kubectl runs pinniped.
 type Exec struct {
 	Path        string
@@ -30,7 +34,12 @@ func Build(name string, server string, caBundle []byte, pinniped Exec, login Log
 	cfg.Clusters[name] = cluster
 	user := clientcmdapi.NewAuthInfo()
 	user.Exec = &clientcmdapi.ExecConfig{
-		APIVersion:         "client.authentication.k8s.io/v1",
+		// v1beta1, not v1: upstream Pinniped's CLI answers only v1beta1, and
+		// kubectl refuses an answer in another version than it asked for,
+		// so a kubeconfig asking v1 breaks for anyone running upstream's
+		// binary (a mixed fleet, a rollback). Our login answers either, and
+		// v1beta1 carries interactiveMode and provideClusterInfo as well.
+		APIVersion:         ExecAPIVersion,
 		Command:            pinniped.Path,
 		Args:               login.Args(),
 		Env:                []clientcmdapi.ExecEnvVar{},

@@ -58,6 +58,10 @@ func TestGoldenKubeconfigs(t *testing.T) {
 			t.Fatal(err)
 		}
 		golden(t, name, b)
+		// The shape upstream's CLI (which answers only v1beta1) can run.
+		if v := cfg.AuthInfos["kind-pinniped"].Exec.APIVersion; v != "client.authentication.k8s.io/v1beta1" {
+			t.Errorf("%s: the exec entry asks for %s; upstream's CLI answers only v1beta1", name, v)
+		}
 		if strings.Contains(string(b), "token=") && !strings.Contains(string(b), "token-env=") {
 			t.Errorf("%s holds a literal token", name)
 		}
