@@ -32,6 +32,11 @@ type LoginOptions struct {
 	// with tui.ErrCanceled. Nil: the screen is never picked, as nothing
 	// could act on its cancel key.
 	Cancel context.CancelCauseFunc
+	// Quiet shows nothing of a login that needs no person (kubectl's
+	// silent renewals) and each warning only when Once allows (nil: every
+	// time); a login that needs the person shows everything.
+	Quiet bool
+	Once  func(warning string) bool
 }
 
 // Login is a login's view, as ForLogin picked it.
@@ -50,20 +55,24 @@ type Login struct {
 //   - the interactive screen, when kubectl says a person is there and the
 //     screen is usable on In and Out. It draws nothing until the login
 //     needs the person, so a cached or refreshed login prints what plain
-//     lines would;
+//     lines would (nothing at all, when Quiet);
 //   - plain lines that can prompt, when a person is there and In is a
 //     terminal;
 //   - plain lines alone (no prompts) otherwise: a browser login still
 //     works, as its link is printed and opened.
 func ForLogin(o LoginOptions) *Login {
 	lines := &plain.Login{Err: o.Out, Getenv: o.Getenv, Open: o.Open}
-	l := &Login{View: lines, CanPrompt: o.Interactive && tty.IsTerminal(o.In)}
+	var view loginview.View = lines
+	if o.Quiet {
+		view = &quiet{View: lines, once: o.Once}
+	}
+	l := &Login{View: view, CanPrompt: o.Interactive && tty.IsTerminal(o.In)}
 	if l.CanPrompt {
 		lines.In = o.In
 	}
 	if o.Interactive && o.Cancel != nil && tty.ScreenUsable(o.In, o.Out, o.Getenv) {
 		l.screen = tui.NewLogin(tui.LoginOptions{
-			In: o.In, Out: o.Out, Issuer: o.Issuer, Cancel: o.Cancel, Plain: lines, Getenv: o.Getenv, Open: o.Open, Now: o.Now,
+			In: o.In, Out: o.Out, Issuer: o.Issuer, Cancel: o.Cancel, Plain: view, Getenv: o.Getenv, Open: o.Open, Now: o.Now,
 		})
 		l.View = l.screen
 	}

@@ -134,12 +134,12 @@ func (o *OIDCOptions) Run(ctx context.Context) error {
 	ctx, cancelLogin := context.WithCancelCause(ctx)
 	defer cancelLogin(nil)
 	// The interactive screen only when a person can use it (cli/ui decides);
-	// it draws nothing until the login needs the person, so the cached path
-	// is unchanged.
-	view := ui.ForLogin(ui.LoginOptions{
+	// it draws nothing until the login needs the person, and a login that
+	// needs nobody shows nothing at all (loginsetup.Quiet).
+	view := ui.ForLogin(loginsetup.Quiet(o.f, c.CredentialCache, ui.LoginOptions{
 		In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: o.Exec.Interactive, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
 		Issuer: c.Issuer, Cancel: cancelLogin,
-	})
+	}))
 	runner, err := loginsetup.NewOIDC(o.f, c, view)
 	if err != nil {
 		return err

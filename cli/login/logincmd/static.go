@@ -64,7 +64,7 @@ func (o *StaticOptions) Complete() error {
 // the agent has already been asked, and the credential is worth caching.
 func (o *StaticOptions) Run(ctx context.Context) error {
 	// Nobody is asked anything: a static token needs no person.
-	view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
+	view := ui.ForLogin(loginsetup.Quiet(o.f, o.Login.CredentialCache, ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser}))
 	runner, err := loginsetup.New(o.f, o.Login.CredentialCache, view)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/warnonce"
 )
 
 // NewOIDC is the runner `pinniped login oidc` uses for the login c, shown
@@ -46,7 +47,11 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 	if noCredentials {
 		cacheMode = "keyring"
 	}
-	store, err := f.Caches.Open(cacheMode, f.IO.ErrOut)
+	warn := f.IO.ErrOut
+	if w := Warnings(f, cacheMode); w != nil {
+		warn = w.Writer(warn)
+	}
+	store, err := f.Caches.Open(cacheMode, warn)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +65,40 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}
-	if f.Getenv("PINNIPED_DEBUG") == "true" {
+	if Debug(f) {
 		e.Debug = func(format string, args ...any) {
 			fmt.Fprintf(f.IO.ErrOut, "pinniped debug: "+format+"\n", args...)
 		}
 	}
 	return e, nil
+}
+
+// Debug is PINNIPED_DEBUG: every step, warning and decision of a login is
+// shown.
+func Debug(f *cmdutil.Factory) bool { return f.Getenv("PINNIPED_DEBUG") == "true" }
+
+// Warnings is what lets a login's warnings through once per cause per day,
+// kept beside the locks of cacheMode's logins; nil under PINNIPED_DEBUG,
+// which shows them all.
+func Warnings(f *cmdutil.Factory, cacheMode string) *warnonce.Store {
+	if Debug(f) {
+		return nil
+	}
+	if cacheMode == "" {
+		cacheMode = "keyring"
+	}
+	dir, _ := f.Caches.LockDir(cacheMode) // "": once per process, at least
+	return &warnonce.Store{Dir: dir, Now: f.Now}
+}
+
+// Quiet is the options of the view of a login kubectl runs as its exec
+// plugin: nothing shown unless the person is needed (package ui), warnings
+// once per cause per day; under PINNIPED_DEBUG, everything.
+func Quiet(f *cmdutil.Factory, cacheMode string, o ui.LoginOptions) ui.LoginOptions {
+	w := Warnings(f, cacheMode)
+	if w == nil {
+		return o
+	}
+	o.Quiet, o.Once = true, w.First
+	return o
 }
