@@ -309,7 +309,9 @@ func refreshingLogin(t *testing.T, pinniped, idpName string, extra ...string) (l
 	args = append(args, "--credential-cache=")
 	config = t.TempDir()
 	alice := testbed.DexUsers[0]
-	env := []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=",
+	// PINNIPED_DEBUG: these logins need nobody, so they are silent
+	// otherwise, and what the tests read is their narrative.
+	env := []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=", "PINNIPED_DEBUG=true",
 		"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
 	return func() string {
 		t.Helper()
