@@ -103,6 +103,15 @@ type Runner struct {
 	// for more, so it renews before kubectl would and has time to retry;
 	// the cache keys are the same, so both still share one credential.
 	Skew time.Duration
+	// CoolOff is how long a login that needs a person, started for a
+	// caller nobody watches (not CanPrompt), keeps others like it from
+	// starting another for the same session (0: DefaultCoolOff; negative:
+	// never). A person at a terminal is never held back by it.
+	CoolOff time.Duration
+	// LoginHint is the command a person runs to log in ahead for this
+	// login (`pinniped login --context NAME`), named in the error of a
+	// caller that cannot.
+	LoginHint string
 
 	lockWarning sync.Once
 }
@@ -152,7 +161,7 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 	start := e.now()
 	key := c.CredentialKey(r.Cluster)
 	creds := e.credCache()
-	hit, unlock, err := e.cachedOrLock(ctx, creds, key, r.Interactive)
+	hit, unlock, err := e.cachedOrLock(ctx, creds, key, c.SessionKey(), r.Interactive)
 	if err != nil || hit != nil {
 		return hit, err
 	}
@@ -197,8 +206,10 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 // skew; or, when there is none, nil and the key's login lock, held (one
 // login per key across processes: the rest wait here, then find the
 // credential the first one cached). interactive: this login may wait for a
-// person, so another waiting on it should hear so.
-func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key string, interactive bool) (*credcache.Credential, func(), error) {
+// person, so another waiting on it should hear so. sessionKey, when the
+// login has a session, is the one whose login waiting for a person a
+// caller nobody watches does not wait out (see idToken).
+func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key, sessionKey string, interactive bool) (*credcache.Credential, func(), error) {
 	hit, ok, err := e.cached(ctx, creds, key)
 	if err != nil {
 		return nil, nil, err
@@ -208,7 +219,15 @@ func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key s
 		return hit, nil, nil
 	}
 	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
-	unlock, err := e.lock(ctx, key, interactive)
+	var unlock func()
+	if since := e.waitingSinceUnwatched(sessionKey); sessionKey != "" && !since.IsZero() {
+		unlock, err = e.lockName(ctx, key, time.Second)
+		if errors.Is(err, lock.ErrBusy) {
+			return nil, nil, e.coolingOff(since, true)
+		}
+	} else {
+		unlock, err = e.lock(ctx, key, interactive)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -447,8 +466,17 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 	// calls for them hold different credential locks. Refresh tokens that
 	// rotate are single-use (a second use fails, or revokes the family),
 	// so one refresh or login per session at a time; whoever waited finds
-	// the session the first one saved.
-	unlock, err := e.lock(ctx, sk, interactive)
+	// the session the first one saved. A caller nobody watches does not
+	// wait out a login that waits for a person: it says so at once.
+	var unlock func()
+	if since := e.waitingSinceUnwatched(sk); !since.IsZero() {
+		unlock, err = e.lockName(ctx, sk, time.Second)
+		if errors.Is(err, lock.ErrBusy) {
+			return nil, false, e.coolingOff(since, true)
+		}
+	} else {
+		unlock, err = e.lock(ctx, sk, interactive)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -485,6 +513,7 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 		return nil, false, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 	}
 	e.saveSession(ctx, sk, c, tokens)
+	e.clearWaiting(sk)
 	return tokens, false, nil
 }
 
@@ -525,10 +554,16 @@ func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 		if e.Unattended {
 			return nil, fmt.Errorf("%w: the device flow shows a code to enter", ErrNeedsPerson)
 		}
+		if err := e.startUnwatched(c.SessionKey()); err != nil {
+			return nil, err
+		}
 		return p.DeviceLogin(ctx, e.UI)
 	}
 	if e.Unattended {
 		return nil, fmt.Errorf("%w: the browser login", ErrNeedsPerson)
+	}
+	if err := e.startUnwatched(c.SessionKey()); err != nil {
+		return nil, err
 	}
 	if !e.CanPrompt {
 		// An IDE, a pipe, a CI job: no prompt, but a browser login

@@ -38,7 +38,7 @@ func (e *Runner) CredentialStatic(ctx context.Context, c *config.Static, r Reque
 	creds := e.credCache()
 	// Nobody types anything for a static token, so the other login holding
 	// the lock is never waiting for a person.
-	hit, unlock, err := e.cachedOrLock(ctx, creds, key, false)
+	hit, unlock, err := e.cachedOrLock(ctx, creds, key, "", false)
 	if err != nil || hit != nil {
 		return hit, err
 	}

@@ -1,0 +1,125 @@
+package login
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pinniped-kit/pinniped/cache/privatedir"
+)
+
+// DefaultCoolOff is how long after a login that needs a person was started
+// for a caller that is not a person at a terminal (an IDE, a GUI, a script)
+// no new one is started for the same session: such callers run kubectl
+// every few seconds, each with its own timeout, and each would otherwise
+// open another browser tab while nobody is there. PINNIPED_LOGIN_COOLOFF
+// sets another (a Go duration; 0 turns it off).
+const DefaultCoolOff = 5 * time.Minute
+
+// ErrLoginWaiting: a login that needs a person was started for this
+// session lately, by a caller nobody watches, and has not finished; a
+// caller like it does not start another.
+var ErrLoginWaiting = errors.New("a login is waiting for you")
+
+// pending records that a login needing a person started: a file in the lock
+// directory, per session, holding when. It outlives the process that wrote
+// it (an IDE kills kubectl, and its plugin with it, after a few seconds),
+// and a finished login removes it.
+type pending struct {
+	Started time.Time `json:"started"`
+}
+
+func (e *Runner) coolOff() time.Duration {
+	if e.CoolOff != 0 {
+		return max(e.CoolOff, 0)
+	}
+	return DefaultCoolOff
+}
+
+func pendingName(sessionKey string) string {
+	sum := sha256.Sum256([]byte(sessionKey))
+	return hex.EncodeToString(sum[:12]) + ".waiting"
+}
+
+// waitingSince is when a login needing a person was started for the
+// session lately, if one was and has not finished; zero otherwise.
+func (e *Runner) waitingSince(sessionKey string) time.Time {
+	if e.LockDir == "" || e.coolOff() == 0 {
+		return time.Time{}
+	}
+	raw, err := privatedir.ReadFile(e.LockDir, pendingName(sessionKey))
+	if err != nil {
+		return time.Time{}
+	}
+	var p pending
+	if json.Unmarshal(raw, &p) != nil || p.Started.IsZero() {
+		return time.Time{}
+	}
+	if age := e.now().Sub(p.Started); age < 0 || age >= e.coolOff() {
+		return time.Time{}
+	}
+	return p.Started
+}
+
+// markWaiting records that a login needing a person starts now; clear
+// removes the record once a login of the session finished.
+func (e *Runner) markWaiting(sessionKey string) {
+	if e.LockDir == "" || e.coolOff() == 0 {
+		return
+	}
+	if b, err := json.Marshal(pending{Started: e.now()}); err == nil {
+		if err := privatedir.WriteFile(e.LockDir, pendingName(sessionKey), b); err != nil {
+			e.debug("could not record the login in progress: %v", err)
+		}
+	}
+}
+
+func (e *Runner) clearWaiting(sessionKey string) {
+	if e.LockDir != "" {
+		_ = privatedir.Remove(e.LockDir, pendingName(sessionKey))
+	}
+}
+
+// coolingOff is the error of a caller nobody watches that finds a login
+// of its session started lately: one line, fast, naming what to do.
+// running says whether that login still runs (its lock is held).
+func (e *Runner) coolingOff(since time.Time, running bool) error {
+	age := e.now().Sub(since).Round(time.Second)
+	login := "`pinniped login` in a terminal"
+	if e.LoginHint != "" {
+		login = "`" + e.LoginHint + "` in a terminal"
+	}
+	if running {
+		return fmt.Errorf("%w: a login started %s ago is waiting in the browser (or for a device code); finish it there, or run %s",
+			ErrLoginWaiting, age, login)
+	}
+	again := since.Add(e.coolOff()).Sub(e.now()).Round(time.Second)
+	return fmt.Errorf("%w: a login was started in the browser %s ago and not finished; log in now with %s (no new browser opens for another %s)",
+		ErrLoginWaiting, age, login, again)
+}
+
+// waitingSinceUnwatched is waitingSince for a caller nobody watches; a
+// person at a terminal (CanPrompt) is never held back: zero.
+func (e *Runner) waitingSinceUnwatched(sessionKey string) time.Time {
+	if e.CanPrompt {
+		return time.Time{}
+	}
+	return e.waitingSince(sessionKey)
+}
+
+// startUnwatched is called as a login that needs a person starts: for a
+// caller nobody watches, it refuses while another such login of the
+// session is recent, and otherwise records this one.
+func (e *Runner) startUnwatched(sessionKey string) error {
+	if e.CanPrompt {
+		return nil
+	}
+	if since := e.waitingSince(sessionKey); !since.IsZero() {
+		return e.coolingOff(since, false)
+	}
+	e.markWaiting(sessionKey)
+	return nil
+}
