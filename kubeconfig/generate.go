@@ -12,6 +12,12 @@ import (
 // entries ask for (see Build).
 const ExecAPIVersion = "client.authentication.k8s.io/v1beta1"
 
+// ContextEnv names, in the exec entry's environment, the kubeconfig
+// context the entry was written for, so a login that needs a person and
+// cannot ask one (an IDE's kubectl) names the command that logs in ahead
+// for it: `pinniped login --context NAME`. Upstream's CLI ignores it.
+const ContextEnv = "PINNIPED_CONTEXT"
+
 // Exec is how kubectl runs pinniped.
 type Exec struct {
 	Path        string
@@ -42,7 +48,7 @@ func Build(name string, server string, caBundle []byte, pinniped Exec, login Log
 		APIVersion:         ExecAPIVersion,
 		Command:            pinniped.Path,
 		Args:               login.Args(),
-		Env:                []clientcmdapi.ExecEnvVar{},
+		Env:                []clientcmdapi.ExecEnvVar{{Name: ContextEnv, Value: name}},
 		InstallHint:        pinniped.InstallHint,
 		ProvideClusterInfo: true,
 		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,

@@ -8,6 +8,8 @@ package loginsetup
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
@@ -16,6 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/cli/warnonce"
+	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
 // NewOIDC is the runner `pinniped login oidc` uses for the login c, shown
@@ -65,6 +68,17 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}
+	e.LoginHint = LoginHint(f.Getenv)
+	if v := f.Getenv("PINNIPED_LOGIN_COOLOFF"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("PINNIPED_LOGIN_COOLOFF=%q is not a duration (e.g. 5m; 0 turns the cool-off off)", v)
+		}
+		e.CoolOff = d
+		if d == 0 {
+			e.CoolOff = -1
+		}
+	}
 	if Debug(f) {
 		e.Debug = func(format string, args ...any) {
 			fmt.Fprintf(f.IO.ErrOut, "pinniped debug: "+format+"\n", args...)
@@ -101,4 +115,17 @@ func Quiet(f *cmdutil.Factory, cacheMode string, o ui.LoginOptions) ui.LoginOpti
 	}
 	o.Quiet, o.Once = true, w.First
 	return o
+}
+
+// LoginHint is that command: `pinniped login --context NAME`, or plain
+// `pinniped login` (the current context) when the entry names none.
+func LoginHint(getenv func(string) string) string {
+	name := getenv(kubeconfig.ContextEnv)
+	if name == "" {
+		return "pinniped login"
+	}
+	if strings.ContainsAny(name, " \t'\"$`\\") {
+		name = "'" + strings.ReplaceAll(name, "'", `'\''`) + "'"
+	}
+	return "pinniped login --context " + name
 }
