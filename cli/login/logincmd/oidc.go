@@ -19,27 +19,40 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/ui"
 )
 
-// NewCmdLogin returns `pinniped login` with its subcommands.
+// NewCmdLogin returns `pinniped login` with its subcommands; by itself it
+// logs in ahead for a kubeconfig context.
 func NewCmdLogin(f *cmdutil.Factory) *cobra.Command {
+	o := &AheadOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "login",
-		Short: "Get a cluster credential (kubectl runs this for you)",
-		Long: `login prints a short-lived cluster credential as a kubectl ExecCredential on
-stdout. kubectl runs it through the exec plugin section of a kubeconfig made
-by "pinniped get kubeconfig"; you rarely run it yourself.
+		Use:   "login [--context NAME]",
+		Short: "Log in for a kubeconfig context ahead of time (kubectl runs the login subcommands itself)",
+		Long: `login, by itself, logs you in for a kubeconfig context (the current one, or
+--context) with the login its exec entry runs: the same login, caches and
+keys as kubectl's own calls, which then find the credential cached. Run it
+in a terminal before a tool that cannot ask you anything (an IDE, Lens,
+Headlamp, a script) needs the cluster, or when such a tool reports that a
+login is needed.
+
+"pinniped login oidc" and "pinniped login static" print a short-lived
+cluster credential as a kubectl ExecCredential on stdout. kubectl runs them
+through the exec plugin section of a kubeconfig made by "pinniped get
+kubeconfig"; you rarely run them yourself.
 
 Credentials are cached (OS keyring by default) until shortly before they
 expire, so most kubectl calls cost a cache read.`,
+		Example: `  pinniped login
+  pinniped login --context prod`,
 		// Not cobra.NoArgs: its error quotes the word, which a kubeconfig may
 		// hold by mistake where a token was meant to go.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return errors.New("unknown kind of login (not a flag): use `pinniped login oidc` or `pinniped login static`")
+				return errors.New("unknown kind of login (not a flag): use `pinniped login oidc` or `pinniped login static`, or `pinniped login --context NAME` to log in ahead")
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
 	}
+	o.bind(cmd)
 	cmd.AddCommand(NewCmdOIDC(f, nil), NewCmdStatic(f, nil))
 	return cmd
 }

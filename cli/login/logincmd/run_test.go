@@ -105,3 +105,59 @@ func TestLoginOIDCRun(t *testing.T) {
 		t.Fatalf("a wrong password: %v\n%s", err, stderr)
 	}
 }
+
+// TestLoginAhead: `pinniped login --context` runs the login of the
+// context's exec entry (its arguments and its environment) and caches the
+// credential under the key kubectl's own call of the plugin uses, which
+// then answers from the cache; stdout stays empty. A context that does not
+// log in with pinniped is refused, saying why.
+func TestLoginAhead(t *testing.T) {
+	idp := oidctest.New(t)
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, idp.CABundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"login", "oidc", "--issuer=" + idp.URL, "--ca-bundle=" + ca, "--flow=password", "--credential-cache=file", "--scopes=openid,offline_access"}
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\"}\n")
+	b.WriteString("contexts:\n- name: dev\n  context: {cluster: c, user: p}\n- name: other\n  context: {cluster: c, user: t}\n")
+	b.WriteString("users:\n- name: t\n  user: {token: not-pinniped}\n- name: p\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: pinniped\n      provideClusterInfo: true\n      args:\n")
+	for _, a := range args {
+		b.WriteString("      - \"" + a + "\"\n")
+	}
+	b.WriteString("      env:\n      - {name: PINNIPED_USERNAME, value: alice}\n")
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := t.TempDir()
+	env := map[string]string{"KUBECONFIG": kc, "XDG_CONFIG_HOME": config, "PINNIPED_PASSWORD": "password"}
+	run := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		f := cmdutil.Test(strings.NewReader(""), &stdout, &stderr, env)
+		f.Now = time.Now
+		cmd := NewCmdLogin(f)
+		cmd.SetArgs(args)
+		cmd.SetOut(&stderr)
+		cmd.SetErr(&stderr)
+		err := cmd.ExecuteContext(context.Background())
+		return stdout.String(), stderr.String(), err
+	}
+	stdout, stderr, err := run("--context", "dev")
+	if err != nil || stdout != "" || !strings.Contains(stderr, "Context dev is logged in") || idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("login ahead: %v, stdout %q, %d password grants\n%s", err, stdout, idp.PasswordGrants.Load(), stderr)
+	}
+	if _, stderr, err := run(); err == nil || !strings.Contains(err.Error(), `context "other"`) || !strings.Contains(err.Error(), "get kubeconfig") {
+		t.Fatalf("the current context, which does not log in with pinniped: %v\n%s", err, stderr)
+	}
+
+	// What kubectl's call of the plugin for context dev then finds: the
+	// same key (the entry's arguments, the cluster kubectl hands it).
+	info := `{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false,"cluster":{"server":"https://10.0.0.1:6443"}}}`
+	cred, stderr, err := execute(t, map[string]string{"KUBERNETES_EXEC_INFO": info, "XDG_CONFIG_HOME": config, "PINNIPED_USERNAME": "alice"},
+		func(f *cmdutil.Factory) *cobra.Command { return NewCmdOIDC(f, nil) }, args[2:]...)
+	if err != nil || cred.Status.Token == "" || idp.PasswordGrants.Load() != 1 {
+		t.Fatalf("kubectl's call after the login ahead: %v, %d password grants\n%s", err, idp.PasswordGrants.Load(), stderr)
+	}
+}

@@ -1,0 +1,95 @@
+package logincmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/login"
+	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
+	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
+	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
+)
+
+// AheadOptions are the inputs of `pinniped login` without a kind of
+// login: log in ahead, as a person at a terminal, for a kubeconfig
+// context, with the login its exec entry runs.
+type AheadOptions struct {
+	Kubeconfig string
+	Context    string
+
+	f *cmdutil.Factory
+}
+
+func (o *AheadOptions) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log in (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&o.Context, "context", "", "kubeconfig context to log in (default: the current one)")
+}
+
+// Run logs the context in and says until when its credential is cached:
+// with the same login, caches and keys as kubectl's calls, which then find
+// it. It prints nothing on stdout: this is not kubectl's exec plugin.
+func (o *AheadOptions) Run(ctx context.Context) error {
+	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	if err != nil {
+		return fmt.Errorf("load the kubeconfig: %w", err)
+	}
+	kc, err := kubeexec.ReadContext(raw, o.Context, handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
+		return o.f.KubeConfig(o.Kubeconfig, name).ClientConfig()
+	})
+	if errors.Is(err, kubeexec.ErrNotPinniped) {
+		return fmt.Errorf("%w, so there is nothing to log in ahead (pinniped get kubeconfig makes a kubeconfig whose contexts do)", err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := kc.Login.Validate(); err != nil {
+		return fmt.Errorf("context %q: its pinniped login would fail: %w", kc.Name, err)
+	}
+	req := login.Request{Cluster: kc.Cluster, Interactive: true}
+	var cred *credcache.Credential
+	if c := kc.Login.OIDC; c != nil {
+		ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+		ctx, cancelLogin := context.WithCancelCause(ctx)
+		defer cancelLogin(nil)
+		view := ui.ForLogin(ui.LoginOptions{
+			In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: true, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
+			Issuer: c.Issuer, Cancel: cancelLogin,
+		})
+		runner, err := loginsetup.NewOIDC(o.f, c, view)
+		if err != nil {
+			return err
+		}
+		cred, err = runner.CredentialOIDC(ctx, c, req)
+		if err = view.Finish(err); err != nil {
+			return err
+		}
+	} else {
+		c := kc.Login.Static
+		view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
+		runner, err := loginsetup.New(o.f, c.CredentialCache, view)
+		if err != nil {
+			return err
+		}
+		if cred, err = runner.CredentialStatic(ctx, c, req); err != nil {
+			return err
+		}
+	}
+	name := termsafe.Visible(kc.Name)
+	if cred.ExpirationTimestamp.IsZero() {
+		fmt.Fprintf(o.f.IO.ErrOut, "✓ Context %s is logged in.\n", name)
+		return nil
+	}
+	fmt.Fprintf(o.f.IO.ErrOut, "✓ Context %s is logged in: kubectl and the tools that use this context find the credential cached until %s, and the session renews it after that.\n",
+		name, cred.ExpirationTimestamp.Local().Format(time.Kitchen))
+	return nil
+}
