@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -32,6 +33,10 @@ import (
 // Options are the inputs of `pinniped get kubeconfig`.
 type Options struct {
 	Kubeconfig, KubeconfigContext string
+	// Contexts (--context, repeatable) and AllContexts make one kubeconfig
+	// for several clusters at once: a context each.
+	Contexts    []string
+	AllContexts bool
 
 	// Static is the static-token login asked for (--static-token,
 	// --static-token-env), if any.
@@ -95,13 +100,19 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
   KUBECONFIG=alice.kubeconfig kubectl get namespaces   # logs alice in
 
   # add a context to an existing kubeconfig instead
-  pinniped get kubeconfig -o ~/.kube/config --merge`,
+  pinniped get kubeconfig -o ~/.kube/config --merge
+
+  # one kubeconfig for a fleet: clusters that trust one issuer share one login
+  pinniped get kubeconfig --context prod --context staging > fleet.kubeconfig
+  pinniped get kubeconfig --all-contexts > fleet.kubeconfig`,
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
+	fs.StringArrayVar(&o.Contexts, "context", nil, "a context of --kubeconfig to make a context for (repeatable: one kubeconfig for several clusters)")
+	fs.BoolVar(&o.AllContexts, "all-contexts", false, "make a context for every context of --kubeconfig whose cluster runs the pinniped agent (the others are named and skipped)")
 	fs.StringVar(&o.Static.Token, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
 	fs.StringVar(&o.Static.TokenEnv, "static-token-env", "", "log in with the token in this environment variable")
 	fs.BoolVar(&o.NoConcierge, "no-concierge", false, "use the ID token itself as the credential (the cluster must trust the issuer directly)")
@@ -176,6 +187,9 @@ func (o *Options) Validate() error {
 	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
 		errs = append(errs, fmt.Errorf("--concierge-api-group-suffix: %w", err))
 	}
+	if len(o.Contexts) > 0 && (o.AllContexts || o.KubeconfigContext != "") || o.AllContexts && o.KubeconfigContext != "" {
+		errs = append(errs, errors.New("use one of --kubeconfig-context, --context (repeatable) and --all-contexts"))
+	}
 	if o.Merge && o.Output == "" {
 		errs = append(errs, errors.New("--merge needs -o naming the kubeconfig to add to"))
 	}
@@ -190,22 +204,78 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run discovers and writes the kubeconfig.
+// Run discovers and writes the kubeconfig: a context for the one asked
+// for, or one for each of several (--context, --all-contexts), in one file.
 func (o *Options) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	cc := o.f.KubeConfig(o.Kubeconfig, o.KubeconfigContext)
-	raw, err := cc.RawConfig()
+	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	names := o.Contexts
+	switch {
+	case o.AllContexts:
+		names = slices.Sorted(maps.Keys(raw.Contexts))
+		if len(names) == 0 {
+			return errors.New("the kubeconfig has no context")
+		}
+	case len(names) == 0:
+		names = []string{o.KubeconfigContext}
+	}
+	out := clientcmdapi.NewConfig()
+	done := map[string]string{} // generated name -> the context it came from
+	var skipped []string
+	for _, name := range names {
+		gen, err := o.generate(ctx, name)
+		if o.AllContexts && errors.Is(err, kubeconfig.ErrNotInstalled) {
+			skipped = append(skipped, name)
+			continue
+		}
+		if err != nil {
+			if len(names) > 1 {
+				return fmt.Errorf("context %q: %w", name, err)
+			}
+			return err
+		}
+		if from, dup := done[gen.CurrentContext]; dup {
+			// Two contexts of one cluster: one context for it is enough.
+			fmt.Fprintf(o.ErrOut, "• context %q is the same cluster as %q: %s serves both\n", name, from, gen.CurrentContext)
+			continue
+		}
+		done[gen.CurrentContext] = name
+		if err := kubeconfig.Merge(out, gen); err != nil {
+			return err
+		}
+		if out.CurrentContext == "" {
+			out.CurrentContext = gen.CurrentContext // the first asked for
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(o.ErrOut, "• skipped, no pinniped agent there: %s\n", strings.Join(skipped, ", "))
+	}
+	if len(done) == 0 {
+		return fmt.Errorf("none of the contexts' clusters runs the pinniped agent: %w", kubeconfig.ErrNotInstalled)
+	}
+	return o.write(out)
+}
+
+// generate is the kubeconfig for one context of --kubeconfig ("": its
+// current one): its cluster, through the agent's exchange endpoint, with
+// the login the flags and the agent's authenticator make.
+func (o *Options) generate(ctx context.Context, contextName string) (*clientcmdapi.Config, error) {
+	cc := o.f.KubeConfig(o.Kubeconfig, contextName)
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
 	dyn, _, err := o.f.Dynamic(cc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	clusterName, cluster, ca, err := contextCluster(raw, o.KubeconfigContext)
+	clusterName, cluster, ca, err := contextCluster(raw, contextName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d := &kubeconfig.Discoverer{Dynamic: dyn, APIGroupSuffix: o.APIGroupSuffix, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
@@ -218,21 +288,21 @@ func (o *Options) Run(ctx context.Context) error {
 	var auth *kubeconfig.Authenticator
 	if !o.NoConcierge {
 		if conc, auth, err = o.concierge(ctx, d, cluster.Server, ca); err != nil {
-			return err
+			return nil, err
 		}
 		server, serverCA = conc.Endpoint, conc.CABundle
 	}
 	login, err := o.login(ctx, conc, auth)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	gen := kubeconfig.Build(clusterName+o.NameSuffix, server, serverCA, pinniped, login)
 	if !o.SkipValidation {
 		if err := validateEndpoint(ctx, server, serverCA); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return o.write(gen)
+	return gen, nil
 }
 
 // contextCluster is the cluster of kubeconfig context name (the current

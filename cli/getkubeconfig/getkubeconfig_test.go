@@ -241,3 +241,104 @@ func TestOutputFileIsReplacedOrMerged(t *testing.T) {
 		t.Fatalf("mode %v", info.Mode())
 	}
 }
+
+// TestFleet: one kubeconfig for several contexts: a context each, named for
+// its cluster, with the same login (one issuer: one session serves all);
+// --all-contexts names and skips a cluster without the agent; two contexts
+// of one cluster make one.
+func TestFleet(t *testing.T) {
+	idp := oidctest.New(t)
+	clusterCA := base64.StdEncoding.EncodeToString(idp.CABundle)
+	withAgent := func() dynamic.Interface {
+		jwt := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator", "metadata": map[string]any{"name": "dex"},
+			"spec": map[string]any{"issuer": idp.URL, "audience": "fleet",
+				"tls": map[string]any{"certificateAuthorityData": clusterCA}}}}
+		ci := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"},
+			"status": map[string]any{"strategies": []any{map[string]any{"type": "KubeClusterSigningCertificate", "status": "Success", "reason": "FetchedKey",
+				"message": "ok", "lastUpdateTime": "2026-11-22T10:00:00Z",
+				"frontend": map[string]any{"type": "TokenCredentialRequestAPI"}}}}}}
+		return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Resource: "credentialissuers"}:             "CredentialIssuerList",
+			{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "jwtauthenticators"}:     "JWTAuthenticatorList",
+			{Group: "authentication.concierge.pinniped.dev", Version: "v1alpha1", Resource: "webhookauthenticators"}: "WebhookAuthenticatorList",
+		}, jwt, ci)
+	}
+	without := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Group: "config.concierge.pinniped.dev", Version: "v1alpha1", Resource: "credentialissuers"}: "CredentialIssuerList",
+	})
+	admin := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(admin, []byte(`apiVersion: v1
+kind: Config
+current-context: prod
+clusters:
+- {name: prod, cluster: {server: "https://prod:6443", certificate-authority-data: `+clusterCA+`}}
+- {name: staging, cluster: {server: "https://staging:6443", certificate-authority-data: `+clusterCA+`}}
+- {name: bare, cluster: {server: "https://bare:6443", certificate-authority-data: `+clusterCA+`}}
+contexts:
+- {name: prod, context: {cluster: prod, user: admin}}
+- {name: prod-again, context: {cluster: prod, user: admin}}
+- {name: staging, context: {cluster: staging, user: admin}}
+- {name: bare, context: {cluster: bare, user: admin}}
+users: [{name: admin, user: {token: x}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (*clientcmdapi.Config, string, error) {
+		var out, errOut bytes.Buffer
+		f := cmdutil.Test(nil, &out, &errOut, map[string]string{handoff.FrontPathEnv: "/usr/local/bin/pinniped"})
+		f.Dynamic = func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
+			cfg, err := cc.ClientConfig()
+			if err != nil {
+				return nil, nil, err
+			}
+			if strings.Contains(cfg.Host, "bare") {
+				return without, cfg, nil
+			}
+			return withAgent(), cfg, nil
+		}
+		cmd := NewCmdGet(f)
+		cmd.SetArgs(append([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation"}, args...))
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			return nil, errOut.String(), err
+		}
+		gen, err := clientcmd.Load(out.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gen, errOut.String(), nil
+	}
+
+	gen, stderr, err := run("--context", "staging", "--context", "prod")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if len(gen.Contexts) != 2 || gen.CurrentContext != "staging-pinniped" || gen.Clusters["prod-pinniped"].Server != "https://prod:6443" ||
+		gen.Clusters["staging-pinniped"].Server != "https://staging:6443" {
+		t.Fatalf("two contexts: %+v", gen.Contexts)
+	}
+	a, b := gen.AuthInfos["prod-pinniped"].Exec, gen.AuthInfos["staging-pinniped"].Exec
+	la, _ := flagset.ParseOIDC(a.Args[2:], func(string) string { return "" })
+	lb, _ := flagset.ParseOIDC(b.Args[2:], func(string) string { return "" })
+	if la == nil || lb == nil || la.SessionKey() != lb.SessionKey() {
+		t.Fatal("the two clusters' logins do not share one session")
+	}
+	if a.Env[0].Value != "prod-pinniped" || b.Env[0].Value != "staging-pinniped" {
+		t.Fatalf("the entries do not name their contexts: %v %v", a.Env, b.Env)
+	}
+
+	gen, stderr, err = run("--all-contexts")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if len(gen.Contexts) != 2 || !strings.Contains(stderr, "skipped, no pinniped agent there: bare") || !strings.Contains(stderr, `"prod-again" is the same cluster as "prod"`) {
+		t.Fatalf("--all-contexts: %v\n%s", gen.Contexts, stderr)
+	}
+	if _, stderr, err := run("--context", "bare"); err == nil {
+		t.Fatalf("a named context without the agent was skipped:\n%s", stderr)
+	}
+	if _, _, err := run("--context", "prod", "--all-contexts"); err == nil {
+		t.Fatal("--context with --all-contexts accepted")
+	}
+}
