@@ -44,8 +44,11 @@ type entry struct {
 }
 
 type indexEntry struct {
-	Key     string    `json:"key"`
-	Label   string    `json:"label,omitempty"`
+	Key   string `json:"key"`
+	Label string `json:"label,omitempty"`
+	// Session is the key of the OIDC session the credential came from
+	// ("" for a static token's), so status can group them.
+	Session string    `json:"session,omitempty"`
 	Expires time.Time `json:"expires"`
 	Created time.Time `json:"created"`
 }
@@ -135,6 +138,12 @@ func usable(cr *Credential) bool {
 // Put stores a credential and records it in the index, evicting expired and
 // excess entries.
 func (c *Cache) Put(ctx context.Context, key, label string, cred Credential) error {
+	return c.PutFrom(ctx, key, label, "", cred)
+}
+
+// PutFrom is Put for a credential made from the OIDC session under
+// session (a sessions key), which the index records beside it.
+func (c *Cache) PutFrom(ctx context.Context, key, label, session string, cred Credential) error {
 	if !usable(&cred) {
 		return errors.New("refusing to cache a credential without an expiry or secret")
 	}
@@ -149,7 +158,7 @@ func (c *Cache) Put(ctx context.Context, key, label string, cred Credential) err
 		if err := c.Store.Set(ctx, key, b); err != nil {
 			return nil, err
 		}
-		return append(without(idx, key), indexEntry{Key: key, Label: label, Expires: cred.ExpirationTimestamp, Created: now}), nil
+		return append(without(idx, key), indexEntry{Key: key, Label: label, Session: session, Expires: cred.ExpirationTimestamp, Created: now}), nil
 	})
 }
 
@@ -188,6 +197,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 type Entry struct {
 	Key     string
 	Label   string
+	Session string
 	Expires time.Time
 	Created time.Time
 }

@@ -185,7 +185,7 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 	if r.Cluster.Server != "" {
 		label = r.Cluster.Server + " via " + c.Issuer
 	}
-	storedIn := e.store(ctx, creds, key, label, cred, "the next kubectl call will log in again; check the cache's disk and permissions")
+	storedIn := e.store(ctx, creds, key, label, c.SessionKey(), cred, "the next kubectl call will log in again; check the cache's disk and permissions")
 	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	who, groups := tokens.Username, tokens.Groups
 	if c.Concierge != nil {
@@ -291,11 +291,11 @@ func (e *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token
 
 // store caches cred under key and says where, or that it could not (a
 // warning with what then happens, not an error: the credential works).
-func (e *Runner) store(ctx context.Context, creds *credcache.Cache, key, label string, cred *credcache.Credential, ifNot string) string {
+func (e *Runner) store(ctx context.Context, creds *credcache.Cache, key, label, session string, cred *credcache.Credential, ifNot string) string {
 	if creds == nil {
 		return "nowhere (caching disabled)"
 	}
-	if err := creds.Put(ctx, key, label, *cred); err != nil {
+	if err := creds.PutFrom(ctx, key, label, session, *cred); err != nil {
 		e.UI.Warn("could not cache the credential ("+err.Error()+")", ifNot)
 		return "nowhere (caching disabled)"
 	}

@@ -48,6 +48,6 @@ func (e *Runner) CredentialStatic(ctx context.Context, c *config.Static, r Reque
 		return nil, err
 	}
 	cred := &credcache.Credential{Token: cc.Token, ClientCertificateData: cc.ClientCertificateData, ClientKeyData: cc.ClientKeyData, ExpirationTimestamp: cc.ExpirationTimestamp.Time}
-	e.store(ctx, creds, key, "static token via "+c.Concierge.Endpoint, cred, "the next kubectl call will ask the agent again")
+	e.store(ctx, creds, key, "static token via "+c.Concierge.Endpoint, "", cred, "the next kubectl call will ask the agent again")
 	return cred, nil
 }

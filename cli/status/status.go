@@ -1,7 +1,7 @@
 // Package status implements `pinniped status`: which cluster credentials
-// are cached, where and until when, and whether pinniped proxy runs. It
-// reads the caches and the proxy's state files only: no network, never a
-// secret.
+// are cached, where and until when, grouped by the login session they came
+// from, and whether pinniped proxy runs. It reads the caches and the
+// proxy's state files only: no network, never a secret or an identity.
 package status
 
 import (
@@ -14,11 +14,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
 // NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.
@@ -27,9 +30,11 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.C
 		Use:   "status",
 		Short: "Show which cluster credentials are cached, where, and until when",
 		Long: `status lists the cluster credentials "pinniped login" has cached, in the OS
-keyring and in its file fallback, with when each expires. It never shows a
-secret. It also says whether "pinniped proxy" runs, where, and the state of
-each context it serves.`,
+keyring and in its file fallback, with when each expires, under the login
+session each came from: clusters that trust one issuer share one session,
+so one login serves them all, and the session says whether it can renew
+them without you. It never shows a secret. It also says whether "pinniped
+proxy" runs, where, and the state of each context it serves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -41,7 +46,9 @@ each context it serves.`,
 }
 
 // run lists every store a keyring-mode login may have written to (the
-// keyring and its file fallback), then the proxy.
+// keyring and its file fallback), grouped by the OIDC session each
+// credential came from (clusters that trust one issuer share one login),
+// then the proxy.
 func run(ctx context.Context, f *cmdutil.Factory) error {
 	stores, err := f.Caches.Everywhere("keyring")
 	if err != nil {
@@ -52,9 +59,14 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 		return err
 	}
 	now := f.Now()
-	any := false
+	type cached struct {
+		credcache.Entry
+		store cache.Store
+	}
+	bySession := map[string][]cached{}
+	var sessionKeys []string
 	for _, st := range stores {
-		entries, err := (&credcache.Cache{Store: st, LockDir: lockDir}).List(ctx)
+		entries, err := (&credcache.Cache{Store: st, LockDir: lockDir, Now: f.Now}).List(ctx)
 		if err != nil && (credstore.IsKeyring(st) || errors.Is(err, privatedir.ErrNotPrivate)) {
 			fmt.Fprintf(f.IO.ErrOut, "! %s: %v\n", st.Describe(), err)
 			continue
@@ -63,19 +75,64 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 			return fmt.Errorf("%s: %w", st.Describe(), err)
 		}
 		for _, e := range entries {
-			any = true
-			fmt.Fprintf(f.IO.Out, "%-60s expires in %-8s (%s)  stored in %s\n", e.Label,
-				e.Expires.Sub(now).Round(time.Second), e.Expires.Local().Format(time.Kitchen), st.Describe())
+			if _, ok := bySession[e.Session]; !ok && e.Session != "" {
+				sessionKeys = append(sessionKeys, e.Session)
+			}
+			bySession[e.Session] = append(bySession[e.Session], cached{e, st})
 		}
 	}
-	if !any {
+	if len(bySession) == 0 {
 		fmt.Fprintln(f.IO.Out, "No cached credentials.")
+	}
+	line := func(indent string, c cached) {
+		fmt.Fprintf(f.IO.Out, "%s%-60s expires in %-8s (%s)  stored in %s\n", indent, c.Label,
+			c.Expires.Sub(now).Round(time.Second), c.Expires.Local().Format(time.Kitchen), c.store.Describe())
+	}
+	for _, key := range sessionKeys {
+		fmt.Fprintln(f.IO.Out, sessionLine(ctx, stores, lockDir, key, now))
+		for _, c := range bySession[key] {
+			line("  ", c)
+		}
+	}
+	if rest := bySession[""]; len(rest) > 0 {
+		if len(sessionKeys) > 0 {
+			fmt.Fprintln(f.IO.Out, "Credentials of no session (static tokens, or cached by an older pinniped):")
+		}
+		for _, c := range rest {
+			line("  ", c)
+		}
 	}
 	dir, err := state.DefaultDir(credstore.Places{Getenv: f.Getenv})
 	if err != nil {
 		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
 	}
 	return printProxy(f.IO.Out, dir, now)
+}
+
+// sessionLine says what a session is (its issuer and client) and what it
+// can still do: the credentials under it are renewed from it without a
+// person while its refresh token lasts. Never a token or an identity.
+func sessionLine(ctx context.Context, stores []cache.Store, lockDir, key string, now time.Time) string {
+	for _, st := range stores {
+		t, err := (&sessions.Cache{Store: st, LockDir: lockDir}).Load(ctx, key)
+		if err != nil || t == nil {
+			continue
+		}
+		where := "an issuer (recorded by an older pinniped)"
+		if t.Issuer != nil {
+			where = termsafe.Visible(t.Issuer.URL) + " (client " + termsafe.Visible(t.Issuer.ClientID) + ")"
+		}
+		renews := "no refresh token: the next renewal after it expires asks you to log in"
+		if t.RefreshToken != "" {
+			renews = "renewed without you while the issuer honours its refresh token"
+		}
+		idToken := "ID token expired"
+		if t.IDTokenExpiry.After(now) {
+			idToken = "ID token valid until " + t.IDTokenExpiry.Local().Format(time.Kitchen)
+		}
+		return fmt.Sprintf("Session at %s, in %s: %s; %s. Its clusters:", where, st.Describe(), idToken, renews)
+	}
+	return "A session no longer cached (pinniped logout, or expired); its clusters until their credentials expire:"
 }
 
 // printProxy writes `pinniped status`'s lines about the proxy whose

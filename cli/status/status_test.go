@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cache/filestore"
+	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 )
@@ -57,5 +60,52 @@ func TestRunningProxy(t *testing.T) {
 	}
 	if strings.Contains(got, "-5m") {
 		t.Errorf("status said %q: an expired credential as a negative duration", got)
+	}
+}
+
+// TestGroupedBySession: credentials are listed under the session they came
+// from (two clusters, one login), with what the session can still do;
+// a static token's credential is listed apart.
+func TestGroupedBySession(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	config := t.TempDir()
+	store := &filestore.Store{Dir: filepath.Join(config, "pinniped", "credentials")}
+	if err := (&sessions.Cache{Store: store}).Put(ctx, "sess-1", &sessions.Tokens{IDToken: "x", IDTokenExpiry: now.Add(time.Hour), RefreshToken: "r",
+		Issuer: &sessions.Issuer{URL: "https://dex.example.com", ClientID: "pinniped-cli"}}); err != nil {
+		t.Fatal(err)
+	}
+	creds := &credcache.Cache{Store: store, Now: func() time.Time { return now }}
+	cred := func(d time.Duration) credcache.Credential {
+		return credcache.Credential{Token: "t", ExpirationTimestamp: now.Add(d)}
+	}
+	for _, c := range []struct{ key, label, session string }{
+		{"cred-a", "https://prod:6443 via https://dex.example.com", "sess-1"},
+		{"cred-b", "https://staging:6443 via https://dex.example.com", "sess-1"},
+		{"cred-c", "static token via https://agent", ""},
+	} {
+		if err := creds.PutFrom(ctx, c.key, c.label, c.session, cred(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	f := cmdutil.Test(nil, &out, &out, map[string]string{"XDG_CONFIG_HOME": config})
+	f.Now = func() time.Time { return now }
+	cmd := NewCmdStatus(f, nil)
+	cmd.SetArgs(nil)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	session := strings.Index(got, "Session at https://dex.example.com (client pinniped-cli)")
+	prod, staging := strings.Index(got, "  https://prod:6443"), strings.Index(got, "  https://staging:6443")
+	apart := strings.Index(got, "Credentials of no session")
+	static := strings.Index(got, "  static token via")
+	if session < 0 || prod < session || staging < session || apart < prod || apart < staging || static < apart ||
+		!strings.Contains(got, "renewed without you") {
+		t.Fatalf("status:\n%s", got)
+	}
+	if strings.Contains(got, "\"r\"") || strings.Contains(got, " t ") {
+		t.Fatalf("status shows a token:\n%s", got)
 	}
 }
