@@ -69,6 +69,9 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// A person ran this: the cool-off that holds back callers nobody
+		// watches (IDEs) never holds it back, even without a terminal.
+		runner.CoolOff = -1
 		cred, err = runner.CredentialOIDC(ctx, c, req)
 		if err = view.Finish(err); err != nil {
 			return err

@@ -1,0 +1,252 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pinniped-kit/pinniped/e2e/testbed"
+)
+
+// TestQuietInAFullScreenClient: a full-screen client (e2e/internal/
+// fullscreen, standing in for k9s) asks the cluster who it is every second
+// through the exec plugin, which writes to the client's own terminal;
+// across credential renewals (1-minute credentials) nothing but the
+// client's own screen is ever drawn there.
+func TestQuietInAFullScreenClient(t *testing.T) {
+	if Bed.Config().Profile != testbed.ProfileKubeadm {
+		t.Skip("the renewal is the same code on both profiles; kubeadm renews client certificates")
+	}
+	pinniped := installAgent(t, "--credential-ttl=1m")
+	alice := testbed.DexUsers[0]
+	kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
+	raw, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "credentials.log")
+	entry := raw.AuthInfos[raw.Contexts[raw.CurrentContext].AuthInfo].Exec
+	entry.Command = countingPlugin(t, dir, entry.Command, log)
+	entry.Env = append(entry.Env,
+		clientcmdapi.ExecEnvVar{Name: "XDG_CONFIG_HOME", Value: filepath.Join(dir, "config")},
+		clientcmdapi.ExecEnvVar{Name: "PINNIPED_USERNAME", Value: alice.Email},
+		clientcmdapi.ExecEnvVar{Name: "PINNIPED_PASSWORD", Value: alice.Password})
+	fleetKC := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, fleetKC); err != nil {
+		t.Fatal(err)
+	}
+	client := BuildStatic(t, "./e2e/internal/fullscreen")
+	term := NewTmux(t, 100, 20, client, fleetKC)
+
+	// The client's screen is these lines and nothing else.
+	own := func(line string) bool {
+		for _, p := range []string{"FULLSCREEN CLIENT", "calls ", "last "} {
+			if strings.HasPrefix(line, p) {
+				return true
+			}
+		}
+		return strings.TrimSpace(line) == ""
+	}
+	term.WaitFor(60*time.Second, "the first answer", func(s string) bool { return strings.Contains(s, "last ok "+alice.Email) })
+	deadline := time.Now().Add(4 * time.Minute)
+	screens := 0
+	for time.Now().Before(deadline) && len(credentialsSeen(log)) < 3 {
+		s := term.Screen()
+		screens++
+		for _, line := range strings.Split(s, "\n") {
+			if !own(line) {
+				t.Fatalf("foreign text on the client's screen (after %d credentials):\n%s", len(credentialsSeen(log)), s)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if n := len(credentialsSeen(log)); n < 3 {
+		t.Fatalf("only %d credentials in 4 minutes: the renewals this test is about did not happen", n)
+	}
+	final := term.Screen()
+	if !strings.Contains(final, "failed 0") {
+		t.Fatalf("calls failed across the renewals:\n%s", final)
+	}
+	t.Logf("%d credentials (%d renewals), %d screens read, none with foreign text:\n%s", len(credentialsSeen(log)), len(credentialsSeen(log))-1, screens, final)
+}
+
+// TestNoPromptStorm: an IDE runs kubectl without a terminal every second
+// or so, each call given up after 20 s; nobody completes the browser login
+// the first one starts. At most one browser opens; every other call fails
+// fast with one line saying a login waits and the command that logs in
+// ahead; a person's `pinniped login --context` then serves them all from
+// the cache. (The cool-off is shortened to 2 minutes, and the calls to 50
+// over 75 s, so the test takes minutes.)
+func TestNoPromptStorm(t *testing.T) {
+	pinniped := installAgent(t)
+	// Files of the test's own: nothing another test left in the keyring.
+	kc := userKubeconfig(t, pinniped, "--credential-cache=file")
+	raw, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contextName := raw.CurrentContext
+	dir := t.TempDir()
+	opens := filepath.Join(dir, "opens")
+	opener := filepath.Join(dir, "open-browser")
+	if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" >> "+opens+"\n"), 0o700); err != nil { //nolint:gosec // G306: an executable of the test's
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config")
+	env := append(BedEnv(), "KUBECONFIG="+kc, "XDG_CONFIG_HOME="+config, "BROWSER="+opener, "PINNIPED_LOGIN_COOLOFF=2m")
+
+	type call struct {
+		took   time.Duration
+		err    error
+		stderr string
+	}
+	var mu sync.Mutex
+	var calls []call
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "kubectl", "get", "namespaces", "-o", "name")
+			cmd.Env = env
+			// What an IDE does at its timeout: the call, plugin and all, is gone.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			start := time.Now()
+			err := cmd.Run()
+			mu.Lock()
+			calls = append(calls, call{time.Since(start), err, stderr.String()})
+			mu.Unlock()
+		}()
+		time.Sleep(1500 * time.Millisecond)
+	}
+	wg.Wait()
+	opened, _ := os.ReadFile(opens)
+	if n := strings.Count(string(opened), "\n"); n != 1 {
+		t.Fatalf("%d browsers opened for 50 calls nobody watches, want 1", n)
+	}
+	fast, slow := 0, 0
+	for _, c := range calls {
+		switch {
+		case c.err == nil:
+			t.Fatalf("a call succeeded although nobody logged in:\n%s", c.stderr)
+		case c.took >= 15*time.Second:
+			slow++ // the one that opened the browser, given up by the "IDE"
+		case !strings.Contains(c.stderr, "a login is waiting for you") || !strings.Contains(c.stderr, "pinniped login --context "+contextName):
+			t.Fatalf("a call failed without the one line saying what to do (after %v):\n%s", c.took, c.stderr)
+		default:
+			fast++
+		}
+	}
+	if slow > 1 {
+		t.Fatalf("%d calls waited out their timeout, want only the one that opened the browser", slow)
+	}
+	t.Logf("50 calls: 1 browser, %d answered at once with the cool-off's line, %d waited (the browser's)", fast, slow)
+
+	// A person logs in ahead; then every call is served from the cache.
+	login := startBrowserCommand(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config, "PINNIPED_LOGIN_COOLOFF=2m"}, nil,
+		pinniped, "login", "--context", contextName)
+	bctx, cancel := Browser(t, context.Background())
+	defer cancel()
+	dexLogin(t, bctx, login.URL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
+	login.wait(t, 60*time.Second, func() string { return pageState(bctx) })
+	if !strings.Contains(login.stderr.String(), "is logged in") {
+		t.Fatalf("pinniped login --context said:\n%s", login.stderr.String())
+	}
+	for i := range 5 {
+		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces", "-o", "name")
+		cmd.Env = env
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), "namespace/kube-system") || stderr.Len() != 0 {
+			t.Fatalf("call %d after the login ahead: %v\n%s%s", i, err, out, stderr.String())
+		}
+	}
+	if opened, _ := os.ReadFile(opens); strings.Count(string(opened), "\n") != 1 {
+		t.Fatal("a browser opened for a call after the login ahead")
+	}
+}
+
+// TestFleetOneLogin: one `get kubeconfig` call for two contexts (the bed's
+// cluster reached at two addresses, standing in for two clusters) writes
+// one kubeconfig; clusters that trust one issuer share its session, so one
+// browser login serves both, and status lists both under it.
+func TestFleetOneLogin(t *testing.T) {
+	if Bed.Config().Profile != testbed.ProfileKubeadm {
+		t.Skip("the login is the same on both profiles; kubeadm reaches the API server at either address")
+	}
+	pinniped := installAgent(t)
+	_ = userKubeconfig(t, pinniped) // the developers' view rights
+	cfg := Bed.Config()
+	admin, err := clientcmd.LoadFromFile(cfg.AdminKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := admin.Contexts[admin.CurrentContext]
+	base := admin.Clusters[cur.Cluster]
+	east, west := base.DeepCopy(), base.DeepCopy()
+	west.Server = fmt.Sprintf("https://127.0.0.1:%d", cfg.APIServerPort)
+	admin.Clusters = map[string]*clientcmdapi.Cluster{"east": east, "west": west}
+	admin.Contexts = map[string]*clientcmdapi.Context{
+		"east": {Cluster: "east", AuthInfo: cur.AuthInfo}, "west": {Cluster: "west", AuthInfo: cur.AuthInfo}}
+	admin.CurrentContext = "east"
+	dir := t.TempDir()
+	adminKC := filepath.Join(dir, "admin.kubeconfig")
+	if err := clientcmd.WriteToFile(*admin, adminKC); err != nil {
+		t.Fatal(err)
+	}
+	fleet := filepath.Join(dir, "fleet.kubeconfig")
+	Run(t, nil, pinniped, "get", "kubeconfig", "--kubeconfig", adminKC, "--context", "east", "--context", "west", "--credential-cache=file", "-o", fleet)
+	gen, err := clientcmd.LoadFromFile(fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gen.Contexts) != 2 || gen.Clusters["west-pinniped"] == nil || gen.Clusters["west-pinniped"].Server != west.Server {
+		t.Fatalf("one kubeconfig for two clusters: %v", gen.Contexts)
+	}
+
+	config := filepath.Join(dir, "config")
+	run := startBrowserKubectl(t, []string{"KUBECONFIG=" + fleet, "XDG_CONFIG_HOME=" + config}, nil, "--context", "east-pinniped", "get", "namespaces", "-o", "name")
+	bctx, cancel := Browser(t, context.Background())
+	defer cancel()
+	dexLogin(t, bctx, run.URL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
+	if out := run.wait(t, 60*time.Second, func() string { return pageState(bctx) }); !strings.Contains(out, "namespace/kube-system") {
+		t.Fatalf("east: %q", out)
+	}
+	// West: no browser (BROWSER=false fails a login that opens one), the
+	// session serves.
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	cmd := exec.CommandContext(wctx, "kubectl", "--context", "west-pinniped", "get", "namespaces", "-o", "name")
+	cmd.Env = append(BedEnv(), "KUBECONFIG="+fleet, "XDG_CONFIG_HOME="+config, "BROWSER=false")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "namespace/kube-system") || stderr.Len() != 0 {
+		t.Fatalf("west, after east's login: %v\n%s%s", err, out, stderr.String())
+	}
+	status := Run(t, []string{"XDG_CONFIG_HOME=" + config, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR="}, pinniped, "status")
+	session := strings.Index(status, "Session at "+cfg.DexIssuer())
+	if session < 0 || strings.Index(status, east.Server) < session || strings.Index(status, west.Server) < session || strings.Count(status, "Session at") != 1 {
+		t.Fatalf("status does not list both clusters under the one session:\n%s", status)
+	}
+}
