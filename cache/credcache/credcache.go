@@ -231,10 +231,7 @@ func (c *Cache) Clear(ctx context.Context) (int, error) {
 		n = len(idx)
 		return nil, nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
+	return n, err
 }
 
 // updateIndex applies fn, then drops expired entries and caps the size,
@@ -266,7 +263,7 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) ([]indexE
 			keep = keep[1:]
 		}
 		if keep == nil {
-			keep = []indexEntry{} // written as [], as before: an empty index, not none
+			keep = []indexEntry{} // an empty index ([]), not none: only Clear removes it
 		}
 		return keep, nil
 	})

@@ -26,6 +26,10 @@ type List[E any] struct {
 	LockDir string
 	// What names the index in errors ("the credential index").
 	What string
+	// Lenient reads an index the store cannot read (a keyring that does
+	// not answer) as empty, for Update too: a cache whose entries matter
+	// less than going on (the session cache: at worst one more login).
+	Lenient bool
 
 	mu sync.Mutex
 }
@@ -39,6 +43,9 @@ func (l *List[E]) Read(ctx context.Context) ([]E, error) {
 		return nil, nil
 	}
 	if err != nil {
+		if l.Lenient {
+			return nil, nil
+		}
 		return nil, err
 	}
 	var list []E

@@ -79,7 +79,9 @@ func Replace(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	// ".tmp-" first: the stores' RemoveAll takes such leftovers of a crash
+	// (they may hold a credential) with the rest.
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ type Cache struct {
 // serialises this process's own rewrites).
 func (c *Cache) index() *index.List[string] {
 	c.once.Do(func() {
-		c.idx = &index.List[string]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the session index"}
+		c.idx = &index.List[string]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the session index", Lenient: true}
 	})
 	return c.idx
 }
