@@ -28,6 +28,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
+	"github.com/pinniped-kit/pinniped/cli/shellquote"
 	"github.com/pinniped-kit/pinniped/cli/ui"
 	"github.com/pinniped-kit/pinniped/cli/ui/loginview"
 	"github.com/pinniped-kit/pinniped/cli/ui/tty"
@@ -387,24 +388,11 @@ func (p *proxy) announce() {
 	if notPinniped > 0 {
 		b = fmt.Appendf(b, "(%d other contexts do not use pinniped login and are not served.)\n", notPinniped)
 	}
-	b = fmt.Appendf(b, "Use the kubeconfig %s (same context names), e.g.:\n  export KUBECONFIG=%s\n", p.o.KubeconfigOut, shellQuote(p.o.KubeconfigOut))
+	b = fmt.Appendf(b, "Use the kubeconfig %s (same context names), e.g.:\n  export KUBECONFIG=%s\n", p.o.KubeconfigOut, shellquote.Quote(p.o.KubeconfigOut))
 	if p.interactive {
 		b = append(b, "Logins that need you are shown here. Stop with Ctrl-C.\n"...)
 	} else {
 		b = append(b, "No terminal: logins that need a person are not started here; log in with the original kubeconfig and the proxy uses that session. Stop with SIGTERM or Ctrl-C.\n"...)
 	}
 	_, _ = p.out.Write(b)
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	safe := func(r rune) bool {
-		return strings.ContainsRune("/.-_~", r) || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-	}
-	for _, r := range s {
-		if !safe(r) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return s
 }

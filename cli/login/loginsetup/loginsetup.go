@@ -8,6 +8,7 @@ package loginsetup
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
+	"github.com/pinniped-kit/pinniped/cli/shellquote"
 	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/cli/warnonce"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
@@ -70,13 +73,15 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 	}
 	e.LoginHint = LoginHint(f.Getenv)
 	if v := f.Getenv("PINNIPED_LOGIN_COOLOFF"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("PINNIPED_LOGIN_COOLOFF=%q is not a duration (e.g. 5m; 0 turns the cool-off off)", v)
-		}
-		e.CoolOff = d
-		if d == 0 {
+		switch d, err := time.ParseDuration(v); {
+		case err != nil:
+			// A typo must not cost the login itself.
+			view.Warn(fmt.Sprintf("PINNIPED_LOGIN_COOLOFF=%q is not a duration (%v)", termsafe.Visible(v), err),
+				"using "+login.DefaultCoolOff.String()+"; set e.g. 10m, or 0 to turn the cool-off off")
+		case d == 0:
 			e.CoolOff = -1
+		default:
+			e.CoolOff = d
 		}
 	}
 	if Debug(f) {
@@ -117,15 +122,19 @@ func Quiet(f *cmdutil.Factory, cacheMode string, o ui.LoginOptions) ui.LoginOpti
 	return o
 }
 
-// LoginHint is that command: `pinniped login --context NAME`, or plain
-// `pinniped login` (the current context) when the entry names none.
+// LoginHint is the command a person runs to log in ahead for this login:
+// `pinniped login --context NAME` for the context the exec entry names
+// (kubeconfig.ContextEnv), with the kubeconfig the calling tool reads
+// ($KUBECONFIG, as kubectl hands it to the plugin). Without a name it
+// cannot be told which context is meant, and says so.
 func LoginHint(getenv func(string) string) string {
 	name := getenv(kubeconfig.ContextEnv)
 	if name == "" {
-		return "pinniped login"
+		return "pinniped login --context <the context your tool uses>"
 	}
-	if strings.ContainsAny(name, " \t'\"$`\\") {
-		name = "'" + strings.ReplaceAll(name, "'", `'\''`) + "'"
+	hint := "pinniped login --context " + shellquote.Quote(termsafe.Visible(name))
+	if kc := getenv("KUBECONFIG"); kc != "" && !strings.ContainsRune(kc, filepath.ListSeparator) {
+		hint += " --kubeconfig " + shellquote.Quote(termsafe.Visible(kc))
 	}
-	return "pinniped login --context " + name
+	return hint
 }
