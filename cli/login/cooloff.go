@@ -1,6 +1,7 @@
 package login
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
@@ -45,9 +47,24 @@ func pendingName(sessionKey string) string {
 }
 
 // waitingSince is when a login needing a person was started for the
-// session lately, if one was and has not finished; zero otherwise.
+// session lately (within the cool-off), if one was and has not finished;
+// zero otherwise.
 func (e *Runner) waitingSince(sessionKey string) time.Time {
-	if e.LockDir == "" || e.coolOff() == 0 {
+	started := e.markedSince(sessionKey)
+	if started.IsZero() {
+		return started
+	}
+	if age := e.now().Sub(started); age < 0 || age >= e.coolOff() {
+		return time.Time{}
+	}
+	return started
+}
+
+// markedSince is when the login recorded for the session started, however
+// long ago (it may still run: a login's --timeout outlasts the cool-off);
+// zero when none is recorded.
+func (e *Runner) markedSince(sessionKey string) time.Time {
+	if e.LockDir == "" || e.coolOff() == 0 || sessionKey == "" {
 		return time.Time{}
 	}
 	raw, err := privatedir.ReadFile(e.LockDir, pendingName(sessionKey))
@@ -55,13 +72,48 @@ func (e *Runner) waitingSince(sessionKey string) time.Time {
 		return time.Time{}
 	}
 	var p pending
-	if json.Unmarshal(raw, &p) != nil || p.Started.IsZero() {
-		return time.Time{}
-	}
-	if age := e.now().Sub(p.Started); age < 0 || age >= e.coolOff() {
+	if json.Unmarshal(raw, &p) != nil {
 		return time.Time{}
 	}
 	return p.Started
+}
+
+// slice is how long a caller nobody watches waits for a lock at a time
+// before it looks again whether the holder waits for a person.
+const slice = 500 * time.Millisecond
+
+// lockOrCoolOff takes the lock called name (a credential's or a session's)
+// as lock does, but does not wait out a login that waits for a person:
+// while the lock is held by a login recorded for sessionKey, a caller
+// nobody watches fails at once (ErrLoginWaiting), and a person is told
+// why they wait. It looks again between short waits, so a login recorded
+// only after this caller began waiting is found too.
+func (e *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, interactive bool) (func(), error) {
+	if e.coolOff() == 0 || sessionKey == "" || e.Store == nil || e.LockDir == "" {
+		return e.lock(ctx, name, interactive)
+	}
+	timeout := e.lockTimeout(interactive)
+	deadline := e.now().Add(timeout)
+	told := false
+	for {
+		unlock, err := e.lockName(ctx, name, min(slice, timeout))
+		if !errors.Is(err, lock.ErrBusy) {
+			return unlock, err
+		}
+		if since := e.markedSince(sessionKey); !since.IsZero() {
+			if !e.watched() {
+				return nil, e.coolingOff(since, true)
+			}
+			if !told {
+				told = true
+				e.UI.Warn(fmt.Sprintf("another login of this session, started %s ago, is waiting in the browser (or for a device code)",
+					e.now().Sub(since).Round(time.Second)), "finish it there; this one goes on when it ends")
+			}
+		}
+		if ctx.Err() != nil || !e.now().Before(deadline) {
+			return nil, err
+		}
+	}
 }
 
 // markWaiting records that a login needing a person starts now; clear
@@ -101,25 +153,20 @@ func (e *Runner) coolingOff(since time.Time, running bool) error {
 		ErrLoginWaiting, age, login, again)
 }
 
-// waitingSinceUnwatched is waitingSince for a caller nobody watches; a
-// person at a terminal (CanPrompt) is never held back: zero.
-func (e *Runner) waitingSinceUnwatched(sessionKey string) time.Time {
-	if e.CanPrompt {
-		return time.Time{}
-	}
-	return e.waitingSince(sessionKey)
-}
-
-// startUnwatched is called as a login that needs a person starts: for a
-// caller nobody watches, it refuses while another such login of the
-// session is recent, and otherwise records this one.
-func (e *Runner) startUnwatched(sessionKey string) error {
-	if e.CanPrompt {
-		return nil
-	}
-	if since := e.waitingSince(sessionKey); !since.IsZero() {
-		return e.coolingOff(since, false)
+// startPersonLogin is called as a login that needs a person starts: for
+// a caller nobody watches, it refuses while another such login of the
+// session is recent. Every such login is recorded, so that callers nobody
+// watches do not wait on it either.
+func (e *Runner) startPersonLogin(sessionKey string) error {
+	if !e.watched() {
+		if since := e.waitingSince(sessionKey); !since.IsZero() {
+			return e.coolingOff(since, false)
+		}
 	}
 	e.markWaiting(sessionKey)
 	return nil
 }
+
+// watched: a person is there (at a terminal, or ran the login
+// themselves), who is never held back by the cool-off.
+func (e *Runner) watched() bool { return e.CanPrompt || e.Attended }

@@ -112,6 +112,9 @@ type Runner struct {
 	// login (`pinniped login --context NAME`), named in the error of a
 	// caller that cannot.
 	LoginHint string
+	// Attended: a person ran this login themselves (pinniped login
+	// --context), even without a terminal to type into; never held back.
+	Attended bool
 
 	lockWarning sync.Once
 }
@@ -219,15 +222,7 @@ func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key, 
 		return hit, nil, nil
 	}
 	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
-	var unlock func()
-	if since := e.waitingSinceUnwatched(sessionKey); sessionKey != "" && !since.IsZero() {
-		unlock, err = e.lockName(ctx, key, time.Second)
-		if errors.Is(err, lock.ErrBusy) {
-			return nil, nil, e.coolingOff(since, true)
-		}
-	} else {
-		unlock, err = e.lock(ctx, key, interactive)
-	}
+	unlock, err := e.lockOrCoolOff(ctx, key, sessionKey, interactive)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -417,14 +412,19 @@ func (e *Runner) cached(ctx context.Context, c *credcache.Cache, key string) (*c
 }
 
 func (e *Runner) lock(ctx context.Context, key string, interactive bool) (func(), error) {
-	timeout := e.LockTimeout
-	if timeout == 0 {
-		timeout = 2 * time.Minute
-		if interactive {
-			timeout = 15 * time.Minute // someone may be typing a password in the other login
-		}
+	return e.lockName(ctx, key, e.lockTimeout(interactive))
+}
+
+// lockTimeout bounds the wait for another process's login: longer when a
+// person may be typing a password in it.
+func (e *Runner) lockTimeout(interactive bool) time.Duration {
+	if e.LockTimeout != 0 {
+		return e.LockTimeout
 	}
-	return e.lockName(ctx, key, timeout)
+	if interactive {
+		return 15 * time.Minute
+	}
+	return 2 * time.Minute
 }
 
 // lockName takes the cross-process lock called name, waiting up to timeout.
@@ -468,15 +468,7 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 	// so one refresh or login per session at a time; whoever waited finds
 	// the session the first one saved. A caller nobody watches does not
 	// wait out a login that waits for a person: it says so at once.
-	var unlock func()
-	if since := e.waitingSinceUnwatched(sk); !since.IsZero() {
-		unlock, err = e.lockName(ctx, sk, time.Second)
-		if errors.Is(err, lock.ErrBusy) {
-			return nil, false, e.coolingOff(since, true)
-		}
-	} else {
-		unlock, err = e.lock(ctx, sk, interactive)
-	}
+	unlock, err := e.lockOrCoolOff(ctx, sk, sk, interactive)
 	if err != nil {
 		return nil, false, err
 	}
@@ -498,6 +490,7 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 		fresh, err := p.Refresh(ctx, session.RefreshToken)
 		if err == nil {
 			e.saveSession(ctx, sk, c, fresh)
+			e.clearWaiting(sk)
 			return fresh, true, nil
 		}
 		e.UI.Warn("could not refresh the session ("+err.Error()+")", "logging in again")
@@ -554,7 +547,7 @@ func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 		if e.Unattended {
 			return nil, fmt.Errorf("%w: the device flow shows a code to enter", ErrNeedsPerson)
 		}
-		if err := e.startUnwatched(c.SessionKey()); err != nil {
+		if err := e.startPersonLogin(c.SessionKey()); err != nil {
 			return nil, err
 		}
 		return p.DeviceLogin(ctx, e.UI)
@@ -562,7 +555,7 @@ func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 	if e.Unattended {
 		return nil, fmt.Errorf("%w: the browser login", ErrNeedsPerson)
 	}
-	if err := e.startUnwatched(c.SessionKey()); err != nil {
+	if err := e.startPersonLogin(c.SessionKey()); err != nil {
 		return nil, err
 	}
 	if !e.CanPrompt {

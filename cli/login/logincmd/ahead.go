@@ -71,7 +71,7 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 		}
 		// A person ran this: the cool-off that holds back callers nobody
 		// watches (IDEs) never holds it back, even without a terminal.
-		runner.CoolOff = -1
+		runner.Attended = true
 		cred, err = runner.CredentialOIDC(ctx, c, req)
 		if err = view.Finish(err); err != nil {
 			return err
