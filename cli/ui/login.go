@@ -63,8 +63,10 @@ type Login struct {
 func ForLogin(o LoginOptions) *Login {
 	lines := &plain.Login{Err: o.Out, Getenv: o.Getenv, Open: o.Open}
 	var view loginview.View = lines
+	var onStart func()
 	if o.Quiet {
-		view = &quiet{View: lines, once: o.Once}
+		q := &quiet{View: lines, once: o.Once}
+		view, onStart = q, q.engage
 	}
 	l := &Login{View: view, CanPrompt: o.Interactive && tty.IsTerminal(o.In)}
 	if l.CanPrompt {
@@ -73,6 +75,7 @@ func ForLogin(o LoginOptions) *Login {
 	if o.Interactive && o.Cancel != nil && tty.ScreenUsable(o.In, o.Out, o.Getenv) {
 		l.screen = tui.NewLogin(tui.LoginOptions{
 			In: o.In, Out: o.Out, Issuer: o.Issuer, Cancel: o.Cancel, Plain: view, Getenv: o.Getenv, Open: o.Open, Now: o.Now,
+			OnStart: onStart,
 		})
 		l.View = l.screen
 	}

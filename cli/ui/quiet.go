@@ -13,8 +13,9 @@ import (
 // it, and full-screen clients (k9s) run the plugin with their own terminal
 // as its stderr, where lines would be drawn over their screen. Once the
 // login needs the person (a link to open, a code, a question) it shows the
-// steps so far and everything after. Warnings are shown when once allows
-// (once per cause per day); failures are the command's to print.
+// steps so far and everything after. Until then a warning is shown when
+// once allows (once per cause per day); failures are the command's to
+// print.
 type quiet struct {
 	loginview.View
 	once func(warning string) bool
@@ -51,8 +52,13 @@ func (q *quiet) Step(msg string) {
 	q.View.Step(msg)
 }
 
+// Warn shows a warning of a login nobody takes part in once per cause per
+// day (once); a person taking part sees every one.
 func (q *quiet) Warn(problem, next string) {
-	if q.once != nil && !q.once(problem) {
+	q.mu.Lock()
+	engaged := q.engaged
+	q.mu.Unlock()
+	if !engaged && q.once != nil && !q.once(problem) {
 		return
 	}
 	q.View.Warn(problem, next)

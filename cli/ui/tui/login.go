@@ -35,6 +35,10 @@ type LoginOptions struct {
 	Open func(url string) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnStart, when set, is called as the screen is about to start: the
+	// login needs the person from now on (Plain may then stop holding its
+	// lines back, for when the screen cannot start or ends early).
+	OnStart func()
 
 	// programOptions are for tests (fixed size, no real terminal).
 	programOptions []tea.ProgramOption
@@ -80,6 +84,9 @@ func (l *Login) start() bool {
 	if l.prog != nil {
 		l.mu.Unlock()
 		return true
+	}
+	if l.o.OnStart != nil {
+		l.o.OnStart()
 	}
 	ready := make(chan struct{})
 	var once sync.Once
