@@ -8,9 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
@@ -54,6 +56,7 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 	if err := kc.Login.Validate(); err != nil {
 		return fmt.Errorf("context %q: its pinniped login would fail: %w", kc.Name, err)
 	}
+	f := o.asPlugin(kc.Exec)
 	req := login.Request{Cluster: kc.Cluster, Interactive: true}
 	var cred *credcache.Credential
 	if c := kc.Login.OIDC; c != nil {
@@ -62,10 +65,10 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 		ctx, cancelLogin := context.WithCancelCause(ctx)
 		defer cancelLogin(nil)
 		view := ui.ForLogin(ui.LoginOptions{
-			In: o.f.IO.In, Out: o.f.IO.ErrOut, Interactive: true, Getenv: o.f.Getenv, Open: o.f.Browser, Now: o.f.Now,
+			In: f.IO.In, Out: f.IO.ErrOut, Interactive: true, Getenv: f.Getenv, Open: f.Browser, Now: f.Now,
 			Issuer: c.Issuer, Cancel: cancelLogin,
 		})
-		runner, err := loginsetup.NewOIDC(o.f, c, view)
+		runner, err := loginsetup.NewOIDC(f, c, view)
 		if err != nil {
 			return err
 		}
@@ -77,15 +80,24 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 			return err
 		}
 	} else {
+		// A static token never needs a person; with the agent, its
+		// credential is cached ahead all the same.
 		c := kc.Login.Static
-		view := ui.ForLogin(ui.LoginOptions{In: o.f.IO.In, Out: o.f.IO.ErrOut, Getenv: o.f.Getenv, Open: o.f.Browser})
-		runner, err := loginsetup.New(o.f, c.CredentialCache, view)
+		if c.Concierge == nil {
+			fmt.Fprintf(o.f.IO.ErrOut, "Context %s logs in with a static token, which needs nobody: nothing to do ahead.\n", termsafe.Visible(kc.Name))
+			return nil
+		}
+		view := ui.ForLogin(ui.LoginOptions{In: f.IO.In, Out: f.IO.ErrOut, Getenv: f.Getenv, Open: f.Browser})
+		runner, err := loginsetup.New(f, c.CredentialCache, view)
 		if err != nil {
 			return err
 		}
 		if cred, err = runner.CredentialStatic(ctx, c, req); err != nil {
 			return err
 		}
+		fmt.Fprintf(o.f.IO.ErrOut, "✓ Context %s: a cluster credential is cached until %s (a static token needs nobody to renew it).\n",
+			termsafe.Visible(kc.Name), cred.ExpirationTimestamp.Local().Format(time.Kitchen))
+		return nil
 	}
 	name := termsafe.Visible(kc.Name)
 	if cred.ExpirationTimestamp.IsZero() {
@@ -95,4 +107,21 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 	fmt.Fprintf(o.f.IO.ErrOut, "✓ Context %s is logged in: kubectl and the tools that use this context find the credential cached until %s, and the session renews it after that.\n",
 		name, cred.ExpirationTimestamp.Local().Format(time.Kitchen))
 	return nil
+}
+
+// asPlugin is the Factory as kubectl's call of the exec entry would see
+// the world: the entry's own environment over this process's (an entry
+// that sets XDG_CONFIG_HOME, PINNIPED_* or the like), and the caches that
+// environment names, so this login and kubectl's share them.
+func (o *AheadOptions) asPlugin(entry *clientcmdapi.ExecConfig) *cmdutil.Factory {
+	if len(entry.Env) == 0 {
+		return o.f
+	}
+	f := *o.f
+	f.LookupEnv = kubeexec.Env(entry, o.f.LookupEnv)
+	f.Getenv = func(k string) string { v, _ := f.LookupEnv(k); return v }
+	if f.Getenv("XDG_CONFIG_HOME") != o.f.Getenv("XDG_CONFIG_HOME") {
+		f.Caches = credstore.Places{Getenv: f.Getenv}
+	}
+	return &f
 }
