@@ -27,6 +27,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 	"github.com/pinniped-kit/pinniped/cli/ui"
+	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
 
@@ -206,9 +207,11 @@ func (o *Options) Validate() error {
 
 // Run discovers and writes the kubeconfig: a context for the one asked
 // for, or one for each of several (--context, --all-contexts), in one file.
+// Each context has --timeout of its own. With --all-contexts a context that
+// cannot be made (no agent there, unreachable, another problem) is named
+// with its reason and skipped, and so is one whose user already logs in
+// with pinniped; named contexts must all work.
 func (o *Options) Run(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
 	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
@@ -224,12 +227,36 @@ func (o *Options) Run(ctx context.Context) error {
 		names = []string{o.KubeconfigContext}
 	}
 	out := clientcmdapi.NewConfig()
-	done := map[string]string{} // generated name -> the context it came from
+	done := map[string]string{} // cluster -> the context made for it
 	var skipped []string
+	skip := func(name, why string) {
+		skipped = append(skipped, fmt.Sprintf("%s (%s)", termsafe.Visible(name), why))
+	}
 	for _, name := range names {
-		gen, err := o.generate(ctx, name)
-		if o.AllContexts && errors.Is(err, kubeconfig.ErrNotInstalled) {
-			skipped = append(skipped, name)
+		resolved := name
+		if resolved == "" {
+			resolved = raw.CurrentContext
+		}
+		var cluster string
+		if kctx := raw.Contexts[resolved]; kctx != nil {
+			cluster = kctx.Cluster
+			if u := raw.AuthInfos[kctx.AuthInfo]; o.AllContexts && u != nil && u.Exec != nil && handoff.IsFront(u.Exec.Command) {
+				skip(name, "it already logs in with pinniped")
+				continue
+			}
+		}
+		if from, dup := done[cluster]; dup && cluster != "" {
+			// Two contexts of one cluster: one context for it is enough.
+			fmt.Fprintf(o.ErrOut, "• context %s is the same cluster as %s: one context serves both\n", termsafe.Visible(name), termsafe.Visible(from))
+			continue
+		}
+		gen, err := o.generateWithin(ctx, name)
+		if o.AllContexts && err != nil {
+			why := termsafe.Visible(err.Error())
+			if errors.Is(err, kubeconfig.ErrNotInstalled) {
+				why = "no pinniped agent there"
+			}
+			skip(name, why)
 			continue
 		}
 		if err != nil {
@@ -238,12 +265,7 @@ func (o *Options) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		if from, dup := done[gen.CurrentContext]; dup {
-			// Two contexts of one cluster: one context for it is enough.
-			fmt.Fprintf(o.ErrOut, "• context %q is the same cluster as %q: %s serves both\n", name, from, gen.CurrentContext)
-			continue
-		}
-		done[gen.CurrentContext] = name
+		done[cluster] = name
 		if err := kubeconfig.Merge(out, gen); err != nil {
 			return err
 		}
@@ -251,13 +273,20 @@ func (o *Options) Run(ctx context.Context) error {
 			out.CurrentContext = gen.CurrentContext // the first asked for
 		}
 	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(o.ErrOut, "• skipped, no pinniped agent there: %s\n", strings.Join(skipped, ", "))
+	for _, s := range skipped {
+		fmt.Fprintf(o.ErrOut, "• skipped %s\n", s)
 	}
 	if len(done) == 0 {
-		return fmt.Errorf("none of the contexts' clusters runs the pinniped agent: %w", kubeconfig.ErrNotInstalled)
+		return fmt.Errorf("no context could be made for any of the kubeconfig's contexts: %w", kubeconfig.ErrNotInstalled)
 	}
 	return o.write(out)
+}
+
+// generateWithin is generate within --timeout of its own.
+func (o *Options) generateWithin(ctx context.Context, contextName string) (*clientcmdapi.Config, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	return o.generate(ctx, contextName)
 }
 
 // generate is the kubeconfig for one context of --kubeconfig ("": its
@@ -529,15 +558,16 @@ func (o *Options) write(gen *clientcmdapi.Config) error {
 	if statErr == nil && !o.Merge {
 		verb = "Replaced" // as upstream's -o does; --merge adds instead
 	}
-	fmt.Fprintf(o.ErrOut, "%s %s (context %s)\n", verb, o.Output, firstKey(gen.Contexts))
-	return nil
-}
-
-func firstKey(m map[string]*clientcmdapi.Context) string {
-	for k := range m {
-		return k
+	names := slices.Sorted(maps.Keys(gen.Contexts))
+	for i, n := range names {
+		names[i] = termsafe.Visible(n)
 	}
-	return ""
+	label := "context"
+	if len(names) > 1 {
+		label = "contexts"
+	}
+	fmt.Fprintf(o.ErrOut, "%s %s (%s %s)\n", verb, o.Output, label, strings.Join(names, ", "))
+	return nil
 }
 
 func readFiles(paths []string) ([]byte, error) {

@@ -281,7 +281,10 @@ contexts:
 - {name: prod-again, context: {cluster: prod, user: admin}}
 - {name: staging, context: {cluster: staging, user: admin}}
 - {name: bare, context: {cluster: bare, user: admin}}
-users: [{name: admin, user: {token: x}}]
+- {name: mine, context: {cluster: staging, user: me}}
+users:
+- {name: admin, user: {token: x}}
+- {name: me, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: pinniped, args: [login, oidc]}}}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +335,8 @@ users: [{name: admin, user: {token: x}}]
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	if len(gen.Contexts) != 2 || !strings.Contains(stderr, "skipped, no pinniped agent there: bare") || !strings.Contains(stderr, `"prod-again" is the same cluster as "prod"`) {
+	if len(gen.Contexts) != 2 || !strings.Contains(stderr, "skipped bare (no pinniped agent there)") || !strings.Contains(stderr, "context prod-again is the same cluster as prod") ||
+		!strings.Contains(stderr, "skipped mine (it already logs in with pinniped)") {
 		t.Fatalf("--all-contexts: %v\n%s", gen.Contexts, stderr)
 	}
 	if _, stderr, err := run("--context", "bare"); err == nil {
