@@ -286,18 +286,24 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 	// The kubeconfig's own environment for the plugin comes first: the
 	// keys of a password login depend on PINNIPED_USERNAME. The cluster is
 	// what kubectl hands the plugin: the CA read from a file too.
+	if contextName == "" {
+		contextName = raw.CurrentContext
+	}
+	// A static token's login is told so before its arguments are read:
+	// its token variable need not be set in this shell.
+	if kctx := raw.Contexts[contextName]; kctx != nil {
+		if u := raw.AuthInfos[kctx.AuthInfo]; u != nil && u.Exec != nil && len(u.Exec.Args) >= 2 && u.Exec.Args[0] == "login" && u.Exec.Args[1] == "static" {
+			return errors.New("static-token logins keep no session; their cached cluster credential expires within minutes (use --all to remove it now)")
+		}
+	}
 	kc, err := kubeexec.ReadContext(raw, contextName, handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
 		return o.f.KubeConfig(o.Kubeconfig, name).ClientConfig()
 	})
 	if errors.Is(err, kubeexec.ErrNotPinniped) {
-		return fmt.Errorf("%w; nothing to forget", err)
+		return fmt.Errorf("context %q does not log in with pinniped; nothing to forget", contextName)
 	}
 	if err != nil {
 		return err
-	}
-	contextName = kc.Name
-	if kc.Login.OIDC == nil {
-		return errors.New("static-token logins keep no session; their cached cluster credential expires within minutes (use --all to remove it now)")
 	}
 	login, cluster := kc.Login.OIDC, kc.Cluster
 	mode := login.CredentialCache

@@ -85,7 +85,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 		fmt.Fprintln(f.IO.Out, "No cached credentials.")
 	}
 	line := func(indent string, c cached) {
-		fmt.Fprintf(f.IO.Out, "%s%-60s expires in %-8s (%s)  stored in %s\n", indent, c.Label,
+		fmt.Fprintf(f.IO.Out, "%s%-60s expires in %-8s (%s)  stored in %s\n", indent, termsafe.Visible(c.Label),
 			c.Expires.Sub(now).Round(time.Second), c.Expires.Local().Format(time.Kitchen), c.store.Describe())
 	}
 	for _, key := range sessionKeys {
@@ -115,6 +115,9 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 func sessionLine(ctx context.Context, stores []cache.Store, lockDir, key string, now time.Time) string {
 	for _, st := range stores {
 		t, err := (&sessions.Cache{Store: st, LockDir: lockDir}).Load(ctx, key)
+		if errors.Is(err, privatedir.ErrNotPrivate) {
+			return fmt.Sprintf("A session in %s that is not read: %s. Its clusters:", st.Describe(), termsafe.Visible(err.Error()))
+		}
 		if err != nil || t == nil {
 			continue
 		}

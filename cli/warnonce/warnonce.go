@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"regexp"
 	"strings"
@@ -74,9 +75,13 @@ func (s *Store) First(text string) bool {
 	if s.Now != nil {
 		now = s.Now()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	release, _, err := lock.Hold(ctx, s.Dir, file, time.Second)
+	// Another process writing the record right now is showing a warning
+	// at this moment, most likely this one: under a storm of calls a wait
+	// here would only let every one of them through.
+	release, _, err := lock.Hold(context.Background(), s.Dir, file, 200*time.Millisecond)
+	if errors.Is(err, lock.ErrBusy) {
+		return false
+	}
 	if err != nil {
 		return true
 	}
