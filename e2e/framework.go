@@ -276,6 +276,12 @@ func (m *Tmux) Screen() string {
 	return m.tmux("capture-pane", "-p", "-t", "main")
 }
 
+// ScreenE is Screen for a goroutine other than the test's: it returns the
+// error instead of failing the test.
+func (m *Tmux) ScreenE() (string, error) {
+	return m.run("capture-pane", "-p", "-t", "main")
+}
+
 // WaitFor polls the screen until ok returns true, and fails the test showing the last screen.
 func (m *Tmux) WaitFor(timeout time.Duration, what string, ok func(screen string) bool) string {
 	m.t.Helper()

@@ -34,7 +34,9 @@ const longLivedNS = "longlived-e2e"
 // hands it a different client certificate, and never for a new token; so a
 // user whose credential is a certificate loses all their streams at each
 // renewal (issue 29). On the kubeadm profile the control shows the harness
-// sees that; the managed profile's proxy must cut nothing.
+// sees that, pinniped proxy must cut nothing, and a full-screen client run
+// beside them all along must show nothing of its renewals; the managed
+// profile's impersonation proxy must cut nothing.
 func TestLongLived(t *testing.T) {
 	// A 1-minute credential lifetime (the shortest the agent takes), so that
 	// three renewals take three minutes instead of fifteen. installAgent
@@ -74,6 +76,11 @@ spec:
 		return
 	}
 
+	// A full-screen client beside the others, all along: the renewals of
+	// its own exec plugin, which writes to its terminal, draw nothing
+	// there (issue 31's quiet renewals).
+	screen := startFullScreen(t, pinniped)
+
 	t.Run("control", func(t *testing.T) {
 		// alice's direct kubeconfig: a client certificate per renewal. One
 		// renewal is enough to show the harness sees the cut.
@@ -106,6 +113,8 @@ spec:
 			t.Errorf("through pinniped proxy, credential renewals cut %d streams, want none:\n%s", len(rep.Cuts), rep.Summary())
 		}
 	})
+
+	t.Run("quiet full-screen client", func(t *testing.T) { screen.finish(t, 2) })
 }
 
 // startLocalProxy runs `pinniped proxy` for kubeconfig kc as alice (her

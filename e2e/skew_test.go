@@ -14,13 +14,21 @@ import (
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
-// supervisorClockOffsetEnv is e2e/tools/supervisor's ClockOffsetEnv (a
+// e2e/tools/supervisor's ClockOffsetEnv and AccessTokenLifetimeEnv (a
 // module of its own, which this one does not import).
-const supervisorClockOffsetEnv = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
+const (
+	supervisorClockOffsetEnv         = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
+	supervisorAccessTokenLifetimeEnv = "PINNIPED_E2E_SUPERVISOR_ACCESS_TOKEN_LIFETIME"
+)
+
+// skewAccessTokenLifetime is the access tokens' lifetime while the clock is
+// skewed: short, so that the wait for one to expire is short.
+const skewAccessTokenLifetime = 40 * time.Second
 
 // skewSupervisor starts the bed's test Supervisor again with its ID tokens'
-// clock offset from the machine's (which the agent and the CLI read), and
-// as it was when the test ends.
+// clock offset from the machine's (which the agent and the CLI read) and
+// access tokens that live skewAccessTokenLifetime, and as it was when the
+// test ends.
 func skewSupervisor(t *testing.T, offset string) {
 	t.Helper()
 	if err := Bed.Stop("supervisor", 5*time.Second); err != nil {
@@ -35,7 +43,8 @@ func skewSupervisor(t *testing.T, offset string) {
 		}
 		Eventually(t, 60*time.Second, "the Supervisor serves again without an offset", serves(Bed.Config().SupervisorIssuer()))
 	})
-	if err := Bed.StartWithEnv("supervisor", supervisorClockOffsetEnv+"="+offset); err != nil {
+	if err := Bed.StartWithEnv("supervisor", supervisorClockOffsetEnv+"="+offset,
+		supervisorAccessTokenLifetimeEnv+"="+skewAccessTokenLifetime.String()); err != nil {
 		t.Fatal(err)
 	}
 	Eventually(t, 60*time.Second, "the Supervisor serves with a clock offset of "+offset, serves(Bed.Config().SupervisorIssuer()))
@@ -73,7 +82,7 @@ func withLoginArgs(t *testing.T, kubeconfig string, args ...string) string {
 func TestClockSkew(t *testing.T) {
 	// The tokens' times are checked by the same code whichever way the
 	// cluster signs certificates; the waits for the access token to expire
-	// (over 4 minutes) are paid in one profile.
+	// are paid in one profile.
 	if Bed.Config().Profile != testbed.ProfileKubeadm {
 		t.Skipf("clock skew is tested in the kubeadm profile only; the %s profile checks tokens with the same code", Bed.Config().Profile)
 	}
@@ -104,12 +113,14 @@ func TestClockSkew(t *testing.T) {
 			// With the cluster credential never cached (upstream's
 			// --credential-cache=""; the session still is), every call
 			// exchanges a fresh 2-minute token: from the cached access
-			// token at first, and once that has expired (2 minutes, on the
-			// Supervisor's own clock) after a refresh. No password either way.
+			// token at first, and once that has expired
+			// (skewAccessTokenLifetime, on the Supervisor's own clock) after
+			// a refresh. No password either way.
 			nocache := withLoginArgs(t, kc, "--credential-cache=")
 			base[0] = "KUBECONFIG=" + nocache
 			start := time.Now()
-			for _, wait := range []time.Duration{0, 70 * time.Second, 70 * time.Second} {
+			half := skewAccessTokenLifetime/2 + 5*time.Second
+			for _, wait := range []time.Duration{0, half, half} {
 				time.Sleep(wait)
 				got, stderr, err := whoami(t, base)
 				if err != nil || got != want {

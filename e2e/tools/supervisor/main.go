@@ -131,6 +131,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if offset != 0 {
 		fmt.Fprintf(stderr, "supervisor: clock offset %s: ID tokens' times read this machine's clock %+v\n", offset, offset)
 	}
+	if o.accessTokenLifetime, err = accessTokenLifetime(os.Getenv(AccessTokenLifetimeEnv), o.accessTokenLifetime); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "supervisor: access tokens live %s\n", o.accessTokenLifetime)
 	handler, err := New(Config{
 		Issuer: o.issuer,
 		Upstream: UpstreamConfig{
@@ -184,6 +188,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // and the agent. An environment variable rather than a flag, so a test can
 // start the bed's Supervisor again with it for one run.
 const ClockOffsetEnv = "PINNIPED_E2E_SUPERVISOR_CLOCK_OFFSET"
+
+// AccessTokenLifetimeEnv, when set to a duration, replaces
+// --access-token-lifetime for one run: a test that waits for an access token
+// to expire starts the bed's Supervisor again with a short one.
+const AccessTokenLifetimeEnv = "PINNIPED_E2E_SUPERVISOR_ACCESS_TOKEN_LIFETIME"
+
+func accessTokenLifetime(v string, flagged time.Duration) (time.Duration, error) {
+	if v == "" {
+		return flagged, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%s=%q: want a duration of a second or more, such as 40s", AccessTokenLifetimeEnv, v)
+	}
+	return d, nil
+}
 
 func clockOffset(v string) (time.Duration, error) {
 	if v == "" {

@@ -899,3 +899,17 @@ func TestClockOffset(t *testing.T) {
 		t.Error("a fractional offset was accepted")
 	}
 }
+
+func TestAccessTokenLifetimeEnv(t *testing.T) {
+	if d, err := accessTokenLifetime("", 2*time.Minute); err != nil || d != 2*time.Minute {
+		t.Errorf("unset: %s %v, want the flag's 2m", d, err)
+	}
+	if d, err := accessTokenLifetime("40s", 2*time.Minute); err != nil || d != 40*time.Second {
+		t.Errorf("40s: %s %v", d, err)
+	}
+	for _, bad := range []string{"0s", "-1m", "500ms", "soon"} {
+		if _, err := accessTokenLifetime(bad, 2*time.Minute); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+}
