@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,37 +52,10 @@ func TestLocalProxyRefusesOthers(t *testing.T) {
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}}
-	type answer struct {
-		code     int
-		body     string
-		username string
-		groups   []string
-	}
 	// whoami asks the API server who the request is, through the proxy.
-	whoami := func(headers http.Header) answer {
+	whoami := func(headers http.Header) review {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
-			strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
-		req.Header.Set("Content-Type", "application/json")
-		for k, vs := range headers {
-			req.Header[k] = vs // as given: also non-canonical spellings
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("POST selfsubjectreviews through pinniped proxy: %v", err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var r struct {
-			Status struct {
-				UserInfo struct {
-					Username string   `json:"username"`
-					Groups   []string `json:"groups"`
-				} `json:"userInfo"`
-			} `json:"status"`
-		}
-		_ = json.Unmarshal(b, &r)
-		return answer{resp.StatusCode, string(b), r.Status.UserInfo.Username, r.Status.UserInfo.Groups}
+		return askWhoAmI(t, context.Background(), c, base, headers)
 	}
 	auth := http.Header{"Authorization": {"Bearer " + secret}}
 	with := func(h http.Header, more map[string][]string) http.Header {

@@ -421,38 +421,17 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 	adminToken := strings.TrimSpace(Kubectl(t, "-n", proxyNS, "create", "token", "powerful"))
 
 	type seen struct {
-		code     int
-		body     string
-		username string
-		groups   []string
-		agent    string // User-Agent, to find the request in the audit log
+		review
+		agent string // User-Agent, to find the request in the audit log
 	}
 	whoami := func(c *http.Client, headers map[string][]string) seen {
 		t.Helper()
 		marker := "smuggle-" + randomHex(6)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, strategy.Endpoint+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
-			strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", marker)
+		h := map[string][]string{"User-Agent": {marker}}
 		for k, vs := range headers {
-			req.Header[k] = vs // as given: also non-canonical spellings
+			h[k] = vs // as given: also non-canonical spellings
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("POST selfsubjectreviews through the proxy: %v", err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var r struct {
-			Status struct {
-				UserInfo struct {
-					Username string   `json:"username"`
-					Groups   []string `json:"groups"`
-				} `json:"userInfo"`
-			} `json:"status"`
-		}
-		_ = json.Unmarshal(raw, &r)
-		return seen{resp.StatusCode, string(raw), r.Status.UserInfo.Username, r.Status.UserInfo.Groups, marker}
+		return seen{askWhoAmI(t, ctx, c, strategy.Endpoint, h), marker}
 	}
 	isAlice := func(name string, s seen) {
 		t.Helper()
@@ -633,6 +612,39 @@ type selfSubjectReview struct {
 			Extra    map[string][]string `json:"extra"`
 		} `json:"userInfo"`
 	} `json:"status"`
+}
+
+// review is the API server's answer to a SelfSubjectReview.
+type review struct {
+	code     int
+	body     string
+	username string
+	groups   []string
+}
+
+// askWhoAmI POSTs a SelfSubjectReview to server with c, the header
+// fields set as given (non-canonical spellings too), and returns what the
+// API server answered and whom it saw.
+func askWhoAmI(t testing.TB, ctx context.Context, c *http.Client, server string, headers map[string][]string) review {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range headers {
+		req.Header[k] = vs
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST selfsubjectreviews to %s: %v", server, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r selfSubjectReview
+	_ = json.Unmarshal(raw, &r)
+	return review{resp.StatusCode, string(raw), r.Status.UserInfo.Username, r.Status.UserInfo.Groups}
 }
 
 type auditRecord struct {

@@ -2,8 +2,6 @@ package impersonator_test
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -18,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/pinniped-kit/pinniped/agent/proxy/h2test"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -180,73 +179,17 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 		{{Name: "connection", Value: "keep-alive, impersonate-group"}},
 		{{Name: "te", Value: "trailers"}, {Name: "connection", Value: "te"}},
 	} {
-		code := h2Request(t, strings.TrimPrefix(srv.URL, "https://"), fields)
+		code := h2test.Get(t, strings.TrimPrefix(srv.URL, "https://"), "/api", fields)
 		if code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
 	// The same connection-free request is forwarded, as alice.
-	if code := h2Request(t, strings.TrimPrefix(srv.URL, "https://"), nil); code != http.StatusOK || up.calls.Load() != 1 {
+	if code := h2test.Get(t, strings.TrimPrefix(srv.URL, "https://"), "/api", nil); code != http.StatusOK || up.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, up.calls.Load())
 	}
 	if got := up.last.Load().Get("Impersonate-User"); got != "alice" {
 		t.Fatalf("HTTP/2 request reached the API server as %q", got)
-	}
-}
-
-// h2Request sends one GET in raw HTTP/2 frames with extra header fields the
-// Go client would refuse to send; it returns the status, or 0 for a reset.
-func h2Request(t *testing.T, addr string, extra []hpack.HeaderField) int {
-	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a test server's certificate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range append([]hpack.HeaderField{
-		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "x"}, {Name: ":path", Value: "/api"},
-	}, extra...) {
-		_ = enc.WriteField(f)
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	dec := hpack.NewDecoder(4096, nil)
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return 0
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
-			return 0
-		case *http2.HeadersFrame:
-			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, hf := range fields {
-				if hf.Name == ":status" {
-					var code int
-					_, _ = fmt.Sscan(hf.Value, &code)
-					return code
-				}
-			}
-		}
 	}
 }
 
@@ -509,7 +452,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth, {Name: "connection", Value: "impersonate-user"}},
 		{{Name: "Authorization", Value: "Bearer " + tok}}, // HTTP/2 field names are lower case
 	} {
-		if code := h2Request(t, addr, fields); code == http.StatusOK || up.calls.Load() != 0 {
+		if code := h2test.Get(t, addr, "/api", fields); code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
@@ -517,7 +460,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth},
 		{{Name: "authorization", Value: "bearer " + tok}, {Name: "authorization", Value: "Bearer stolen"}},
 	} {
-		if code := h2Request(t, addr, fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
+		if code := h2test.Get(t, addr, "/api", fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 		if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceTokenIdentity(jti)) {

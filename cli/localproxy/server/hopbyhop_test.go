@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -15,10 +13,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/pinniped-kit/pinniped/agent/proxy/h2test"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
@@ -159,74 +157,18 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 		{{Name: "authorization", Value: "Bearer wrong"}},
 		{auth, {Name: "authorization", Value: "Bearer " + secret}},
 	} {
-		if code := h2Request(t, addr, fields); code == http.StatusOK || api.calls.Load() != 0 {
+		if code := h2test.Get(t, addr, "/ctx/"+slug+"/api", fields); code == http.StatusOK || api.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, api.calls.Load())
 		}
 	}
-	if code := h2Request(t, addr, []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}}); code != http.StatusBadRequest || api.calls.Load() != 0 {
+	if code := h2test.Get(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}}); code != http.StatusBadRequest || api.calls.Load() != 0 {
 		t.Fatalf("HTTP/2 with impersonate-user: status %d, upstream calls %d, want 400 and none", code, api.calls.Load())
 	}
-	if code := h2Request(t, addr, []hpack.HeaderField{auth, {Name: "x-remote-user", Value: "root"}, {Name: "x-forwarded-for", Value: "1.2.3.4"}}); code != http.StatusOK || api.calls.Load() != 1 {
+	if code := h2test.Get(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "x-remote-user", Value: "root"}, {Name: "x-forwarded-for", Value: "1.2.3.4"}}); code != http.StatusOK || api.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, api.calls.Load())
 	}
 	if seen := api.last(t); len(identityOf(seen.Header)) != 0 || seen.CN != "alice" {
 		t.Fatalf("the HTTP/2 request reached the API server with %v as %q", identityOf(seen.Header), seen.CN)
-	}
-}
-
-// h2Request sends one GET in raw HTTP/2 frames with header fields the Go
-// client would refuse to send; it returns the status, or 0 for a reset.
-func h2Request(t *testing.T, addr string, extra []hpack.HeaderField) int {
-	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a test server's certificate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range append([]hpack.HeaderField{
-		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "x"}, {Name: ":path", Value: "/ctx/" + slug + "/api"},
-	}, extra...) {
-		_ = enc.WriteField(f)
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	dec := hpack.NewDecoder(4096, nil)
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return 0
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
-			return 0
-		case *http2.HeadersFrame:
-			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, hf := range fields {
-				if hf.Name == ":status" {
-					var code int
-					_, _ = fmt.Sscan(hf.Value, &code)
-					return code
-				}
-			}
-		}
 	}
 }
 
