@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/pinniped-kit/pinniped/agent/proxy/h2test"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -70,18 +70,7 @@ func rawRequest(t *testing.T, addr, req string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return rawhttp.Send(t, conn, req)
 }
 
 // TestConnectionHeaderCannotRemoveTheProxysIdentity: a client that names
@@ -179,13 +168,13 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 		{{Name: "connection", Value: "keep-alive, impersonate-group"}},
 		{{Name: "te", Value: "trailers"}, {Name: "connection", Value: "te"}},
 	} {
-		code := h2test.Get(t, strings.TrimPrefix(srv.URL, "https://"), "/api", fields)
+		code := rawhttp.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", fields)
 		if code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
 	// The same connection-free request is forwarded, as alice.
-	if code := h2test.Get(t, strings.TrimPrefix(srv.URL, "https://"), "/api", nil); code != http.StatusOK || up.calls.Load() != 1 {
+	if code := rawhttp.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", nil); code != http.StatusOK || up.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, up.calls.Load())
 	}
 	if got := up.last.Load().Get("Impersonate-User"); got != "alice" {
@@ -452,7 +441,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth, {Name: "connection", Value: "impersonate-user"}},
 		{{Name: "Authorization", Value: "Bearer " + tok}}, // HTTP/2 field names are lower case
 	} {
-		if code := h2test.Get(t, addr, "/api", fields); code == http.StatusOK || up.calls.Load() != 0 {
+		if code := rawhttp.Get2(t, addr, "/api", fields); code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
@@ -460,7 +449,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth},
 		{{Name: "authorization", Value: "bearer " + tok}, {Name: "authorization", Value: "Bearer stolen"}},
 	} {
-		if code := h2test.Get(t, addr, "/api", fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
+		if code := rawhttp.Get2(t, addr, "/api", fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 		if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceTokenIdentity(jti)) {

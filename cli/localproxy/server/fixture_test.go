@@ -26,6 +26,7 @@ import (
 	clientspdy "k8s.io/client-go/transport/spdy"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
@@ -330,16 +331,5 @@ func rawRequest(t testing.TB, addr, req string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return rawhttp.Send(t, conn, req)
 }

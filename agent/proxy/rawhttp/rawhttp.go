@@ -1,13 +1,17 @@
-// Package h2test sends HTTP/2 requests frame by frame, for tests of proxies
-// that must refuse what Go's own HTTP/2 client never sends (a Connection
-// header, hop-by-hop fields, odd cases and duplicates).
-package h2test
+// Package rawhttp sends HTTP requests as raw bytes and HTTP/2 requests
+// frame by frame, for tests of proxies that must refuse what Go's own
+// clients never send (a Connection header over HTTP/2, header names in odd
+// spellings, duplicates, HTTP/1.0).
+package rawhttp
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -15,10 +19,28 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// Get sends one GET for path to the TLS server at addr with the extra
+// Send writes req, a whole HTTP/1 request, to conn as is, and returns the
+// response's status, or 0 when the server closed without answering.
+func Send(t testing.TB, conn net.Conn, req string) int {
+	t.Helper()
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Get2 sends one HTTP/2 GET for path to the TLS server at addr with the extra
 // header fields as given, and returns the response's status, or 0 when the
 // server reset the stream or closed the connection instead.
-func Get(t testing.TB, addr, path string, extra []hpack.HeaderField) int {
+func Get2(t testing.TB, addr, path string, extra []hpack.HeaderField) int {
 	t.Helper()
 	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a test server's certificate
 	if err != nil {
