@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	clientspdy "k8s.io/client-go/transport/spdy"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
 	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
@@ -57,24 +57,11 @@ type apiServer struct {
 
 func newAPIServer(t testing.TB) *apiServer {
 	t.Helper()
-	ca, err := certauthority.New("test CA", time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.IssueServingCert("api", nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Certificate())
+	ca, serverTLS := catest.LoopbackServer(t)
 	a := &apiServer{ca: ca, events: make(chan string)}
 	a.Server = httptest.NewUnstartedServer(http.HandlerFunc(a.serve))
 	a.EnableHTTP2 = true
-	a.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	a.TLS = serverTLS
 	a.StartTLS()
 	t.Cleanup(func() {
 		a.upgradesMu.Lock()

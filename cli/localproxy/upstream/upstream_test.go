@@ -2,8 +2,6 @@ package upstream
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 )
 
@@ -35,20 +34,7 @@ type apiServer struct {
 
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
-	ca, err := certauthority.New("test CA", time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.IssueServingCert("api", nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Certificate())
+	ca, serverTLS := catest.LoopbackServer(t)
 	a := &apiServer{ca: ca, stream: make(chan string)}
 	a.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.requests.Add(1)
@@ -65,7 +51,7 @@ func newAPIServer(t *testing.T) *apiServer {
 		_, _ = io.WriteString(w, seen(r))
 	}))
 	a.EnableHTTP2 = true
-	a.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	a.TLS = serverTLS
 	a.StartTLS()
 	t.Cleanup(a.Close)
 	return a
