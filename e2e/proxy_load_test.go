@@ -433,11 +433,12 @@ func watchEventRows(t *testing.T, ns string, srv []server, targets []watchTarget
 		// No client timeout on a watch: the context ends it.
 		c := *tg.c
 		c.Timeout = 0
-		resp, err := c.Do(req)
+		resp, err := c.Do(req) //nolint:bodyclose // the goroutine reading the watch closes it
 		if err != nil {
 			t.Fatalf("watch through %s: %v", tg.name, err)
 		}
 		if resp.StatusCode != http.StatusOK {
+			_ = resp.Body.Close()
 			t.Fatalf("watch through %s: HTTP %d", tg.name, resp.StatusCode)
 		}
 		go func() {

@@ -44,7 +44,7 @@ func (l *List[E]) Read(ctx context.Context) ([]E, error) {
 	}
 	if err != nil {
 		if l.Lenient {
-			return nil, nil
+			return nil, nil //nolint:nilerr // Lenient: an unreadable index is an empty one
 		}
 		return nil, err
 	}

@@ -67,8 +67,10 @@ func TestUnusableRecordNeverHides(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !(&warnonce.Store{Dir: f}).First(keyring) || !(&warnonce.Store{Dir: f}).First(keyring) {
-		t.Fatal("an unusable record hid a warning")
+	for run := range 2 { // a process each
+		if !(&warnonce.Store{Dir: f}).First(keyring) {
+			t.Fatalf("run %d: an unusable record hid a warning", run+1)
+		}
 	}
 }
 

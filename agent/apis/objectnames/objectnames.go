@@ -16,7 +16,7 @@ const (
 	// ServingSecret holds the aggregated API's CA and serving certificate.
 	ServingSecret = "pinniped-agent-api-tls" //nolint:gosec // a Secret's name, not a secret
 	// CredentialIssuer is the CredentialIssuer whose status the agent keeps.
-	CredentialIssuer = "pinniped-config"
+	CredentialIssuer = "pinniped-config" //nolint:gosec // G101: an object's name, not a credential
 	// Lease elects the replica that writes statuses.
 	Lease = "pinniped-agent-leader"
 	// ProxyServiceAccount may only impersonate: the impersonation proxy

@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
 )
 
 // aliceIdentity is exactly what the API server must see for the test

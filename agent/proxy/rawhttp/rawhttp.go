@@ -7,6 +7,7 @@ package rawhttp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -42,7 +43,8 @@ func Send(t testing.TB, conn net.Conn, req string) int {
 // server reset the stream or closed the connection instead.
 func Get2(t testing.TB, addr, path string, extra []hpack.HeaderField) int {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a test server's certificate
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}} //nolint:gosec // a test server's certificate
+	conn, err := d.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
