@@ -50,7 +50,7 @@ func (l *List[E]) Read(ctx context.Context) ([]E, error) {
 	}
 	var list []E
 	if json.Unmarshal(raw, &list) != nil {
-		return nil, nil
+		return nil, nil //nolint:nilerr // a corrupt index is empty; the next rewrite replaces it
 	}
 	return list, nil
 }
