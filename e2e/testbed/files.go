@@ -56,6 +56,9 @@ func (b *Bed) kubeconfig(name string) string {
 	return filepath.Join(b.cfg.StateDir, "kubeconfig", name+".kubeconfig")
 }
 
+// writeConfigs writes the kubeconfigs and every daemon's configuration file.
+// It is long because each file's text stands here whole, beside the reasons
+// for its settings, so that one place shows how the bed is configured.
 func (b *Bed) writeConfigs() error {
 	cfg := b.cfg
 	for _, kc := range []struct{ file, user, cert string }{
