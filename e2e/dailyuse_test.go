@@ -122,7 +122,10 @@ func (f *fullScreen) finish(t *testing.T, renewals int) {
 	}
 	time.Sleep(3 * time.Second) // what the last renewal's calls would draw
 	f.halt()
-	final := f.term.Screen()
+	final, err := f.term.ScreenE() // not Screen: that would fail the parent test from here
+	if err != nil {
+		t.Fatalf("reading the client's last screen: %v", err)
+	}
 	n := len(credentialsSeen(f.log))
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -113,14 +113,14 @@ func TestClockSkew(t *testing.T) {
 			// With the cluster credential never cached (upstream's
 			// --credential-cache=""; the session still is), every call
 			// exchanges a fresh 2-minute token: from the cached access
-			// token at first, and once that has expired
-			// (skewAccessTokenLifetime, on the Supervisor's own clock) after
-			// a refresh. No password either way.
+			// token while it has over 10 s left (the CLI reads its
+			// expires_in on its own clock: opaque access tokens carry no
+			// skewed times), and after a refresh once it has not. No
+			// password either way.
 			nocache := withLoginArgs(t, kc, "--credential-cache=")
 			base[0] = "KUBECONFIG=" + nocache
 			start := time.Now()
-			half := skewAccessTokenLifetime/2 + 5*time.Second
-			for _, wait := range []time.Duration{0, half, half} {
+			for _, wait := range []time.Duration{0, 10 * time.Second, skewAccessTokenLifetime - 10*time.Second} {
 				time.Sleep(wait)
 				got, stderr, err := whoami(t, base)
 				if err != nil || got != want {
