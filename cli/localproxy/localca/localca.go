@@ -35,8 +35,13 @@ const (
 	CALifetime = 5 * 365 * 24 * time.Hour
 	// ServingLifetime is how long each start's serving certificate is.
 	ServingLifetime = 30 * 24 * time.Hour
-	// commonName names the CA and its certificates, for whoever looks.
+	// commonName names the CA, for whoever looks.
 	commonName = "pinniped proxy local CA"
+	// servingName names the serving certificates. It must differ from the
+	// CA's: OpenSSL (curl, Python, Node's clients: Lens, Headlamp) takes a
+	// certificate whose subject is its issuer's for self-signed, and
+	// refuses it.
+	servingName = "pinniped proxy"
 )
 
 // Names the serving certificate is for: what a generated kubeconfig may
@@ -94,7 +99,7 @@ func (s *Serving) GetCertificate(now func() time.Time) func(*tls.ClientHelloInfo
 }
 
 func issue(ca *certauthority.CA) (*tls.Certificate, time.Time, error) {
-	issued, err := ca.IssueServingCert(commonName, DNSNames, IPs, ServingLifetime)
+	issued, err := ca.IssueServingCert(servingName, DNSNames, IPs, ServingLifetime)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("issue the proxy's serving certificate: %w", err)
 	}

@@ -80,6 +80,9 @@ func TestServingCertificate(t *testing.T) {
 	if strings.Join(leaf.DNSNames, ",") != "localhost" || strings.Join(ips, ",") != "127.0.0.1,::1" {
 		t.Errorf("SANs %v %v", leaf.DNSNames, ips)
 	}
+	if leaf.Subject.String() == leaf.Issuer.String() {
+		t.Errorf("the serving certificate's subject is its issuer's (%s): OpenSSL clients take it for self-signed and refuse it", leaf.Subject)
+	}
 	if leaf.IsCA || !leaf.NotAfter.Equal(now.Add(ServingLifetime).Truncate(time.Second)) || !s.NotAfter.Truncate(time.Second).Equal(leaf.NotAfter) {
 		t.Errorf("leaf CA %v until %v (returned %v), want %v", leaf.IsCA, leaf.NotAfter, s.NotAfter, now.Add(ServingLifetime))
 	}
