@@ -493,7 +493,11 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 			e.clearWaiting(sk)
 			return fresh, true, nil
 		}
-		e.UI.Warn("could not refresh the session ("+err.Error()+")", "logging in again")
+		// A step, not a warning: the login that follows shows it if it
+		// needs the person, and one that needs nobody (a password from
+		// the environment) leaves nothing to act on, so a quiet renewal
+		// shows nothing (a full-screen client's terminal stays its own).
+		e.UI.Step("could not refresh the session (" + err.Error() + "); logging in again")
 	}
 
 	tokens, err := e.login(ctx, p, c)

@@ -230,6 +230,14 @@ func TestDecisionOrder(t *testing.T) {
 	if h.ui.opened.Load() != 2 || h.idp.AuthCodeGrants.Load() != 2 {
 		t.Fatalf("non-interactive: browsers %d, code grants %d", h.ui.opened.Load(), h.idp.AuthCodeGrants.Load())
 	}
+	// The refused refresh is a step, which a quiet view shows only once the
+	// login needs the person; a warning would be drawn at once.
+	h.ui.mu.Lock()
+	defer h.ui.mu.Unlock()
+	if !slices.ContainsFunc(h.ui.steps, func(s string) bool { return strings.HasPrefix(s, "could not refresh the session") }) ||
+		slices.ContainsFunc(h.ui.warnings, func(s string) bool { return strings.Contains(s, "refresh") }) {
+		t.Fatalf("the refused refresh: steps %q, warnings %q", h.ui.steps, h.ui.warnings)
+	}
 }
 
 func TestIDTokenWithoutConcierge(t *testing.T) {
