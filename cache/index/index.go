@@ -26,27 +26,21 @@ type List[E any] struct {
 	LockDir string
 	// What names the index in errors ("the credential index").
 	What string
-	// Lenient reads an index the store cannot read (a keyring that does
-	// not answer) as empty, for Update too: a cache whose entries matter
-	// less than going on (the session cache: at worst one more login).
-	Lenient bool
 
 	mu sync.Mutex
 }
 
 // Read is the list. A missing index is empty, and so is a corrupt one,
 // which the next rewrite replaces; any other failure of the store is an
-// error.
+// error, never an empty list: Update would write the empty list back and
+// orphan every entry it named (refresh tokens no logout could then find).
 func (l *List[E]) Read(ctx context.Context) ([]E, error) {
 	raw, err := l.Store.Get(ctx, l.Key)
 	if errors.Is(err, cache.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		if l.Lenient {
-			return nil, nil //nolint:nilerr // Lenient: an unreadable index is an empty one
-		}
-		return nil, err
+		return nil, fmt.Errorf("read %s: %w", l.What, err)
 	}
 	var list []E
 	if json.Unmarshal(raw, &list) != nil {

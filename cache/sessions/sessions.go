@@ -67,7 +67,7 @@ type Cache struct {
 // serialises this process's own rewrites).
 func (c *Cache) index() *index.List[string] {
 	c.once.Do(func() {
-		c.idx = &index.List[string]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the session index", Lenient: true}
+		c.idx = &index.List[string]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the session index"}
 	})
 	return c.idx
 }
@@ -136,10 +136,11 @@ func (c *Cache) Clear(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Keys lists the sessions; an index that cannot be read lists none.
-func (c *Cache) Keys(ctx context.Context) []string {
-	keys, _ := c.index().Read(ctx)
-	return keys
+// Keys lists the sessions. An index that cannot be read is an error, not
+// an empty list: logout --all must not report success over sessions it
+// could not see.
+func (c *Cache) Keys(ctx context.Context) ([]string, error) {
+	return c.index().Read(ctx)
 }
 
 // updateIndex applies fn, which returns the new list and the sessions to

@@ -30,8 +30,8 @@ func TestPutGetDeleteClear(t *testing.T) {
 	if got := load(t, c, "sess-a"); got == nil || got.RefreshToken != "r" || got.Username != "alice" || !got.IDTokenExpiry.Equal(want.IDTokenExpiry) {
 		t.Fatalf("read back %+v", got)
 	}
-	if keys := c.Keys(ctx); len(keys) != 2 {
-		t.Fatalf("index %v", keys)
+	if keys, err := c.Keys(ctx); err != nil || len(keys) != 2 {
+		t.Fatalf("index %v %v", keys, err)
 	}
 	if had, err := c.Delete(ctx, "sess-a"); err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
@@ -39,8 +39,61 @@ func TestPutGetDeleteClear(t *testing.T) {
 	if had, _ := c.Delete(ctx, "sess-a"); had {
 		t.Fatal("deleted twice")
 	}
-	if n, err := c.Clear(ctx); err != nil || n != 1 || load(t, c, "sess-b") != nil || len(c.Keys(ctx)) != 0 {
+	if n, err := c.Clear(ctx); err != nil || n != 1 || load(t, c, "sess-b") != nil {
 		t.Fatalf("clear: %d %v", n, err)
+	}
+	if keys, err := c.Keys(ctx); err != nil || len(keys) != 0 {
+		t.Fatalf("index after clear %v %v", keys, err)
+	}
+}
+
+// deafIndex is a keyring that does not answer for the index only (a
+// D-Bus call that timed out).
+type deafIndex struct {
+	cache.Store
+	deaf bool
+}
+
+func (s *deafIndex) Get(ctx context.Context, key string) ([]byte, error) {
+	if s.deaf && key == "pinniped-session-index" {
+		return nil, fmt.Errorf("keyring: %w", context.DeadlineExceeded)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestUnreadableIndexIsNeverRewritten: an index the store cannot read is
+// an error, not an empty list. Saving a session then leaves the index as
+// it was (rewriting it as [new] would orphan every other session's
+// refresh token), and listing fails, so logout --all cannot report
+// success over sessions it could not see.
+func TestUnreadableIndexIsNeverRewritten(t *testing.T) {
+	dir := t.TempDir()
+	store := &deafIndex{Store: &filestore.Store{Dir: dir + "/creds"}}
+	c := &sessions.Cache{Store: store, LockDir: dir + "/locks"}
+	ctx := context.Background()
+	tok := &sessions.Tokens{RefreshToken: "r"}
+	for _, k := range []string{"sess-a", "sess-b"} {
+		if err := c.Put(ctx, k, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.deaf = true
+	if err := c.Put(ctx, "sess-c", tok); err == nil {
+		t.Error("saving beside an unreadable index reported no error")
+	}
+	if _, err := c.Keys(ctx); err == nil {
+		t.Error("an unreadable index listed as empty")
+	}
+	if n, err := c.Clear(ctx); err == nil || n != 0 {
+		t.Errorf("clear over an unreadable index: %d %v", n, err)
+	}
+	store.deaf = false
+	keys, err := c.Keys(ctx)
+	if err != nil || len(keys) != 2 || keys[0] != "sess-a" || keys[1] != "sess-b" {
+		t.Fatalf("the index became %v (%v); want [sess-a sess-b]", keys, err)
+	}
+	if load(t, c, "sess-c") == nil {
+		t.Error("the session itself was not saved")
 	}
 }
 
@@ -88,7 +141,7 @@ func TestIndexAcrossProcesses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if keys := (&sessions.Cache{Store: store}).Keys(context.Background()); len(keys) != n {
+	if keys, err := (&sessions.Cache{Store: store}).Keys(context.Background()); err != nil || len(keys) != n {
 		t.Fatalf("the session index lists %d of %d sessions: %v", len(keys), n, keys)
 	}
 }
@@ -109,7 +162,7 @@ func TestNoPlaceForLocks(t *testing.T) {
 	if got := load(t, c, "sess-a"); got == nil || got.RefreshToken != "r" {
 		t.Fatalf("got %+v", got)
 	}
-	if keys := c.Keys(ctx); len(keys) != 1 {
+	if keys, err := c.Keys(ctx); err != nil || len(keys) != 1 {
 		t.Fatalf("index %v", keys)
 	}
 }

@@ -235,7 +235,11 @@ func clearStore(ctx context.Context, c caches, loginWait time.Duration) (int, []
 func clearListed(ctx context.Context, c caches, loginWait time.Duration) (int, []*sessions.Tokens, error) {
 	n := 0
 	var held []*sessions.Tokens
-	for _, k := range c.sess.Keys(ctx) {
+	keys, err := c.sess.Keys(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w; nothing was removed: try again when the keyring answers (pinniped doctor checks it)", err)
+	}
+	for _, k := range keys {
 		had, t, err := forgetSession(ctx, c, k, loginWait)
 		if t != nil {
 			held = append(held, t)

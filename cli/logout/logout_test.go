@@ -125,7 +125,7 @@ func empty(t *testing.T, stores ...cache.Store) {
 	t.Helper()
 	for _, st := range stores {
 		list, _ := (&credcache.Cache{Store: st}).List(context.Background())
-		keys := (&sessions.Cache{Store: st}).Keys(context.Background())
+		keys, _ := (&sessions.Cache{Store: st}).Keys(context.Background())
 		if len(list) != 0 || len(keys) != 0 {
 			t.Errorf("%s still holds %d credentials and %d sessions", st.Describe(), len(list), len(keys))
 		}
