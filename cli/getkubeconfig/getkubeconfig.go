@@ -251,6 +251,11 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		gen, err := o.generateWithin(ctx, name)
+		if ctx.Err() != nil {
+			// Interrupted: what was made so far is no fleet kubeconfig,
+			// and must not replace the one at -o.
+			return fmt.Errorf("stopped before every context was made, nothing was written: %w", context.Cause(ctx))
+		}
 		if o.AllContexts && err != nil {
 			why := termsafe.Visible(err.Error())
 			if errors.Is(err, kubeconfig.ErrNotInstalled) {

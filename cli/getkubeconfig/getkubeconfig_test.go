@@ -288,6 +288,7 @@ users:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	runCtx := context.Background()
 	run := func(args ...string) (*clientcmdapi.Config, string, error) {
 		var out, errOut bytes.Buffer
 		f := cmdutil.Test(nil, &out, &errOut, map[string]string{handoff.FrontPathEnv: "/usr/local/bin/pinniped"})
@@ -303,7 +304,7 @@ users:
 		}
 		cmd := NewCmdGet(f)
 		cmd.SetArgs(append([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation"}, args...))
-		if err := cmd.ExecuteContext(context.Background()); err != nil {
+		if err := cmd.ExecuteContext(runCtx); err != nil {
 			return nil, errOut.String(), err
 		}
 		gen, err := clientcmd.Load(out.Bytes())
@@ -344,5 +345,21 @@ users:
 	}
 	if _, _, err := run("--context", "prod", "--all-contexts"); err == nil {
 		t.Fatal("--context with --all-contexts accepted")
+	}
+
+	// Interrupted (Ctrl-C): no context is skipped as "context canceled",
+	// and the kubeconfig at -o is left as it was.
+	previous := filepath.Join(t.TempDir(), "fleet.kubeconfig")
+	if err := os.WriteFile(previous, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	runCtx = cancelled
+	if _, stderr, err := run("--all-contexts", "-o", previous); err == nil || strings.Contains(stderr, "skipped") {
+		t.Fatalf("an interrupted --all-contexts: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(previous); string(b) != "kept" {
+		t.Fatalf("an interrupted run replaced the kubeconfig at -o: %q", b)
 	}
 }
