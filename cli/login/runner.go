@@ -484,6 +484,7 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 	if err != nil {
 		return nil, false, err
 	}
+	var refreshErr error
 	if session != nil && session.RefreshToken != "" {
 		e.debug("session: refreshing")
 		e.UI.Step("refreshing your session")
@@ -497,11 +498,18 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 		// needs the person, and one that needs nobody (a password from
 		// the environment) leaves nothing to act on, so a quiet renewal
 		// shows nothing (a full-screen client's terminal stays its own).
-		e.UI.Step("could not refresh the session (" + err.Error() + "); logging in again")
+		refreshErr = err
+		e.UI.Step("could not refresh the session (" + termsafe.Visible(err.Error()) + "); logging in again")
 	}
 
 	tokens, err := e.login(ctx, p, c)
 	if err != nil {
+		if refreshErr != nil {
+			// The step above is dropped when nobody was asked; the failure
+			// still says why a login was needed (an ended session, or a
+			// refresh token used twice, which may mean it was stolen).
+			return nil, false, fmt.Errorf("%w (a login was needed because the session could not be refreshed: %s)", err, termsafe.Visible(refreshErr.Error()))
+		}
 		return nil, false, err
 	}
 	// A person who cancelled while the last token request was in flight

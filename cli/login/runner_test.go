@@ -273,6 +273,27 @@ func TestPasswordFlow(t *testing.T) {
 	}
 }
 
+// TestFailedLoginSaysTheRefreshFailed: when the refresh is refused and
+// the login that follows fails without asking anyone (a password login
+// without the password), the error still says why a login was needed: the
+// step saying so is shown only to a person who is asked.
+func TestFailedLoginSaysTheRefreshFailed(t *testing.T) {
+	h := newHarness(t)
+	r := h.request(true)
+	r.Flow, r.Username, r.Password = config.FlowPassword, "alice", "password"
+	unattended := &execcred.Request{APIVersion: execcred.V1, Interactive: false}
+	if err := h.engine(io.Discard).LoginOIDC(context.Background(), r, unattended); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.add(3 * time.Hour)
+	h.idp.FailRefresh.Store(true)
+	r.Password = ""
+	err := h.engine(io.Discard).LoginOIDC(context.Background(), r, unattended)
+	if err == nil || !strings.Contains(err.Error(), "the session could not be refreshed") {
+		t.Fatalf("the failed login does not name the refused refresh: %v", err)
+	}
+}
+
 // TestConcurrentLoginsShareOne: twenty racing invocations on an empty cache
 // cause exactly one login and one exchange; all print the same credential.
 func TestConcurrentLoginsShareOne(t *testing.T) {
