@@ -54,8 +54,11 @@ func Cause(text string) string {
 }
 
 // First reports whether a warning of this cause is to be shown now, and
-// if so records that it was. It is not shown again for Period; a record
-// that cannot be read or written never hides a warning.
+// if so records that it was. It is not shown again for Period. A record
+// that cannot be read or written never hides a warning; one that another
+// process is writing at this moment does, whatever its cause: that
+// process is showing a warning now, most likely this one, and the next
+// call shows this one if it was another.
 func (s *Store) First(text string) bool {
 	sum := sha256.Sum256([]byte(Cause(text)))
 	key := hex.EncodeToString(sum[:8])
