@@ -117,6 +117,19 @@ func (o *AheadOptions) asPlugin(entry *clientcmdapi.ExecConfig) *cmdutil.Factory
 	if len(entry.Env) == 0 {
 		return o.f
 	}
+	// The keyring and the home directory are found through the process's
+	// own environment (go-keyring's D-Bus, os.UserHomeDir), which an entry
+	// cannot change for this process: say so rather than cache where
+	// kubectl's call will not look.
+	for _, e := range entry.Env {
+		switch e.Name {
+		case "HOME", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR":
+			if e.Value != o.f.Getenv(e.Name) {
+				fmt.Fprintf(o.f.IO.ErrOut, "! the context's exec entry sets %s, which this login cannot follow: it caches where this shell's %s says, so kubectl may log in again itself (run pinniped login --context in a shell with the same %s)\n",
+					e.Name, e.Name, e.Name)
+			}
+		}
+	}
 	f := *o.f
 	f.LookupEnv = kubeexec.Env(entry, o.f.LookupEnv)
 	f.Getenv = func(k string) string { v, _ := f.LookupEnv(k); return v }
