@@ -68,6 +68,10 @@ type Serving struct {
 	mu  sync.Mutex
 	cur *tls.Certificate
 	end time.Time
+	// tried is when a new certificate was last issued: near the CA's own
+	// expiry a new one ends no later than the current one, and without a
+	// pause every handshake would make a key.
+	tried time.Time
 }
 
 // ReissueBefore is how long before its expiry a running proxy's serving
@@ -89,8 +93,12 @@ func (s *Serving) GetCertificate(now func() time.Time) func(*tls.ClientHelloInfo
 		if s.cur == nil {
 			s.cur, s.end = &s.Certificate, s.NotAfter
 		}
-		if s.ca != nil && !now().Before(s.end.Add(-ReissueBefore)) {
-			if cert, end, err := issue(s.ca); err == nil {
+		if t := now(); s.ca != nil && !t.Before(s.end.Add(-ReissueBefore)) && !t.Before(s.tried.Add(time.Hour)) {
+			s.tried = t
+			// Only a certificate that lives longer replaces the current
+			// one: the CA bounds what it issues, and once it is near its
+			// end only a restart (which makes a new CA) helps.
+			if cert, end, err := issue(s.ca); err == nil && end.After(s.end) {
 				s.cur, s.end = cert, end
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 
@@ -80,7 +81,7 @@ func TestServingCertificate(t *testing.T) {
 	if strings.Join(leaf.DNSNames, ",") != "localhost" || strings.Join(ips, ",") != "127.0.0.1,::1" {
 		t.Errorf("SANs %v %v", leaf.DNSNames, ips)
 	}
-	if leaf.Subject.String() == leaf.Issuer.String() {
+	if bytes.Equal(leaf.RawSubject, leaf.RawIssuer) {
 		t.Errorf("the serving certificate's subject is its issuer's (%s): OpenSSL clients take it for self-signed and refuse it", leaf.Subject)
 	}
 	if leaf.IsCA || !leaf.NotAfter.Equal(now.Add(ServingLifetime).Truncate(time.Second)) || !s.NotAfter.Truncate(time.Second).Equal(leaf.NotAfter) {
@@ -255,5 +256,36 @@ func TestARunningProxyGetsANewCertificate(t *testing.T) {
 	pool.AppendCertsFromPEM(s.CAPEM)
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost"}); err != nil {
 		t.Fatalf("the new certificate does not chain to the CA the kubeconfig pins: %v", err)
+	}
+}
+
+// TestNoKeyStormNearTheCAsEnd: once the CA ends within a week, what it
+// issues ends no later than the current certificate; the proxy keeps the
+// one it has and does not make a key at every handshake.
+func TestNoKeyStormNearTheCAsEnd(t *testing.T) {
+	ca, err := certauthority.New("test CA", 3*24*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, end, err := issue(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Serving{Certificate: *cert, NotAfter: end, ca: ca}
+	at := time.Now()
+	get := s.GetCertificate(func() time.Time { return at })
+	first, _ := get(nil)
+	for range 3 {
+		if again, _ := get(nil); again != first {
+			t.Fatal("a certificate the CA cannot outlive was replaced by one that lives no longer")
+		}
+	}
+	if !s.tried.Equal(at) {
+		t.Fatalf("tried at %v, want %v", s.tried, at)
+	}
+	at = at.Add(30 * time.Minute)
+	_, _ = get(nil)
+	if s.tried.Equal(at) {
+		t.Fatal("a new certificate was tried again within the hour")
 	}
 }
