@@ -20,6 +20,11 @@ type clock struct {
 	mu    sync.Mutex
 	t     time.Time
 	waits chan wait
+	// stopped, once closed, makes After hand no more waits to the test:
+	// a test that is over reads none, and a Renewer blocked handing one
+	// over would never see its context cancelled.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 type wait struct {
@@ -28,8 +33,11 @@ type wait struct {
 }
 
 func newClock() *clock {
-	return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), waits: make(chan wait)}
+	return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), waits: make(chan wait), stopped: make(chan struct{})}
 }
+
+// stop ends the hand-over of waits; call it before cancelling the Renewer.
+func (c *clock) stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
 
 func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
@@ -37,7 +45,10 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 
 func (c *clock) after(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	c.waits <- wait{d: d, fire: ch}
+	select {
+	case c.waits <- wait{d: d, fire: ch}:
+	case <-c.stopped: // never fires: the Renewer returns on its context
+	}
 	return ch
 }
 
@@ -149,6 +160,7 @@ func start(t *testing.T, ttl time.Duration, configure func(*bed)) *bed {
 	b.stop = cancel
 	go func() { defer close(b.done); b.r.Run(ctx) }()
 	t.Cleanup(func() {
+		clk.stop()
 		cancel()
 		select {
 		case <-b.done:

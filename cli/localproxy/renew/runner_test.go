@@ -48,7 +48,7 @@ func TestRenewsThroughTheRunner(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { clk.stop(); cancel(); <-done }()
 
 	for i := range 4 {
 		w := clk.next(t)
