@@ -93,16 +93,15 @@ func (c *Cache) Load(ctx context.Context, key string) (*Tokens, error) {
 	return &t, nil
 }
 
-// Put saves a session and lists it.
+// Put lists a session, then saves it: a session is never saved unlisted
+// (logout --all could not find it), and a listed key without a value is
+// only skipped.
 func (c *Cache) Put(ctx context.Context, key string, t *Tokens) error {
 	b, err := json.Marshal(t) //nolint:gosec // the session goes to the secret store (keyring or 0600 file) on purpose
 	if err != nil {
 		return err
 	}
-	if err := c.Store.Set(ctx, key, b); err != nil {
-		return err
-	}
-	return c.updateIndex(ctx, func(keys []string) ([]string, []string) {
+	if err := c.updateIndex(ctx, func(keys []string) ([]string, []string) {
 		if slices.Contains(keys, key) {
 			return keys, nil
 		}
@@ -111,7 +110,10 @@ func (c *Cache) Put(ctx context.Context, key string, t *Tokens) error {
 			return keys[1:], keys[:1]
 		}
 		return keys, nil
-	})
+	}); err != nil {
+		return err
+	}
+	return c.Store.Set(ctx, key, b)
 }
 
 // Delete forgets one session. It reports whether there was one.

@@ -237,7 +237,7 @@ func clearListed(ctx context.Context, c caches, loginWait time.Duration) (int, [
 	var held []*sessions.Tokens
 	keys, err := c.sess.Keys(ctx)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w; nothing was removed: try again when the keyring answers (pinniped doctor checks it)", err)
+		return 0, nil, err
 	}
 	for _, k := range keys {
 		had, t, err := forgetSession(ctx, c, k, loginWait)

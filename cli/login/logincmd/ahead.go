@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -122,8 +124,20 @@ func (o *AheadOptions) asPlugin(entry *clientcmdapi.ExecConfig) *cmdutil.Factory
 	// cannot change for this process: say so rather than cache where
 	// kubectl's call will not look.
 	for _, e := range entry.Env {
+		followed := false
 		switch e.Name {
-		case "HOME", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR":
+		case "HOME":
+			// Only the file cache's default place depends on it, and not
+			// where the entry also sets XDG_CONFIG_HOME (followed below).
+			followed = runtime.GOOS == "windows" || slices.ContainsFunc(entry.Env, func(v clientcmdapi.ExecEnvVar) bool { return v.Name == "XDG_CONFIG_HOME" })
+		case "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR":
+			// The keyring reaches the Secret Service over D-Bus only on
+			// Linux and the BSDs.
+			followed = runtime.GOOS == "darwin" || runtime.GOOS == "windows"
+		default:
+			followed = true
+		}
+		if !followed {
 			if e.Value != o.f.Getenv(e.Name) {
 				fmt.Fprintf(o.f.IO.ErrOut, "! the context's exec entry sets %s, which this login cannot follow: it caches where this shell's %s says, so kubectl may log in again itself (run pinniped login --context in a shell with the same %s)\n",
 					e.Name, e.Name, e.Name)
