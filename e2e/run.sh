@@ -2,12 +2,13 @@
 # CI entry point for the end-to-end tests (what `make e2e` runs):
 #   1. installs the system packages the test bed needs (apt, idempotent),
 #   2. builds the pinned toolchain (Kubernetes, etcd, Dex; cached by version outside the repo),
-#   3. runs `go test -tags e2e ./e2e/` once per profile (kubeadm, managed); each run brings
-#      a test bed up in TestMain and tears it down at the end,
+#   3. runs `go test -tags e2e ./e2e/` once per profile (kubeadm, managed), both at once
+#      on beds of their own; each run brings its bed up in TestMain and tears it down at the end,
 #   4. tears the beds down again on any exit (a test binary killed by -timeout cannot).
 #
-# Environment: PINNIPED_E2E_PROFILES (default "kubeadm managed"), PINNIPED_E2E_TIMEOUT
-# (go test -timeout per profile, default 35m: a hang guard; a profile takes about 20 minutes, more on empty caches), PINNIPED_E2E_CACHE (toolchain cache),
+# Environment: PINNIPED_E2E_PROFILES (default "kubeadm managed"), PINNIPED_E2E_SERIAL=1
+# (one profile after the other), PINNIPED_E2E_TIMEOUT
+# (go test -timeout per profile, default 50m: a hang guard; both profiles together take about 30 minutes, more on empty caches), PINNIPED_E2E_CACHE (toolchain cache),
 # GO_TEST_FLAGS (extra flags, e.g. "-run TestDex").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,16 +36,52 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-status=0
-for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
-	name="ci-$profile"
-	beds+=("$name")
-	echo "e2e/run.sh: === profile $profile (bed $name) ===" >&2
+# The profiles run at once, each on its own bed (network namespace, node,
+# cgroup root and state directory are per bed): most of a profile's time is
+# spent waiting for credentials to expire, pods to roll and clocks to pass,
+# so two beds on two cores finish in a little more than the longer one
+# alone. PINNIPED_E2E_SERIAL=1 runs them one after another.
+# Compile the tests once first, so the two go test runs only link.
+go test -tags e2e -c -o "$tmp/e2e.test" ./e2e/
+run_profile() {
+	local profile=$1 name="ci-$1"
 	# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 	if ! PINNIPED_E2E_NAME="$name" PINNIPED_E2E_PROFILE="$profile" PINNIPED_E2E_STATE_DIR="/var/lib/pinniped-e2e/$name" \
-		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-35m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
-		status=1
+		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-50m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
 		echo "e2e/run.sh: profile $profile FAILED (the bed's logs were saved under ${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs}; rerun with PINNIPED_E2E_KEEP=1 to keep the bed)" >&2
+		return 1
+	fi
+	echo "e2e/run.sh: profile $profile passed" >&2
+}
+status=0
+pids=()
+profiles=()
+for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
+	beds+=("ci-$profile")
+	if [[ ${PINNIPED_E2E_SERIAL:-} == 1 ]]; then
+		echo "e2e/run.sh: === profile $profile (bed ci-$profile) ===" >&2
+		run_profile "$profile" || status=1
+		continue
+	fi
+	# The first profile writes as it goes; the others to a file each,
+	# shown whole when it ends, so no two profiles' lines interleave.
+	if [[ ${#pids[@]} == 0 ]]; then
+		echo "e2e/run.sh: === profile $profile (bed ci-$profile), shown as it runs ===" >&2
+		run_profile "$profile" &
+	else
+		echo "e2e/run.sh: === profile $profile (bed ci-$profile) runs beside it; its output follows when both end ===" >&2
+		run_profile "$profile" >"$tmp/$profile.log" 2>&1 &
+	fi
+	pids+=($!)
+	profiles+=("$profile")
+done
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || status=1
+done
+for i in "${!profiles[@]}"; do
+	if [[ $i -gt 0 ]]; then
+		echo "e2e/run.sh: === output of profile ${profiles[$i]} (bed ci-${profiles[$i]}) ===" >&2
+		cat "$tmp/${profiles[$i]}.log"
 	fi
 done
 echo "e2e/run.sh: done in $((SECONDS - start))s, status $status" >&2

@@ -70,11 +70,23 @@ func BuildImage(binary, ref, outTar string) error {
 	if err := os.MkdirAll(filepath.Dir(outTar), 0o755); err != nil {
 		return err
 	}
-	tmp := outTar + ".tmp"
+	// A temporary file of its own: the two profiles' beds run at once and
+	// may build the same image into the shared cache at the same moment.
+	f, err := os.CreateTemp(filepath.Dir(outTar), filepath.Base(outTar)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_ = f.Close()
 	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("write image tarball: %w", err)
 	}
-	return os.Rename(tmp, outTar)
+	if err := os.Rename(tmp, outTar); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // binaryLayer streams a tar with the binary (and a /tmp, which many programs want).
