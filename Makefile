@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dat
 TOOLS   := .ci/tools.sh
 FUZZTIME ?= 45s
 
-.PHONY: all build test test-fresh check fmt vet lint generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
+.PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build
 
@@ -28,8 +28,8 @@ test: check unit e2e release-snapshot
 test-fresh:
 	.ci/test-fresh.sh
 
-## check: formatting, vet, lint, generated files up to date
-check: fmt vet verify-generated lint
+## check: formatting, vet, lint, generated files up to date, the Helm charts
+check: fmt vet verify-generated lint chart
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -40,17 +40,24 @@ vet:
 lint:
 	$$($(TOOLS) golangci-lint) run ./...
 
-## generate: deepcopy functions and CRD YAML from agent/apis
+## generate: deepcopy functions and CRD YAML from agent/apis, then the Helm charts' templates
+##   from what `pinniped install` renders
 generate:
 	cd agent/apis && $$(../../$(TOOLS) controller-gen) object paths=./...
 	cd agent/apis && $$(../../$(TOOLS) controller-gen) crd:crdVersions=v1 \
 	  paths=./authentication/... paths=./config/... output:crd:artifacts:config=../../install/crds
+	go run ./install/chartgen/writecharts install/chart
 
 ## verify-generated: fail when generated files are stale (run `make generate`)
 verify-generated: generate
-	@if [ -n "$$(git status --porcelain -- agent/apis install/crds)" ]; then \
-	  git status --short -- agent/apis install/crds; git diff --stat -- agent/apis install/crds; \
+	@if [ -n "$$(git status --porcelain -- agent/apis install/crds install/chart)" ]; then \
+	  git status --short -- agent/apis install/crds install/chart; git diff --stat -- agent/apis install/crds install/chart; \
 	  echo "Generated files are stale: run 'make generate' and commit the result."; exit 1; fi
+
+## chart: helm lint, and `helm template` of the charts against `pinniped install -o yaml` (install/chartgen)
+chart:
+	helm=$$($(TOOLS) helm) && $$helm lint --strict install/chart/pinniped install/chart/pinniped-crds && \
+	  PINNIPED_HELM=$$helm go test -count=1 -run 'Helm|Chart' ./install/chartgen/
 
 ## unit: unit tests with the race detector, the e2e test Supervisor's and second
 ## OpenID provider's own tests (their own modules), then a bounded fuzz run of the

@@ -10,14 +10,16 @@ declare -A PKG=(
   [golangci-lint]=github.com/golangci/golangci-lint/v2/cmd/golangci-lint
   [goreleaser]=github.com/goreleaser/goreleaser/v2
   [controller-gen]=sigs.k8s.io/controller-tools/cmd/controller-gen
+  [helm]=helm.sh/helm/v4/cmd/helm
 )
 declare -A VERSION=(
   [golangci-lint]=v2.15.0
   [goreleaser]=v2.15.1
   [controller-gen]=v0.19.0
+  [helm]=v4.3.1
 )
 
-name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen}
+name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen|helm}
 pkg=${PKG[$name]:?unknown tool $name}
 ver=${VERSION[$name]}
 cache=${PINNIPED_TOOLS_CACHE:-$HOME/.cache/pinniped-tools}

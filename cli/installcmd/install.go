@@ -23,7 +23,7 @@ import (
 )
 
 // DefaultImageRepository holds release images of the agent.
-const DefaultImageRepository = "ghcr.io/pinniped-kit/pinniped-agent"
+const DefaultImageRepository = render.DefaultImageRepository
 
 // Options are the inputs of `pinniped install`.
 type Options struct {
@@ -146,11 +146,7 @@ func (o *Options) Complete() error {
 	o.Render.NoKubeCertAgent = !o.KubeCertAgent
 	o.Render.Defaults()
 	if o.Render.Image == "" {
-		tag := o.Version
-		if tag == "" || tag == "dev" || strings.Contains(tag, "dirty") {
-			tag = "latest"
-		}
-		o.Render.Image = DefaultImageRepository + ":" + strings.TrimPrefix(tag, "v")
+		o.Render.Image = render.DefaultImage(o.Version)
 	}
 	var err error
 	if o.Render.OIDCCABundle, err = readPEM("--oidc-ca-bundle", o.OIDCCA); err != nil {

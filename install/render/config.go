@@ -96,6 +96,20 @@ const (
 	SuffixLabel = "pinniped.dev/api-group-suffix"
 )
 
+// DefaultImageRepository holds release images of the agent.
+const DefaultImageRepository = "ghcr.io/pinniped-kit/pinniped-agent"
+
+// DefaultImage is the agent image of a release: the CLI's version, "latest"
+// for a development build. The Helm chart's default is the same image of
+// its appVersion.
+func DefaultImage(version string) string {
+	tag := version
+	if tag == "" || tag == "dev" || strings.Contains(tag, "dirty") {
+		tag = "latest"
+	}
+	return DefaultImageRepository + ":" + strings.TrimPrefix(tag, "v")
+}
+
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
 	if c.Namespace == "" {

@@ -38,11 +38,20 @@ func Render(c Config) ([]Object, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := loadCRDs(&c)
+	return build(&c)
+}
+
+// Template is Render without defaults or validation, for writing templates
+// (package chartgen): its settings are placeholders that no check passes.
+// Every field that Defaults fills must be set.
+func Template(c Config) ([]Object, error) { return build(&c) }
+
+func build(c *Config) ([]Object, error) {
+	out, err := loadCRDs(c)
 	if err != nil {
 		return nil, err
 	}
-	b := builder{c: &c}
+	b := builder{c: c}
 	for _, group := range [][]part{b.accounts(), b.rbac(), b.api(), b.workload(), b.config()} {
 		for _, p := range group {
 			if p.obj == nil {
