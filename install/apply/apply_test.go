@@ -266,8 +266,12 @@ func TestApplyDryRunPersistsNothing(t *testing.T) {
 			t.Errorf("applied with %+v, want a dry run", opts)
 		}
 	}
+	// The ownership check reads CRDs before the first apply; only a read
+	// after it is a wait.
+	applied := false
 	for _, a := range dyn.Actions() {
-		if a.GetVerb() == "get" && a.GetResource().Resource == "customresourcedefinitions" {
+		applied = applied || a.GetVerb() == "patch"
+		if applied && a.GetVerb() == "get" && a.GetResource().Resource == "customresourcedefinitions" {
 			t.Fatal("waited for a CRD a dry run did not create")
 		}
 	}

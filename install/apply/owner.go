@@ -56,6 +56,38 @@ func (e *ErrNamespaceTaken) Error() string {
 		e.Namespace, other)
 }
 
+// Helm's marks on the objects of a release (helm.sh/helm's action package).
+const (
+	helmReleaseAnnotation   = "meta.helm.sh/release-name"
+	helmNamespaceAnnotation = "meta.helm.sh/release-namespace"
+)
+
+// ErrManagedByHelm means the agent (or its CRDs) belongs to a Helm release:
+// pinniped install would fight Helm over every field, and pinniped
+// uninstall would leave Helm a release of deleted objects.
+type ErrManagedByHelm struct {
+	What, Release, ReleaseNamespace string
+	Uninstall                       bool
+}
+
+func (e *ErrManagedByHelm) Error() string {
+	if e.Uninstall {
+		return fmt.Sprintf("%s belongs to the Helm release %q in namespace %q: nothing was removed; remove it with helm uninstall %s -n %s (then the pinniped-crds release), see docs/helm.md",
+			e.What, e.Release, e.ReleaseNamespace, e.Release, e.ReleaseNamespace)
+	}
+	return fmt.Sprintf("%s belongs to the Helm release %q in namespace %q: nothing was changed; upgrade it with helm upgrade %s -n %s. To manage it with pinniped install instead, see docs/helm.md (moving from Helm)",
+		e.What, e.Release, e.ReleaseNamespace, e.Release, e.ReleaseNamespace)
+}
+
+// helmRelease is the release that manages u, if one does.
+func helmRelease(u *unstructured.Unstructured, what string, uninstall bool) error {
+	a := u.GetAnnotations()
+	if a[helmReleaseAnnotation] == "" {
+		return nil
+	}
+	return &ErrManagedByHelm{What: what, Release: a[helmReleaseAnnotation], ReleaseNamespace: a[helmNamespaceAnnotation], Uninstall: uninstall}
+}
+
 // CheckOwnership refuses to install over another server's APIServices,
 // or into a namespace that holds our agent under another suffix. It only
 // reads, so it runs before anything is changed (and in dry runs).
@@ -67,6 +99,21 @@ func (in *Installer) CheckOwnership(ctx context.Context, objs []render.Object) e
 			if err := in.checkNamespace(ctx, o); err != nil {
 				return err
 			}
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		existing, err := in.Dynamic.Resource(resources[crdGVK].gvr).Get(ctx, o.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read CustomResourceDefinition %s: %w", o.GetName(), explain(err))
+		}
+		if err := helmRelease(existing, "the CustomResourceDefinitions of the agent's API groups", false); err != nil {
+			return err
 		}
 	}
 	for _, o := range objs {
@@ -108,6 +155,9 @@ func (in *Installer) checkNamespace(ctx context.Context, want render.Object) err
 	}
 	if err != nil {
 		return fmt.Errorf("read Deployment %s: %w", qualifiedName(want.Unstructured), explain(err))
+	}
+	if err := helmRelease(existing, fmt.Sprintf("the pinniped agent in namespace %s", want.GetNamespace()), false); err != nil {
+		return err
 	}
 	if theirs := existing.GetLabels()[render.SuffixLabel]; theirs != want.GetLabels()[render.SuffixLabel] {
 		return &ErrNamespaceTaken{Namespace: want.GetNamespace(), Label: theirs}

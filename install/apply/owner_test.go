@@ -63,3 +63,48 @@ func TestInstallRefusesAnotherServersAPIGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmReleasesAreLeftToHelm: an agent or CRDs that a Helm release
+// manages are neither applied over nor uninstalled; the refusal names the
+// release and the Helm command.
+func TestHelmReleasesAreLeftToHelm(t *testing.T) {
+	objs := renderFor(t, "img")
+	helmOwned := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "auth", "meta.helm.sh/release-namespace": "platform"})
+		return u
+	}
+	var deploy, crd *unstructured.Unstructured
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Deployment":
+			deploy = o.DeepCopy()
+		case o.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(o.GetName(), "credentialissuers."):
+			crd = o.DeepCopy()
+		}
+	}
+	for name, existing := range map[string]*unstructured.Unstructured{"the agent": helmOwned(deploy.DeepCopy()), "the CRDs": helmOwned(crd.DeepCopy())} {
+		t.Run(name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), existing)
+			in := &Installer{Dynamic: dyn, Progress: &recordedProgress{}}
+			var helm *ErrManagedByHelm
+			err := in.CheckOwnership(context.Background(), objs)
+			if !errors.As(err, &helm) || !strings.Contains(err.Error(), "helm upgrade auth -n platform") {
+				t.Fatalf("install over a Helm release: %v", err)
+			}
+			err = in.Uninstall(context.Background(), "pinniped")
+			if !errors.As(err, &helm) || !strings.Contains(err.Error(), "helm uninstall auth -n platform") {
+				t.Fatalf("uninstall of a Helm release: %v", err)
+			}
+			for _, a := range dyn.Actions() {
+				if a.GetVerb() != "get" {
+					t.Fatalf("refused, yet it did %s %s", a.GetVerb(), a.GetResource().Resource)
+				}
+			}
+		})
+	}
+	// Without Helm's marks, the same objects are an earlier install's.
+	in := &Installer{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), deploy, crd)}
+	if err := in.CheckOwnership(context.Background(), objs); err != nil {
+		t.Fatalf("an upgrade of our own install refused: %v", err)
+	}
+}

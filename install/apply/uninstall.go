@@ -113,10 +113,13 @@ func (in *Installer) checkUninstallNamespace(ctx context.Context, namespace stri
 	deploy := resources[schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]
 	existing, err := scoped(in.Dynamic, deploy, namespace).Get(ctx, render.AppName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return in.checkUninstallCRDs(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("read Deployment %s/%s: %w", namespace, render.AppName, explain(err))
+	}
+	if err := helmRelease(existing, fmt.Sprintf("the pinniped agent in namespace %s", namespace), true); err != nil {
+		return err
 	}
 	want := ""
 	if !groupsuffix.IsDefault(in.GroupSuffix) {
@@ -125,7 +128,21 @@ func (in *Installer) checkUninstallNamespace(ctx context.Context, namespace stri
 	if theirs := existing.GetLabels()[render.SuffixLabel]; theirs != want {
 		return &ErrNamespaceTaken{Namespace: namespace, Label: theirs, Uninstall: true}
 	}
-	return nil
+	return in.checkUninstallCRDs(ctx)
+}
+
+// checkUninstallCRDs refuses when the CRDs of the install's API groups
+// belong to a Helm release (the pinniped-crds chart).
+func (in *Installer) checkUninstallCRDs(ctx context.Context) error {
+	name := "credentialissuers." + groupsuffix.Group(groupsuffix.Config, in.GroupSuffix)
+	existing, err := in.Dynamic.Resource(resources[crdGVK].gvr).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read CustomResourceDefinition %s: %w", name, explain(err))
+	}
+	return helmRelease(existing, "the CustomResourceDefinitions of the agent's API groups", true)
 }
 
 // selectorFor selects this install's objects of kind gvk in ns. In the

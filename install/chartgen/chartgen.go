@@ -178,7 +178,8 @@ func Generate() ([]File, error) {
 	}
 	var files []File
 	for _, chart := range []string{CRDChart, AgentChart} {
-		files = append(files, File{Path: filepath.Join(chart, "templates", "_helpers.tpl"), Data: []byte(helpers)})
+		files = append(files, File{Path: filepath.Join(chart, "templates", "_helpers.tpl"), Data: []byte(helpers)},
+			File{Path: filepath.Join(chart, "templates", "checks.yaml"), Data: []byte(checks[chart])})
 	}
 	n := map[string]int{}
 	for _, o := range with.list {

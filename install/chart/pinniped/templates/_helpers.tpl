@@ -48,3 +48,19 @@ Each helper computes what package render computes for `pinniped install`.
 groups: {{ .Values.oidc.groupsClaim | quote }}
 username: {{ .Values.oidc.usernameClaim | quote }}
 {{- end -}}
+
+{{/*
+Refuses to take over objects another tool manages: an agent (or its CRDs)
+that `pinniped install` put there, which Helm would otherwise adopt or
+fight over. lookup answers only when Helm talks to a cluster (install,
+upgrade), so helm template renders as ever.
+*/}}
+{{- define "pinniped.refuseTakeover" -}}
+{{- $kind := index . 0 -}}{{- $obj := index . 1 -}}{{- $top := index . 2 -}}
+{{- if and $obj (not $top.Values.takeOverFromPinnipedInstall) -}}
+{{- $annotations := $obj.metadata.annotations | default dict -}}
+{{- if not (hasKey $annotations "meta.helm.sh/release-name") -}}
+{{- fail (printf "%s is managed by pinniped install, not Helm: nothing was changed. To move it to Helm with no outage (Helm 3.17 or later), install both charts with --take-ownership and --set takeOverFromPinnipedInstall=true, with values that match the flags it was installed with; or remove it first with pinniped uninstall (which deletes every JWTAuthenticator and WebhookAuthenticator). See docs/helm.md." $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
