@@ -156,6 +156,11 @@ var substitutions = []struct{ from, to string }{
 
 // objectConds are the objects that exist only when a value is set.
 var objectConds = map[string]string{
+	// The chart makes the agent's namespace, as pinniped install does, so
+	// that helm uninstall takes what the agent made there with it; one
+	// that exists already and is not the release's (helm install
+	// --create-namespace) is left alone.
+	"Namespace":            `include "pinniped.ownNamespace" .`,
 	"JWTAuthenticator":     ".Values.oidc.issuer",
 	"WebhookAuthenticator": ".Values.webhook.endpoint",
 }
@@ -181,6 +186,7 @@ func Generate() ([]File, error) {
 		files = append(files, File{Path: filepath.Join(chart, "templates", "_helpers.tpl"), Data: []byte(helpers)},
 			File{Path: filepath.Join(chart, "templates", "checks.yaml"), Data: []byte(checks[chart])})
 	}
+	files = append(files, File{Path: filepath.Join(AgentChart, "templates", "NOTES.txt"), Data: []byte(notes)})
 	n := map[string]int{}
 	for _, o := range with.list {
 		other, inBoth := without.byKey[o.key]
@@ -259,9 +265,6 @@ func objects(kubeCertAgent bool) (objectSet, error) {
 	set := objectSet{byKey: map[string]rendered{}}
 	for _, o := range objs {
 		kind := o.GetKind()
-		if kind == "Namespace" {
-			continue // Helm's release namespace (helm install -n NS --create-namespace)
-		}
 		if err := punch(o.Unstructured); err != nil {
 			return objectSet{}, err
 		}

@@ -67,9 +67,8 @@ const version = "1.2.3"
 
 // TestHelmTemplateEqualsInstall: for each setting, `helm template` of both
 // charts with the values that match `pinniped install`'s flags renders the
-// objects `pinniped install -o yaml` renders, but for what Helm owns: the
-// release's namespace (helm install -n NS --create-namespace) and the
-// managed-by label.
+// objects `pinniped install -o yaml` renders, but for the managed-by label,
+// which Helm owns.
 func TestHelmTemplateEqualsInstall(t *testing.T) {
 	helm := helmBinary(t)
 	dir := t.TempDir()
@@ -128,11 +127,10 @@ func TestHelmTemplateEqualsInstall(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := tc.namespace
-			if ns == "" {
-				ns = "pinniped"
-			}
 			want := installObjects(t, tc.flags)
+			if tc.namespace != "" {
+				tc.values["namespace"] = tc.namespace // values are made per case
+			}
 			valuesFile := filepath.Join(t.TempDir(), "values.json")
 			raw, _ := json.Marshal(tc.values)
 			if err := os.WriteFile(valuesFile, raw, 0o600); err != nil {
@@ -148,7 +146,7 @@ func TestHelmTemplateEqualsInstall(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := run(t, helm, "template", "pinniped-crds", filepath.Join(dir, chartgen.CRDChart+"-"+version+".tgz"), "-f", crdFile)
-			out += run(t, helm, "template", "pinniped", filepath.Join(dir, chartgen.AgentChart+"-"+version+".tgz"), "-n", ns, "-f", valuesFile)
+			out += run(t, helm, "template", "pinniped", filepath.Join(dir, chartgen.AgentChart+"-"+version+".tgz"), "-f", valuesFile)
 			got := decode(t, out)
 			compare(t, got, want)
 		})
@@ -200,13 +198,7 @@ func installObjects(t *testing.T, flags []string) map[string]map[string]any {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("pinniped install %v: %v\n%s", flags, err, errOut.String())
 	}
-	objs := decode(t, out.String())
-	for key, o := range objs {
-		if o["kind"] == "Namespace" {
-			delete(objs, key) // Helm's: the release's namespace
-		}
-	}
-	return objs
+	return decode(t, out.String())
 }
 
 // decode reads a YAML stream into objects keyed kind/namespace/name, with
