@@ -193,45 +193,7 @@ spec: {issuer: "https://second.example.com", audience: x}
 
 	t.Run("uninstall leaves nothing behind", func(t *testing.T) {
 		Run(t, nil, pinniped, "uninstall")
-		Eventually(t, 2*time.Minute, "no pinniped objects left", func(context.Context) error {
-			left, err := RunE(nil, "kubectl", "get",
-				"namespaces,clusterroles,clusterrolebindings,apiservices,customresourcedefinitions,certificatesigningrequests",
-				"-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
-			if err != nil {
-				return err
-			}
-			for _, ns := range []string{"kube-system", "kube-public"} {
-				more, err := RunE(nil, "kubectl", "-n", ns, "get", "roles,rolebindings,secrets", "-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
-				if err != nil {
-					return err
-				}
-				left += more
-			}
-			if strings.TrimSpace(left) != "" {
-				return fmt.Errorf("still there:\n%s", left)
-			}
-			if _, err := RunE(nil, "kubectl", "get", "namespace", "pinniped"); err == nil {
-				return errors.New("namespace pinniped still exists")
-			}
-			return nil
-		})
-		// And by name, for what the label query might miss.
-		for _, obj := range []string{
-			"crd/jwtauthenticators.authentication.concierge.pinniped.dev", "crd/webhookauthenticators.authentication.concierge.pinniped.dev",
-			"crd/credentialissuers.config.concierge.pinniped.dev", "apiservice/v1alpha1.login.concierge.pinniped.dev",
-			"apiservice/v1alpha1.identity.concierge.pinniped.dev", "clusterrole/pinniped-agent", "clusterrole/pinniped-pre-authn-apis",
-			"clusterrolebinding/pinniped-agent", "clusterrolebinding/pinniped-pre-authn-apis",
-			"clusterrole/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-auth-delegator",
-		} {
-			if _, err := RunE(nil, "kubectl", "get", obj); err == nil {
-				t.Errorf("%s survived uninstall", obj)
-			}
-		}
-		for _, obj := range []string{"rolebinding/pinniped-agent-extension-apiserver-authentication-reader", "rolebinding/pinniped-agent-find-controller-manager", "role/pinniped-agent-find-controller-manager"} {
-			if _, err := RunE(nil, "kubectl", "-n", "kube-system", "get", obj); err == nil {
-				t.Errorf("kube-system %s survived uninstall", obj)
-			}
-		}
+		nothingLeft(t, "uninstall")
 		if out, err := RunE(nil, pinniped, "uninstall"); err != nil {
 			t.Fatalf("a second uninstall must succeed quietly: %v %s", err, out)
 		}
@@ -347,6 +309,52 @@ func TestInstallSaysWhyItIsNotReady(t *testing.T) {
 	for _, want := range []string{"not ready after 40s", "agent Deployment available", "ErrImageNeverPull", "kubectl -n pinniped describe pods"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the failure does not mention %q:\n%s", want, msg)
+		}
+	}
+}
+
+// nothingLeft waits until no object of the agent (the default install's)
+// is left after how ("uninstall", "helm uninstall"), and fails t for any
+// that survived.
+func nothingLeft(t *testing.T, how string) {
+	t.Helper()
+	Eventually(t, 2*time.Minute, "no pinniped objects left", func(context.Context) error {
+		left, err := RunE(nil, "kubectl", "get",
+			"namespaces,clusterroles,clusterrolebindings,apiservices,customresourcedefinitions,certificatesigningrequests",
+			"-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
+		if err != nil {
+			return err
+		}
+		for _, ns := range []string{"kube-system", "kube-public"} {
+			more, err := RunE(nil, "kubectl", "-n", ns, "get", "roles,rolebindings,secrets", "-l", "app.kubernetes.io/part-of=pinniped", "-o", "name")
+			if err != nil {
+				return err
+			}
+			left += more
+		}
+		if strings.TrimSpace(left) != "" {
+			return fmt.Errorf("still there:\n%s", left)
+		}
+		if _, err := RunE(nil, "kubectl", "get", "namespace", "pinniped"); err == nil {
+			return errors.New("namespace pinniped still exists")
+		}
+		return nil
+	})
+	// And by name, for what the label query might miss.
+	for _, obj := range []string{
+		"crd/jwtauthenticators.authentication.concierge.pinniped.dev", "crd/webhookauthenticators.authentication.concierge.pinniped.dev",
+		"crd/credentialissuers.config.concierge.pinniped.dev", "apiservice/v1alpha1.login.concierge.pinniped.dev",
+		"apiservice/v1alpha1.identity.concierge.pinniped.dev", "clusterrole/pinniped-agent", "clusterrole/pinniped-pre-authn-apis",
+		"clusterrolebinding/pinniped-agent", "clusterrolebinding/pinniped-pre-authn-apis",
+		"clusterrole/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-proxy", "clusterrolebinding/pinniped-agent-auth-delegator",
+	} {
+		if _, err := RunE(nil, "kubectl", "get", obj); err == nil {
+			t.Errorf("%s survived %s", obj, how)
+		}
+	}
+	for _, obj := range []string{"rolebinding/pinniped-agent-extension-apiserver-authentication-reader", "rolebinding/pinniped-agent-find-controller-manager", "role/pinniped-agent-find-controller-manager"} {
+		if _, err := RunE(nil, "kubectl", "-n", "kube-system", "get", obj); err == nil {
+			t.Errorf("kube-system %s survived %s", obj, how)
 		}
 	}
 }
