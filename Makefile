@@ -103,9 +103,12 @@ demo:
 release-check:
 	$$($(TOOLS) goreleaser) check -f goreleaser.yaml
 
-## release-snapshot: build every release artifact locally, without publishing
+## release-snapshot: build every release artifact locally, without publishing, and package
+##   the Helm charts with the snapshot's version (dist/charts)
 release-snapshot: release-check
 	$$($(TOOLS) goreleaser) release -f goreleaser.yaml --snapshot --clean --skip=publish,ko
+	version=$$(grep -o '"version": *"[^"]*"' dist/metadata.json | head -1 | sed 's/.*: *"\(.*\)"/\1/') && \
+	  test -n "$$version" && .ci/package-charts.sh "$$version" dist/charts
 
 clean:
 	rm -rf bin dist

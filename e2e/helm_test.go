@@ -24,69 +24,92 @@ func helmCLI(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestHelmInstallUpgradeUninstall: the agent installed with the charts
-// works (a user logs in through kubectl), a helm upgrade to another build
-// under load fails no request, pinniped install and Helm refuse each
-// other's installation, and helm uninstall leaves nothing behind.
-func TestHelmInstallUpgradeUninstall(t *testing.T) {
+// TestHelm: the agent's charts on the bed, as docs/helm.md tells an
+// administrator to use them.
+func TestHelm(t *testing.T) {
 	helm := helmCLI(t)
 	charts := filepath.Join(RepoRoot(t), "install", "chart")
 	cfg := Bed.Config()
-	image := AgentImage(t)
-	repo, tag, _ := strings.Cut(image, ":")
+	repo, tag, _ := strings.Cut(AgentImage(t), ":")
 	KeyringSession(t)
 	pinniped := BuildStatic(t, "./cmd/pinniped")
-
-	// An agent that pinniped install manages is not Helm's to take.
-	Run(t, nil, pinniped, installArgs(t)...)
-	out, err := RunE(nil, helm, "install", "pinniped-crds", filepath.Join(charts, "pinniped-crds"))
-	if err == nil || !strings.Contains(err.Error(), "managed by pinniped install, not Helm") {
-		t.Fatalf("helm install over pinniped install's CRDs: %v\n%s", err, out)
-	}
-	Run(t, nil, pinniped, "uninstall")
-
 	values := []string{
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
 		"--set", "oidc.issuer=" + cfg.DexIssuer(), "--set", "oidc.audience=" + testbed.DexClientID,
 		"--set-file", "oidc.caBundle=" + cfg.TestbedCAFile(), "--set", "oidc.usernameClaim=email", "--set", "authenticatorName=dex",
 	}
-	uninstalled := false
-	t.Cleanup(func() {
-		if !uninstalled {
-			_, _ = RunE(nil, helm, "uninstall", "pinniped", "--wait", "--timeout=3m")
-			_, _ = RunE(nil, helm, "uninstall", "pinniped-crds", "--wait")
-		}
-	})
-	began := time.Now()
-	Run(t, nil, helm, "install", "pinniped-crds", filepath.Join(charts, "pinniped-crds"), "--wait")
-	Run(t, nil, helm, append([]string{"install", "pinniped", filepath.Join(charts, "pinniped"), "--wait", "--timeout=4m"}, values...)...)
-	t.Logf("helm installed both charts in %s", time.Since(began).Round(100*time.Millisecond))
-
-	env := exchangingUser(t, pinniped)
-
-	// Helm's installation is not pinniped install's to change or remove.
-	if _, err := RunE(nil, pinniped, installArgs(t)...); err == nil || !strings.Contains(err.Error(), "belongs to the Helm release \"pinniped\"") {
-		t.Fatalf("pinniped install over a Helm release: %v", err)
-	}
-	if _, err := RunE(nil, pinniped, "uninstall"); err == nil || !strings.Contains(err.Error(), "helm uninstall pinniped") {
-		t.Fatalf("pinniped uninstall of a Helm release: %v", err)
-	}
-
-	next := AgentImageVersion(t, "v99.0.0-e2e-helm")
-	_, nextTag, _ := strings.Cut(next, ":")
-	underLoad(t, env, "a helm upgrade to another build", nil, func() {
+	// install installs both charts (with extra flags), the CRDs first;
+	// uninstall removes both, the agent first. A test that stops half-way
+	// leaves nothing for the next.
+	install := func(t *testing.T, extra ...string) {
+		t.Helper()
+		t.Cleanup(func() {
+			_, _ = RunE(nil, helm, "uninstall", "pinniped", "--ignore-not-found", "--wait", "--timeout=3m")
+			_, _ = RunE(nil, helm, "uninstall", "pinniped-crds", "--ignore-not-found", "--wait")
+		})
 		began := time.Now()
-		Run(t, nil, helm, "upgrade", "pinniped", filepath.Join(charts, "pinniped"), "--reuse-values", "--set", "image.tag="+nextTag, "--wait", "--timeout=4m")
-		Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
-		if got := Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != next {
-			t.Fatalf("after helm upgrade the Deployment runs %s, want %s", got, next)
+		Run(t, nil, helm, append([]string{"install", "pinniped-crds", filepath.Join(charts, "pinniped-crds"), "--wait"}, extra...)...)
+		Run(t, nil, helm, append(append([]string{"install", "pinniped", filepath.Join(charts, "pinniped"), "--wait", "--timeout=4m"}, extra...), values...)...)
+		t.Logf("helm installed both charts in %s", time.Since(began).Round(100*time.Millisecond))
+	}
+	uninstall := func(t *testing.T) {
+		t.Helper()
+		Run(t, nil, helm, "uninstall", "pinniped", "--wait", "--timeout=3m")
+		Run(t, nil, helm, "uninstall", "pinniped-crds", "--wait")
+		nothingLeft(t, "helm uninstall")
+	}
+
+	t.Run("install, log in, upgrade under load, uninstall", func(t *testing.T) {
+		install(t)
+		env := exchangingUser(t, pinniped)
+
+		// Helm's installation is not pinniped install's to change or remove.
+		if _, err := RunE(nil, pinniped, installArgs(t)...); err == nil || !strings.Contains(err.Error(), `belongs to the Helm release "pinniped"`) {
+			t.Fatalf("pinniped install over a Helm release: %v", err)
 		}
-		t.Logf("helm upgrade rolled out %s in %s", next, time.Since(began).Round(100*time.Millisecond))
-		time.Sleep(5 * time.Second)
+		if _, err := RunE(nil, pinniped, "uninstall"); err == nil || !strings.Contains(err.Error(), "helm uninstall pinniped") {
+			t.Fatalf("pinniped uninstall of a Helm release: %v", err)
+		}
+
+		next := AgentImageVersion(t, "v99.0.0-e2e-helm")
+		_, nextTag, _ := strings.Cut(next, ":")
+		underLoad(t, env, "a helm upgrade to another build", nil, func() {
+			began := time.Now()
+			Run(t, nil, helm, "upgrade", "pinniped", filepath.Join(charts, "pinniped"), "--reuse-values", "--set", "image.tag="+nextTag, "--wait", "--timeout=4m")
+			Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+			if got := Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != next {
+				t.Fatalf("after helm upgrade the Deployment runs %s, want %s", got, next)
+			}
+			t.Logf("helm upgrade rolled out %s in %s", next, time.Since(began).Round(100*time.Millisecond))
+			time.Sleep(5 * time.Second)
+		})
+		uninstall(t)
 	})
 
-	Run(t, nil, helm, "uninstall", "pinniped", "--wait", "--timeout=3m")
-	Run(t, nil, helm, "uninstall", "pinniped-crds", "--wait")
-	uninstalled = true
-	nothingLeft(t, "helm uninstall")
+	// An agent that pinniped install manages is not Helm's to take unasked;
+	// asked (docs/helm.md), Helm takes it over in place, its namespace and
+	// what the agent made there included, and users go on logging in.
+	t.Run("take over from pinniped install", func(t *testing.T) {
+		Run(t, nil, pinniped, installArgs(t)...)
+		t.Cleanup(func() { _, _ = RunE(nil, pinniped, "uninstall") })
+		env := exchangingUser(t, pinniped)
+		for _, chart := range []string{"pinniped-crds", "pinniped"} {
+			args := []string{"install", chart, filepath.Join(charts, chart)}
+			if chart == "pinniped" {
+				args = append(args, values...)
+			}
+			out, err := RunE(nil, helm, args...)
+			if err == nil || !strings.Contains(err.Error(), "managed by pinniped install, not Helm") {
+				t.Fatalf("helm install %s over pinniped install's: %v\n%s", chart, err, out)
+			}
+		}
+		install(t, "--take-ownership", "--force-conflicts", "--set", "takeOverFromPinnipedInstall=true")
+		if got, stderr, err := whoami(t, env); err != nil || got == "" {
+			t.Fatalf("whoami after Helm took the agent over: %q %v\n%s", got, err, stderr)
+		}
+		if a := Kubectl(t, "get", "namespace", "pinniped", "-o", "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}"); a != "pinniped" {
+			t.Fatalf("the agent's namespace is not the release's (release-name %q): helm uninstall would leave it", a)
+		}
+		uninstall(t)
+	})
 }

@@ -15,12 +15,15 @@ Each helper computes what package render computes for ` + "`pinniped install`" +
 {{/*
 "true" when the chart makes the agent's namespace: unless it exists and
 another owns it (helm install --create-namespace made it, or an admin).
-lookup finds nothing under helm template, which renders it as pinniped
-install does.
+One that pinniped install made is taken over with the rest of its install
+(takeOverFromPinnipedInstall). lookup finds nothing under helm template,
+which renders it as pinniped install does.
 */}}
 {{- define "pinniped.ownNamespace" -}}
 {{- $ns := lookup "v1" "Namespace" "" (include "pinniped.namespace" .) -}}
-{{- if or (not $ns) (hasKey ($ns.metadata.annotations | default dict) "meta.helm.sh/release-name") -}}true{{- end -}}
+{{- $labels := dict -}}{{- $annotations := dict -}}
+{{- if $ns -}}{{- $labels = $ns.metadata.labels | default dict -}}{{- $annotations = $ns.metadata.annotations | default dict -}}{{- end -}}
+{{- if or (not $ns) (hasKey $annotations "meta.helm.sh/release-name") (and .Values.takeOverFromPinnipedInstall (eq (get $labels "app.kubernetes.io/part-of") "pinniped")) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The API group suffix (render.Config.GroupSuffix). */}}
