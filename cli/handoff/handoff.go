@@ -22,8 +22,13 @@ const EngineName = "pinniped-engine"
 // kubeconfigs it writes run `pinniped`, not the engine.
 const FrontPathEnv = "PINNIPED_CLI_PATH"
 
+// PluginName is the front's name as a kubectl plugin: krew links it into
+// its bin directory so, and kubectl runs it for `kubectl pinniped`.
+const PluginName = "kubectl-pinniped"
+
 // EnginePath is the engine next to the running front binary (symlinks
-// resolved, so a link in ~/bin to an unpacked release works).
+// resolved, so a link in ~/bin to an unpacked release works), and the path
+// kubeconfigs should run the front by (StablePath).
 func EnginePath() (front, engine string, err error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -37,7 +42,24 @@ func EnginePath() (front, engine string, err error) {
 		}
 		return "", "", fmt.Errorf("engine %s: %w", engine, err)
 	}
-	return exe, engine, nil
+	return StablePath(os.Args[0], exe), engine, nil
+}
+
+// StablePath is the path a kubeconfig should run the front at, given how it
+// was started (argv0) and where it really is (resolved). Run as a kubectl
+// plugin through a link (krew's ~/.krew/bin/kubectl-pinniped, which kubectl
+// starts by its absolute path), it is the link: krew replaces the directory
+// the link points into at each upgrade, and a kubeconfig naming that would
+// stop working. Otherwise it is the resolved path.
+func StablePath(argv0, resolved string) string {
+	base := strings.TrimSuffix(filepath.Base(argv0), ".exe")
+	if base != PluginName || !filepath.IsAbs(argv0) {
+		return resolved
+	}
+	if target, err := filepath.EvalSymlinks(argv0); err != nil || target != resolved {
+		return resolved
+	}
+	return argv0
 }
 
 // EngineBeside is where the front at path looks for the engine on goos:
@@ -62,7 +84,8 @@ func IsFront(command string) bool {
 	if i := strings.LastIndexAny(command, `/\`); i >= 0 {
 		base = command[i+1:]
 	}
-	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe")
+	return base == "pinniped" || strings.EqualFold(base, "pinniped.exe") ||
+		base == PluginName || strings.EqualFold(base, PluginName+".exe")
 }
 
 // Run replaces the process with the engine (on Unix; elsewhere it waits for
