@@ -68,6 +68,7 @@ Its secrets are never printed either.
 Checks (their names are stable; -o json gives them as "name"):
   kubeconfig.context      the kubeconfig loads; the context, its cluster and user exist
   exec.front              the user's exec entry runs pinniped, and that binary is found
+  exec.policy             kubectl's kuberc (credentialPluginPolicy, credentialPluginAllowlist) lets it run
   exec.engine             pinniped-engine sits beside it
   exec.versions           pinniped, pinniped-engine and this binary are the same build
   exec.args               the login arguments parse and validate

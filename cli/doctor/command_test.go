@@ -70,7 +70,7 @@ func TestJSONInFullThenError(t *testing.T) {
 	b := newBed(t)
 	b.api.tcr = 404
 	out, err := b.run("-o", "json")
-	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "1 of 22 checks failed") {
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "1 of 23 checks failed") {
 		t.Fatalf("%v", err)
 	}
 	var r struct {

@@ -140,6 +140,7 @@ type check struct {
 var checks = []check{
 	{"kubeconfig.context", "kubeconfig context", checkContext},
 	{"exec.front", "pinniped in the exec entry", checkFront},
+	{"exec.policy", "kubectl's credential plugin policy", checkPluginPolicy},
 	{"exec.engine", "pinniped-engine beside it", checkEngine},
 	{"exec.versions", "versions", checkVersions},
 	{"exec.args", "login arguments", checkArgs},

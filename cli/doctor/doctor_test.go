@@ -271,6 +271,11 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 			[]string{"2m0s ahead of the cluster's", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m0s`}},
 		"issuer clock 90s behind the cluster's": {func(b *bed) { b.idp.skew = -90 * time.Second }, "clock.issuer", Warn,
 			[]string{"1m30s behind the cluster's", "refuses those that live less than about 1m30s", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}},
+		"kubectl denies every plugin": {func(b *bed) { writeKuberc(b, "credentialPluginPolicy: DenyAll") }, "exec.policy", Fail,
+			[]string{"refuses every credential plugin", "credentialPluginPolicy: Allowlist", "credentialPluginAllowlist:\n  - name: /"}},
+		"pinniped not on kubectl's allowlist": {func(b *bed) {
+			writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/local/bin/kubelogin")
+		}, "exec.policy", Fail, []string{"kubectl refuses pinniped", "add this entry to credentialPluginAllowlist", "\n  - name: /"}},
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},
@@ -572,4 +577,36 @@ func TestIssuerClockByWhoChecksTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeKuberc gives the bed a kuberc (kubectl's preferences) holding body.
+func writeKuberc(b *bed, body string) {
+	path := filepath.Join(b.dir, "kuberc")
+	if err := os.WriteFile(path, []byte("apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\n"+body+"\n"), 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+	b.env["KUBERC"] = path
+}
+
+// TestPluginPolicy: pinniped allowed by kubectl's kuberc, by its full path
+// or by a name found on $PATH, is OK; so is no kuberc at all.
+func TestPluginPolicy(t *testing.T) {
+	for name, body := range map[string]string{
+		"no policy":  "",
+		"allow all":  "credentialPluginPolicy: AllowAll",
+		"full path":  "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/bin/other\n- name: FRONT",
+		"on $PATH":   "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: pinniped",
+		"list alone": "credentialPluginAllowlist:\n- name: FRONT",
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t)
+			writeKuberc(b, strings.ReplaceAll(body, "FRONT", b.front))
+			want(t, b.report(), "exec.policy", OK)
+		})
+	}
+	b := newBed(t)
+	b.env["KUBERC"] = "off"
+	writeKuberc(b, "credentialPluginPolicy: DenyAll")
+	b.env["KUBERC"] = "off"
+	want(t, b.report(), "exec.policy", OK, "reads no kuberc")
 }

@@ -1,0 +1,97 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// kuberc is the part of kubectl's preferences file (kuberc, Kubernetes
+// 1.35) that decides which credential plugins kubectl may run.
+type kuberc struct {
+	Policy    string `json:"credentialPluginPolicy"`
+	Allowlist []struct {
+		Name string `json:"name"`
+	} `json:"credentialPluginAllowlist"`
+}
+
+// kubercPath is the file kubectl reads its preferences from: $KUBERC, else
+// ~/.kube/kuberc; "" when kubectl reads none (KUBERC=off, or the feature
+// turned off with KUBECTL_KUBERC=false).
+func (r *run) kubercPath() string {
+	getenv := r.d.f.Getenv
+	if strings.EqualFold(getenv("KUBECTL_KUBERC"), "false") {
+		return ""
+	}
+	switch p := getenv("KUBERC"); {
+	case strings.EqualFold(p, "off"):
+		return ""
+	case p != "":
+		return p
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = getenv("USERPROFILE")
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".kube", "kuberc")
+}
+
+// checkPluginPolicy: kubectl 1.35 refuses credential plugins that its
+// kuberc does not allow, with an error that names neither the file nor the
+// fix.
+func checkPluginPolicy(_ context.Context, r *run) Result {
+	if !r.frontOK {
+		return skip("needs the pinniped binary (exec.front)")
+	}
+	path := r.kubercPath()
+	if path == "" {
+		return ok("kubectl reads no kuberc: every credential plugin may run")
+	}
+	raw, err := os.ReadFile(path) //nolint:gosec // kubectl's own preferences file
+	if errors.Is(err, fs.ErrNotExist) {
+		return ok("no %s: every credential plugin may run", path)
+	}
+	if err != nil {
+		return warn(err.Error(), fmt.Sprintf("kubectl could not read %s either: fix its permissions", path))
+	}
+	var pref kuberc
+	if err := yaml.Unmarshal(raw, &pref); err != nil {
+		return warn(err.Error(), fmt.Sprintf("%s does not parse, and kubectl refuses it too: fix it (kubectl kuberc view shows it)", path))
+	}
+	entry := "credentialPluginAllowlist:\n  - name: " + r.front
+	switch pref.Policy {
+	case "", "AllowAll":
+		if pref.Policy == "" && len(pref.Allowlist) > 0 {
+			break // an allowlist alone is a policy of Allowlist
+		}
+		return ok("%s allows every credential plugin", path)
+	case "DenyAll":
+		return fail(fmt.Sprintf("credentialPluginPolicy: DenyAll in %s", path),
+			fmt.Sprintf("kubectl refuses every credential plugin, pinniped too: in %s set credentialPluginPolicy: Allowlist and add\n%s", path, entry))
+	case "Allowlist":
+	default:
+		return warn(fmt.Sprintf("credentialPluginPolicy: %q in %s", pref.Policy, path),
+			"kubectl knows AllowAll, DenyAll and Allowlist: fix the policy")
+	}
+	for _, a := range pref.Allowlist {
+		if a.Name == r.front {
+			return ok("allowed by %s (name: %s)", path, a.Name)
+		}
+		if !strings.ContainsRune(a.Name, filepath.Separator) {
+			if p, err := r.d.LookPath(a.Name); err == nil && p == r.front {
+				return ok("allowed by %s (name: %s, found at %s)", path, a.Name, p)
+			}
+		}
+	}
+	return fail(fmt.Sprintf("%s allows only the credential plugins it lists, and not %s", path, r.front),
+		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not allowed\"): add this entry to credentialPluginAllowlist in %s\n  - name: %s", path, r.front))
+}
