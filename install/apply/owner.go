@@ -72,7 +72,7 @@ type ErrManagedByHelm struct {
 
 func (e *ErrManagedByHelm) Error() string {
 	if e.Uninstall {
-		return fmt.Sprintf("%s belongs to the Helm release %q in namespace %q: nothing was removed; remove it with helm uninstall %s -n %s (then the pinniped-crds release), see docs/helm.md",
+		return fmt.Sprintf("%s belongs to the Helm release %q in namespace %q: nothing was removed; remove it with helm uninstall %s -n %s (the agent's release first, then the CRDs'), see docs/helm.md",
 			e.What, e.Release, e.ReleaseNamespace, e.Release, e.ReleaseNamespace)
 	}
 	return fmt.Sprintf("%s belongs to the Helm release %q in namespace %q: nothing was changed; upgrade it with helm upgrade %s -n %s. To manage it with pinniped install instead, see docs/helm.md (moving from Helm)",

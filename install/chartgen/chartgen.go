@@ -135,23 +135,44 @@ var lineRules = []lineRule{
 	{has: "--credential-ttl=", cond: ".Values.credentialTTL", from: credentialttl.Format(sTTL), to: "{{ .Values.credentialTTL }}"},
 	{has: "--proxy-credential=", cond: ".Values.proxyCredential", from: sProxyCred, to: "{{ .Values.proxyCredential }}"},
 	{has: "--proxy-audit=", cond: ".Values.proxyAudit", from: sProxyAudit, to: "{{ .Values.proxyAudit }}"},
-	{has: render.SuffixLabel + ": ", cond: `include "pinniped.suffixLabel" .`, from: sSuffix, to: `{{ include "pinniped.suffixLabel" . }}`},
+	{has: render.SuffixLabel + ": ", cond: `include "pinniped.suffixLabel" .`, from: sSuffix, to: `{{ include "pinniped.suffixLabel" . | quote }}`},
 }
 
-// substitutions turn the sentinels left inside other text into their
-// values' expressions, in this order.
-var substitutions = []struct{ from, to string }{
+// substitutions turn the sentinels left inside other text into the
+// expressions of their values, in this order. Where a sentinel is a whole
+// YAML scalar the value is quoted: a namespace "no" or an authenticator
+// "123" must stay a string.
+var substitutions = []struct{ from, expr string }{
 	{".concierge." + sSuffix, `.concierge.{{ include "pinniped.groupSuffix" . }}`},
 	{"-" + sSuffix, `{{ include "pinniped.nameSuffix" . }}`},
-	{sNamespace, `{{ include "pinniped.namespace" . }}`},
-	{sImage, `{{ include "pinniped.image" . }}`},
-	{sPullPolicy, "{{ .Values.image.pullPolicy }}"},
-	{sVersion, `{{ include "pinniped.version" . }}`},
-	{sIssuer, "{{ .Values.oidc.issuer | quote }}"},
-	{sAudience, "{{ .Values.oidc.audience | quote }}"},
-	{sWebhook, "{{ .Values.webhook.endpoint | quote }}"},
-	{sAuthName, "{{ .Values.authenticatorName }}"},
+	{sNamespace, `include "pinniped.namespace" .`},
+	{sImage, `include "pinniped.image" .`},
+	{sPullPolicy, ".Values.image.pullPolicy"},
+	{sVersion, `include "pinniped.version" .`},
+	{sIssuer, ".Values.oidc.issuer"},
+	{sAudience, ".Values.oidc.audience"},
+	{sWebhook, ".Values.webhook.endpoint"},
+	{sAuthName, ".Values.authenticatorName"},
 	{"app.kubernetes.io/managed-by: pinniped-install", "app.kubernetes.io/managed-by: {{ .Release.Service }}"},
+}
+
+// substitute applies the substitutions to one line.
+func substitute(line string) string {
+	for _, s := range substitutions {
+		if !strings.Contains(line, s.from) {
+			continue
+		}
+		if strings.Contains(s.expr, "{{") { // already text
+			line = strings.ReplaceAll(line, s.from, s.expr)
+			continue
+		}
+		if strings.HasSuffix(line, ": "+s.from) || strings.TrimSpace(line) == "- "+s.from {
+			line = strings.TrimSuffix(line, s.from) + "{{ " + s.expr + " | quote }}"
+			continue
+		}
+		line = strings.ReplaceAll(line, s.from, "{{ "+s.expr+" }}")
+	}
+	return line
 }
 
 // objectConds are the objects that exist only when a value is set.
@@ -282,7 +303,7 @@ func objects(kubeCertAgent bool) (objectSet, error) {
 		r := rendered{
 			key:      kind + "/" + o.GetNamespace() + "/" + o.GetName(),
 			kind:     kind,
-			fileName: strings.ToLower(kind) + "-" + strings.Trim(strings.NewReplacer("-"+sSuffix, "", "."+sSuffix, "", sAuthName, "authenticator").Replace(o.GetName()), "."),
+			fileName: strings.ToLower(kind) + "-" + strings.Trim(strings.NewReplacer("-"+sSuffix, "", "."+sSuffix, "", sAuthName, "authenticator", sNamespace, "agent").Replace(o.GetName()), "."),
 			text:     text,
 		}
 		set.list = append(set.list, r)
@@ -373,10 +394,7 @@ func templateText(doc string) (string, error) {
 		if ruled {
 			continue
 		}
-		for _, s := range substitutions {
-			line = strings.ReplaceAll(line, s.from, s.to)
-		}
-		out = append(out, line)
+		out = append(out, substitute(line))
 	}
 	return strings.Join(out, "\n") + "\n", nil
 }

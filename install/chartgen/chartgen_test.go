@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/installcmd"
 	"github.com/pinniped-kit/pinniped/install/chartgen"
+	"github.com/pinniped-kit/pinniped/install/render"
 )
 
 // chartDir is the charts' directory in the repository.
@@ -153,10 +155,13 @@ func TestHelmTemplateEqualsInstall(t *testing.T) {
 	}
 }
 
-// TestChartRefusesBadValues: the schema turns away what `pinniped install`
-// refuses, before anything reaches a cluster.
+// TestChartRefusesBadValues: the schema and the chart's checks turn away
+// what `pinniped install` refuses, before anything reaches a cluster; the
+// same command with good values renders.
 func TestChartRefusesBadValues(t *testing.T) {
 	helm := helmBinary(t)
+	run(t, helm, "template", "pinniped", filepath.Join(chartDir, chartgen.AgentChart), "--set", "credentialTTL=1h30m",
+		"--set", "oidc.issuer=https://dex.example.com", "--set", "oidc.audience=a")
 	for name, set := range map[string][]string{
 		"two authenticators":  {"oidc.issuer=https://dex", "oidc.audience=a", "webhook.endpoint=https://hook"},
 		"issuer over http":    {"oidc.issuer=http://dex", "oidc.audience=a"},
@@ -169,6 +174,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"unknown value":       {"replica=3"},
 		"proxy mode":          {"impersonationProxy.mode=sometimes"},
 		"bad ttl":             {"credentialTTL=1 hour"},
+		"ttl too short":       {"credentialTTL=30s"},
+		"ttl too long":        {"credentialTTL=48h"},
+		"issuer without host": {"oidc.issuer=https:///dex", "oidc.audience=a"},
 	} {
 		args := []string{"template", "pinniped", filepath.Join(chartDir, chartgen.AgentChart), "-n", "pinniped"}
 		for _, s := range set {
@@ -291,4 +299,25 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, errOut.String())
 	}
 	return out.String()
+}
+
+// TestEveryConfigFieldHasAValue: each setting of `pinniped install` has a
+// value in the charts. A new field of render.Config fails here until the
+// generator gives it one (a sentinel, a variant or a hole) and this list
+// says which.
+func TestEveryConfigFieldHasAValue(t *testing.T) {
+	values := map[string]string{
+		"Namespace": "namespace", "Image": "image.repository, image.tag, image.digest", "ImagePullPolicy": "image.pullPolicy",
+		"Replicas": "replicas", "Version": "the chart's appVersion", "OIDCIssuer": "oidc.issuer", "OIDCAudience": "oidc.audience",
+		"OIDCCABundle": "oidc.caBundle", "WebhookEndpoint": "webhook.endpoint", "WebhookCABundle": "webhook.caBundle",
+		"AuthenticatorName": "authenticatorName", "UsernameClaim": "oidc.usernameClaim", "GroupsClaim": "oidc.groupsClaim",
+		"CPURequest": "resources", "MemoryRequest": "resources", "MemoryLimit": "resources", "CredentialTTL": "credentialTTL",
+		"ProxyCredential": "proxyCredential", "ProxyAudit": "proxyAudit", "NoKubeCertAgent": "kubeCertAgent", "GroupSuffix": "apiGroupSuffix",
+	}
+	typ := reflect.TypeFor[render.Config]()
+	for i := range typ.NumField() {
+		if name := typ.Field(i).Name; values[name] == "" {
+			t.Errorf("render.Config.%s has no value in the charts: give it one in install/chartgen and values.yaml, and name it here", name)
+		}
+	}
 }

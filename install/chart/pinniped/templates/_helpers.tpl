@@ -9,17 +9,16 @@ Each helper computes what package render computes for `pinniped install`.
 {{- end -}}
 
 {{/*
-"true" when the chart makes the agent's namespace: unless it exists and
-another owns it (helm install --create-namespace made it, or an admin).
-One that pinniped install made is taken over with the rest of its install
-(takeOverFromPinnipedInstall). lookup finds nothing under helm template,
-which renders it as pinniped install does.
+"true" when the chart makes the agent's namespace: unless it exists and is
+not this release's (an administrator made it). lookup finds nothing under
+helm template, which renders it as pinniped install does.
 */}}
 {{- define "pinniped.ownNamespace" -}}
 {{- $ns := lookup "v1" "Namespace" "" (include "pinniped.namespace" .) -}}
-{{- $labels := dict -}}{{- $annotations := dict -}}
-{{- if $ns -}}{{- $labels = $ns.metadata.labels | default dict -}}{{- $annotations = $ns.metadata.annotations | default dict -}}{{- end -}}
-{{- if or (not $ns) (hasKey $annotations "meta.helm.sh/release-name") (and .Values.takeOverFromPinnipedInstall (eq (get $labels "app.kubernetes.io/part-of") "pinniped")) -}}true{{- end -}}
+{{- if not $ns -}}true{{- else -}}
+{{- $a := $ns.metadata.annotations | default dict -}}
+{{- if and (eq (get $a "meta.helm.sh/release-name") .Release.Name) (eq (get $a "meta.helm.sh/release-namespace") .Release.Namespace) -}}true{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The API group suffix (render.Config.GroupSuffix). */}}
@@ -64,17 +63,34 @@ username: {{ .Values.oidc.usernameClaim | quote }}
 {{- end -}}
 
 {{/*
-Refuses to take over objects another tool manages: an agent (or its CRDs)
-that `pinniped install` put there, which Helm would otherwise adopt or
-fight over. lookup answers only when Helm talks to a cluster (install,
-upgrade), so helm template renders as ever.
+Refuses objects that pinniped install manages (obj, found by lookup; what
+names it), which Helm would otherwise adopt or fight over. lookup answers
+only when Helm talks to a cluster (install, upgrade), so helm template
+renders as ever.
 */}}
-{{- define "pinniped.refuseTakeover" -}}
-{{- $kind := index . 0 -}}{{- $obj := index . 1 -}}{{- $top := index . 2 -}}
-{{- if and $obj (not $top.Values.takeOverFromPinnipedInstall) -}}
+{{- define "pinniped.refuseInstalled" -}}
+{{- $what := index . 0 -}}{{- $obj := index . 1 -}}
+{{- if $obj -}}
 {{- $annotations := $obj.metadata.annotations | default dict -}}
-{{- if not (hasKey $annotations "meta.helm.sh/release-name") -}}
-{{- fail (printf "%s is managed by pinniped install, not Helm: nothing was changed. To move it to Helm with no outage (Helm 3.17 or later), install both charts with --take-ownership and --set takeOverFromPinnipedInstall=true, with values that match the flags it was installed with; or remove it first with pinniped uninstall (which deletes every JWTAuthenticator and WebhookAuthenticator). See docs/helm.md." $kind) -}}
+{{- $labels := $obj.metadata.labels | default dict -}}
+{{- if and (eq (get $labels "app.kubernetes.io/part-of") "pinniped") (not (hasKey $annotations "meta.helm.sh/release-name")) -}}
+{{- fail (printf "%s is managed by pinniped install, not Helm: nothing was changed. To move it to Helm, save your authenticators (kubectl get jwtauthenticators,webhookauthenticators -o yaml > authenticators.yaml), run pinniped uninstall, install both charts, and apply authenticators.yaml again; logins fail in between. See docs/helm.md." $what) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Refuses a credentialTTL the agent would refuse at start (credentialttl.Check:
+from 1m to 24h), which would leave its pods restarting.
+*/}}
+{{- define "pinniped.checkTTL" -}}
+{{- with .Values.credentialTTL -}}
+{{- $h := regexFind "[0-9]+h" . | trimSuffix "h" | default "0" | atoi -}}
+{{- $m := regexFind "[0-9]+m" . | trimSuffix "m" | default "0" | atoi -}}
+{{- $s := regexFind "[0-9]+s" . | trimSuffix "s" | default "0" | atoi -}}
+{{- $total := add (mul $h 3600) (mul $m 60) $s -}}
+{{- if or (lt $total 60) (gt $total 86400) -}}
+{{- fail (printf "credentialTTL %s: the agent takes a lifetime from 1m to 24h" .) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
