@@ -45,7 +45,7 @@ const (
 	sPullPolicy = "zzpullpolicy"
 	sSuffix     = "zzsuffix.zz"
 	sVersion    = "zzversion"
-	sProxyCred  = "zzproxycredential"
+	sProxyCred  = "zzproxycredential" //nolint:gosec // a placeholder, not a credential
 	sProxyAudit = "zzproxyaudit"
 	sIssuer     = "https://zzissuer"
 	sAudience   = "zzaudience"
@@ -256,7 +256,7 @@ func Write(dir string) error {
 	}
 	for _, f := range files {
 		path := filepath.Join(dir, f.Path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // a chart in the repository, read by everyone
 			return err
 		}
 		if err := os.WriteFile(path, f.Data, 0o644); err != nil { //nolint:gosec // a chart in the repository, read by everyone
