@@ -135,6 +135,17 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(kubeCache)
 	_ = os.Setenv("KUBECACHEDIR", kubeCache)
+	// The two profiles' runs share HOME, and their beds the same addresses:
+	// whatever a CLI keeps under the user's config directory (pinniped's
+	// own, helm's) is this run's alone, so neither run sees the other's.
+	userDirs, err := os.MkdirTemp("", "pinniped-e2e-home-")
+	if err != nil {
+		return failMain(err)
+	}
+	defer os.RemoveAll(userDirs)
+	for env, sub := range map[string]string{"XDG_CONFIG_HOME": "config", "HELM_CONFIG_HOME": "helm/config", "HELM_CACHE_HOME": "helm/cache", "HELM_DATA_HOME": "helm/data"} {
+		_ = os.Setenv(env, filepath.Join(userDirs, sub))
+	}
 
 	code := m.Run()
 

@@ -26,63 +26,94 @@ echo "e2e/run.sh: dependencies and toolchain ready in $((SECONDS - start))s ($bi
 
 tmp="$(mktemp -d)"
 go build -o "$tmp/testbed" ./e2e/cmd/testbed
-beds=()
-cleanup() {
-	for name in "${beds[@]}"; do
-		"$tmp/testbed" down --name "$name" >/dev/null 2>&1 || echo "e2e/run.sh: teardown of bed $name failed; run: go run ./e2e/cmd/testbed down --name $name" >&2
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 # The profiles run at once, each on its own bed (network namespace, node,
 # cgroup root and state directory are per bed): most of a profile's time is
 # spent waiting for credentials to expire, pods to roll and clocks to pass,
 # so two beds on two cores finish in a little more than the longer one
-# alone. PINNIPED_E2E_SERIAL=1 runs them one after another.
-# Compile the tests once first, so the two go test runs only link.
-go test -tags e2e -c -o "$tmp/e2e.test" ./e2e/
+# alone. PINNIPED_E2E_SERIAL=1 runs them one after another, as do the
+# benchmarks (PINNIPED_E2E_LOAD, PINNIPED_E2E_SOAK), whose figures another
+# bed beside them would skew.
+serial=${PINNIPED_E2E_SERIAL:-}
+if [[ -n ${PINNIPED_E2E_LOAD:-}${PINNIPED_E2E_SOAK:-} ]]; then
+	serial=1
+fi
+# The first profile writes as it goes; the others to a log each, shown whole
+# when they end (or when this script stops early), so no two profiles' lines
+# interleave.
+logs="${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs}/run-$(date +%Y%m%d-%H%M%S)-$$"
+mkdir -p "$logs"
+beds=()
+pids=()
+profiles=()
+shown=()
+show_logs() {
+	local i
+	for i in "${!profiles[@]}"; do
+		if [[ $i -gt 0 && -z ${shown[$i]:-} && -f "$logs/${profiles[$i]}.log" ]]; then
+			shown[i]=1
+			echo "e2e/run.sh: === output of profile ${profiles[$i]} (bed ci-${profiles[$i]}; kept in $logs) ===" >&2
+			cat "$logs/${profiles[$i]}.log"
+		fi
+	done
+}
+cleanup() {
+	show_logs
+	for name in "${beds[@]}"; do
+		"$tmp/testbed" down --name "$name" >&2 || echo "e2e/run.sh: teardown of bed $name failed; run: go run ./e2e/cmd/testbed down --name $name" >&2
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+# Each profile runs in a process group of its own (job control): a signal
+# to this script stops both test runs before their beds are torn down.
+stop() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM -- "-$pid" 2>/dev/null || true
+	done
+	wait || true
+	exit 130
+}
+trap stop INT TERM
+set -m
+
+# Compile the tests once, under the lock the other heavy builds take, so the
+# profiles' go test runs find them built. (go vet's checks run in make lint.)
+flock /tmp/pinniped-heavy-build.lock go test -tags e2e -vet=off -c -o "$tmp/e2e.test" ./e2e/
+# Two beds adding their network namespaces at the same moment can race on
+# the first mount of /run/netns: mount it once here.
+ip netns add "pinniped-run-$$" && ip netns delete "pinniped-run-$$"
 run_profile() {
 	local profile=$1 name="ci-$1"
 	# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 	if ! PINNIPED_E2E_NAME="$name" PINNIPED_E2E_PROFILE="$profile" PINNIPED_E2E_STATE_DIR="/var/lib/pinniped-e2e/$name" \
-		go test -tags e2e -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-50m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
-		echo "e2e/run.sh: profile $profile FAILED (the bed's logs were saved under ${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs}; rerun with PINNIPED_E2E_KEEP=1 to keep the bed)" >&2
+		go test -tags e2e -vet=off -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-50m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
+		echo "e2e/run.sh: profile $profile FAILED (the bed's logs were saved under ${PINNIPED_E2E_ARTIFACTS:-/tmp/pinniped-e2e-logs})" >&2
 		return 1
 	fi
 	echo "e2e/run.sh: profile $profile passed" >&2
 }
 status=0
-pids=()
-profiles=()
 for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
 	beds+=("ci-$profile")
-	if [[ ${PINNIPED_E2E_SERIAL:-} == 1 ]]; then
+	if [[ -n $serial ]]; then
 		echo "e2e/run.sh: === profile $profile (bed ci-$profile) ===" >&2
 		run_profile "$profile" || status=1
 		continue
 	fi
-	# The first profile writes as it goes; the others to a file each,
-	# shown whole when it ends, so no two profiles' lines interleave.
 	if [[ ${#pids[@]} == 0 ]]; then
 		echo "e2e/run.sh: === profile $profile (bed ci-$profile), shown as it runs ===" >&2
 		run_profile "$profile" &
 	else
-		echo "e2e/run.sh: === profile $profile (bed ci-$profile) runs beside it; its output follows when both end ===" >&2
-		run_profile "$profile" >"$tmp/$profile.log" 2>&1 &
+		echo "e2e/run.sh: === profile $profile (bed ci-$profile) runs beside it; its output follows when it ends ===" >&2
+		run_profile "$profile" >"$logs/$profile.log" 2>&1 &
 	fi
 	pids+=($!)
 	profiles+=("$profile")
 done
-for i in "${!pids[@]}"; do
-	wait "${pids[$i]}" || status=1
+for pid in "${pids[@]}"; do
+	wait "$pid" || status=1
 done
-for i in "${!profiles[@]}"; do
-	if [[ $i -gt 0 ]]; then
-		echo "e2e/run.sh: === output of profile ${profiles[$i]} (bed ci-${profiles[$i]}) ===" >&2
-		cat "$tmp/${profiles[$i]}.log"
-	fi
-done
+show_logs
 echo "e2e/run.sh: done in $((SECONDS - start))s, status $status" >&2
 exit $status

@@ -84,17 +84,22 @@ func otherBedSysctls(cfg Config) map[string]string {
 	return nil
 }
 
-// otherLiveBeds returns the state dirs of other beds (siblings of ours) whose kubelet runs.
+// otherLiveBeds returns the state dirs of other beds (siblings of ours) that
+// still need the host state: their kubelet runs, or a test run holds their
+// lock. The lock counts because a live bed's kubelet is down for a while at
+// times (its node restarted by a test, its bring-up not yet that far), and
+// the two e2e profiles' beds run at once: tearing the shared state down
+// under such a bed would break it.
 func otherLiveBeds(cfg Config) []string {
 	var out []string
 	entries, _ := os.ReadDir(filepath.Dir(cfg.StateDir))
 	for _, e := range entries {
 		dir := filepath.Join(filepath.Dir(cfg.StateDir), e.Name())
-		if dir == cfg.StateDir {
+		if dir == cfg.StateDir || !e.IsDir() {
 			continue
 		}
 		other := &Bed{cfg: Config{StateDir: dir}}
-		if other.running("kubelet") {
+		if other.running("kubelet") || bedLockHeld(e.Name()) {
 			out = append(out, dir)
 		}
 	}

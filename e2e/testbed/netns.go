@@ -136,7 +136,7 @@ func LockBed(cfg Config, log io.Writer) (func(), error) {
 	if err := os.MkdirAll("/run/lock", 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join("/run/lock", "pinniped-e2e-"+cfg.Name+".lock")
+	path := bedLockPath(cfg.Name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open bed lock: %w", err)
@@ -155,4 +155,21 @@ func LockBed(cfg Config, log io.Writer) (func(), error) {
 		}
 	}
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
+}
+
+func bedLockPath(name string) string { return filepath.Join("/run/lock", "pinniped-e2e-"+name+".lock") }
+
+// bedLockHeld says whether a test run or testbed command holds the lock of
+// the bed named name (a bed's state directory is named after the bed).
+func bedLockHeld(name string) bool {
+	f, err := os.Open(bedLockPath(name))
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
