@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -46,20 +47,37 @@ func EnginePath() (front, engine string, err error) {
 }
 
 // StablePath is the path a kubeconfig should run the front at, given how it
-// was started (argv0) and where it really is (resolved). Run as a kubectl
-// plugin through a link (krew's ~/.krew/bin/kubectl-pinniped, which kubectl
-// starts by its absolute path), it is the link: krew replaces the directory
-// the link points into at each upgrade, and a kubeconfig naming that would
-// stop working. Otherwise it is the resolved path.
+// was started (argv0) and where it really is (resolved). Package managers
+// start it through a link whose target moves at each upgrade: krew's
+// ~/.krew/bin/kubectl-pinniped points into a directory per version, and
+// Homebrew's bin/pinniped into the Caskroom's; a kubeconfig naming the
+// target would stop working after the upgrade. So when argv0 (made
+// absolute, looked up on PATH if it is a bare name) reaches this very binary
+// through a link, it is the path; otherwise the resolved one.
 func StablePath(argv0, resolved string) string {
-	base := strings.TrimSuffix(filepath.Base(argv0), ".exe")
-	if base != PluginName || !filepath.IsAbs(argv0) {
+	return stablePath(argv0, resolved, exec.LookPath)
+}
+
+func stablePath(argv0, resolved string, lookPath func(string) (string, error)) string {
+	path := argv0
+	switch {
+	case path == "":
+		return resolved
+	case !strings.ContainsAny(path, `/\`):
+		found, err := lookPath(path)
+		if err != nil {
+			return resolved
+		}
+		path = found
+	}
+	path, err := filepath.Abs(path)
+	if err != nil || path == resolved {
 		return resolved
 	}
-	if target, err := filepath.EvalSymlinks(argv0); err != nil || target != resolved {
+	if target, err := filepath.EvalSymlinks(path); err != nil || target != resolved {
 		return resolved
 	}
-	return argv0
+	return path
 }
 
 // EngineBeside is where the front at path looks for the engine on goos:

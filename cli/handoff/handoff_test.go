@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -34,6 +35,38 @@ func TestEngineBeside(t *testing.T) {
 // links only the named binary into its bin directory as kubectl-pinniped.
 // The engine is found beside the real front, and kubeconfigs name the
 // link, which survives krew upgrades (the store's directory does not).
+// Homebrew links bin/pinniped to the cask's directory of this version, which
+// brew upgrade removes: kubeconfigs name the link.
+func TestHomebrewInstall(t *testing.T) {
+	root := t.TempDir()
+	cask := filepath.Join(root, "Caskroom", "pinniped", "1.2.3")
+	bin := filepath.Join(root, "bin")
+	for _, d := range []string{cask, bin} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := filepath.Join(cask, "pinniped")
+	if err := os.WriteFile(real, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(bin, "pinniped")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip(err)
+	}
+	resolved, _ := EngineBeside(link, "linux")
+	onPath := func(string) (string, error) { return link, nil }
+	for _, argv0 := range []string{link, "pinniped"} {
+		if got := stablePath(argv0, resolved, onPath); got != link {
+			t.Errorf("started as %q: kubeconfigs would run %s, want the link %s", argv0, got, link)
+		}
+	}
+	// Started by its own path, the binary is named by it.
+	if got := stablePath(real, resolved, onPath); got != real {
+		t.Errorf("started as %s: %s", real, got)
+	}
+}
+
 func TestKrewInstall(t *testing.T) {
 	root := t.TempDir()
 	store := filepath.Join(root, "store", "pinniped", "v0.1.0")
@@ -67,14 +100,22 @@ func TestKrewInstall(t *testing.T) {
 	if err := os.WriteFile(other, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noPath := func(string) (string, error) { return "", exec.ErrNotFound }
 	for argv0, why := range map[string]string{
-		"kubectl-pinniped":                 "a relative argv[0]",
-		filepath.Join(root, "pinniped"):    "not the plugin's name",
-		filepath.Join(bin, "kubectl-nope"): "another plugin's name",
+		"kubectl-pinniped":              "a bare name not on PATH",
+		filepath.Join(root, "pinniped"): "a path that is not there",
+		other:                           "another binary",
+		"":                              "no argv[0]",
 	} {
-		if got := StablePath(argv0, resolved); got != resolved {
-			t.Errorf("%s (%s): %s, want the resolved path", argv0, why, got)
+		if got := stablePath(argv0, resolved, noPath); got != resolved {
+			t.Errorf("%q (%s): %s, want the resolved path", argv0, why, got)
 		}
+	}
+	// kubectl starts plugins by their absolute path; a shell by the bare
+	// name it found on PATH: either way, the link.
+	onPath := func(name string) (string, error) { return filepath.Join(bin, name), nil }
+	if got := stablePath(PluginName, resolved, onPath); got != link {
+		t.Errorf("kubectl-pinniped found on PATH: %s, want the link %s", got, link)
 	}
 	// A kubectl-pinniped that is not this binary is not trusted for it.
 	stale := filepath.Join(t.TempDir(), PluginName)
