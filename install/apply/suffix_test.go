@@ -162,3 +162,32 @@ type nopProgress struct{}
 
 func (nopProgress) Step(string) {}
 func (nopProgress) Done(string) {}
+
+// TestUninstallLeavesANamespaceItDidNotMake: after helm uninstall of a
+// release whose namespace the administrator made, pinniped uninstall
+// removes what the agent left there and keeps the namespace, without
+// waiting for it to go.
+func TestUninstallLeavesANamespaceItDidNotMake(t *testing.T) {
+	listKinds := map[schema.GroupVersionResource]string{}
+	for gvk, r := range resources {
+		listKinds[r.gvr] = gvk.Kind + "List"
+	}
+	for gvk, r := range customResources("") {
+		listKinds[r.gvr] = gvk.Kind + "List"
+	}
+	ns := object(resourcesGVK("Namespace"), "", "team-auth")
+	left := object(resourcesGVK("Secret"), "team-auth", "pinniped-agent-api-tls")
+	left.SetLabels(map[string]string{render.PartOfLabel: render.PartOfValue})
+	theirs := object(resourcesGVK("Secret"), "team-auth", "team-secret")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, ns, left, theirs)
+	in := &Installer{Dynamic: dyn, Progress: nopProgress{}, Poll: time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := in.Uninstall(ctx, "team-auth"); err != nil {
+		t.Fatalf("uninstall in a namespace of the administrator's: %v", err)
+	}
+	there, gone := present(t, in, []*unstructured.Unstructured{ns, left, theirs})
+	if want := []string{"Namespace team-auth", "Secret team-auth/team-secret"}; strings.Join(there, ",") != strings.Join(want, ",") {
+		t.Errorf("kept %v, want %v (removed %v)", there, want, gone)
+	}
+}

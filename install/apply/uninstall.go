@@ -55,6 +55,7 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 	}
 	order = append(order, uninstallOrder...)
 	deleted := 0
+	nsDeleted := false
 	for _, gvk := range order {
 		r, err := in.resourceFor(gvk)
 		if err != nil {
@@ -79,6 +80,9 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 				}
 				in.Progress.Done(fmt.Sprintf("deleted %s %s", gvk.Kind, joinNS(ns, item.GetName())))
 				deleted++
+				if gvk.Kind == "Namespace" && item.GetName() == namespace {
+					nsDeleted = true
+				}
 			}
 		}
 	}
@@ -89,6 +93,13 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 	}
 	if deleted == 0 {
 		in.Progress.Done("nothing to remove: pinniped is not installed in this cluster")
+		return nil
+	}
+	if !nsDeleted {
+		// A namespace the administrator made (the Helm chart's own-namespace
+		// case) carries no label of ours: it stays, and there is nothing to
+		// wait for.
+		in.Progress.Done("namespace " + namespace + " is not the install's: left in place")
 		return nil
 	}
 	// Namespace deletion finishes in the background; wait for it so that
