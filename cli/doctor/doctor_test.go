@@ -596,13 +596,19 @@ func TestPluginPolicy(t *testing.T) {
 		"allow all":  "credentialPluginPolicy: AllowAll",
 		"full path":  "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/bin/other\n- name: FRONT",
 		"on $PATH":   "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: pinniped",
-		"list alone": "credentialPluginAllowlist:\n- name: FRONT",
+		"by command": "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: FRONT",
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBed(t)
 			writeKuberc(b, strings.ReplaceAll(body, "FRONT", b.front))
 			want(t, b.report(), "exec.policy", OK)
 		})
+	}
+	// client-go refuses a list beside any other policy: no plugin runs.
+	for _, body := range []string{"credentialPluginAllowlist:\n- name: FRONT", "credentialPluginPolicy: AllowAll\ncredentialPluginAllowlist: []"} {
+		b := newBed(t)
+		writeKuberc(b, strings.ReplaceAll(body, "FRONT", b.front))
+		want(t, b.report(), "exec.policy", Fail, "set credentialPluginPolicy: Allowlist")
 	}
 	b := newBed(t)
 	b.env["KUBERC"] = "off"

@@ -15,9 +15,13 @@ import (
 // kuberc is the part of kubectl's preferences file (kuberc, Kubernetes
 // 1.35) that decides which credential plugins kubectl may run.
 type kuberc struct {
-	Policy    string `json:"credentialPluginPolicy"`
+	Policy string `json:"credentialPluginPolicy"`
+	// Allowlist is nil when the field is absent: client-go refuses a list
+	// given beside any policy but Allowlist, even an empty one.
 	Allowlist []struct {
 		Name string `json:"name"`
+		// Command is what kubectl after 1.35 calls Name (deprecated there).
+		Command string `json:"command"`
 	} `json:"credentialPluginAllowlist"`
 }
 
@@ -68,11 +72,13 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		return warn(err.Error(), fmt.Sprintf("%s does not parse, and kubectl refuses it too: fix it (kubectl kuberc view shows it)", path))
 	}
 	entry := "credentialPluginAllowlist:\n  - name: " + r.front
+	if pref.Allowlist != nil && pref.Policy != "Allowlist" {
+		// client-go's ValidatePluginPolicy: kubectl runs no plugin at all.
+		return fail(fmt.Sprintf("credentialPluginAllowlist without credentialPluginPolicy: Allowlist in %s", path),
+			fmt.Sprintf("kubectl refuses every credential plugin over this (\"misconfigured credential plugin allowlist\"): in %s set credentialPluginPolicy: Allowlist, and keep pinniped in the list:\n%s", path, entry))
+	}
 	switch pref.Policy {
 	case "", "AllowAll":
-		if pref.Policy == "" && len(pref.Allowlist) > 0 {
-			break // an allowlist alone is a policy of Allowlist
-		}
 		return ok("%s allows every credential plugin", path)
 	case "DenyAll":
 		return fail(fmt.Sprintf("credentialPluginPolicy: DenyAll in %s", path),
@@ -83,12 +89,16 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 			"kubectl knows AllowAll, DenyAll and Allowlist: fix the policy")
 	}
 	for _, a := range pref.Allowlist {
-		if a.Name == r.front {
-			return ok("allowed by %s (name: %s)", path, a.Name)
+		name := a.Command
+		if name == "" {
+			name = a.Name
 		}
-		if !strings.ContainsRune(a.Name, filepath.Separator) {
-			if p, err := r.d.LookPath(a.Name); err == nil && p == r.front {
-				return ok("allowed by %s (name: %s, found at %s)", path, a.Name, p)
+		if name == r.front {
+			return ok("allowed by %s (%s)", path, name)
+		}
+		if !strings.ContainsRune(name, filepath.Separator) {
+			if p, err := r.d.LookPath(name); err == nil && p == r.front {
+				return ok("allowed by %s (%s, found at %s)", path, name, p)
 			}
 		}
 	}
