@@ -103,12 +103,14 @@ demo:
 release-check:
 	$$($(TOOLS) goreleaser) check -f goreleaser.yaml
 
-## release-snapshot: build every release artifact locally, without publishing, and package
-##   the Helm charts with the snapshot's version (dist/charts)
+## release-snapshot: build every release artifact locally, without publishing, package
+##   the Helm charts with the snapshot's version (dist/charts), and install the krew plugin
+##   from the snapshot's archives with krew's own validator (root: a network namespace)
 release-snapshot: release-check
 	$$($(TOOLS) goreleaser) release -f goreleaser.yaml --snapshot --clean --skip=publish,ko
 	version=$$(grep -o '"version": *"[^"]*"' dist/metadata.json | head -1 | sed 's/.*: *"\(.*\)"/\1/') && \
 	  test -n "$$version" && .ci/package-charts.sh "$$version" dist/charts
+	.ci/krew-check.sh dist
 
 clean:
 	rm -rf bin dist

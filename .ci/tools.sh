@@ -11,15 +11,19 @@ declare -A PKG=(
   [goreleaser]=github.com/goreleaser/goreleaser/v2
   [controller-gen]=sigs.k8s.io/controller-tools/cmd/controller-gen
   [helm]=helm.sh/helm/v4/cmd/helm
+  [krew]=sigs.k8s.io/krew/cmd/krew
+  [validate-krew-manifest]=sigs.k8s.io/krew/cmd/validate-krew-manifest
 )
 declare -A VERSION=(
   [golangci-lint]=v2.15.0
   [goreleaser]=v2.15.1
   [controller-gen]=v0.19.0
   [helm]=v4.3.1
+  [krew]=v0.4.3
+  [validate-krew-manifest]=v0.4.3
 )
 
-name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen|helm}
+name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen|helm|krew|validate-krew-manifest}
 pkg=${PKG[$name]:?unknown tool $name}
 ver=${VERSION[$name]}
 cache=${PINNIPED_TOOLS_CACHE:-$HOME/.cache/pinniped-tools}
