@@ -103,14 +103,12 @@ demo:
 release-check:
 	$$($(TOOLS) goreleaser) check -f goreleaser.yaml
 
-## release-snapshot: build every release artifact locally, without publishing, package
-##   the Helm charts with the snapshot's version (dist/charts), and install the krew plugin
-##   from the snapshot's archives with krew's own validator (root: a network namespace)
+## release-snapshot: build every release artifact locally and check it, publishing nothing:
+##   archives, SBOMs, checksums signed with a throwaway cosign key and verified, the Helm
+##   charts, the Homebrew cask, and the krew manifest through krew's own validator
+##   (root: signing and krew run in network namespaces of their own; see .ci/release-snapshot.sh)
 release-snapshot: release-check
-	$$($(TOOLS) goreleaser) release -f goreleaser.yaml --snapshot --clean --skip=publish,ko
-	version=$$(grep -o '"version": *"[^"]*"' dist/metadata.json | head -1 | sed 's/.*: *"\(.*\)"/\1/') && \
-	  test -n "$$version" && .ci/package-charts.sh "$$version" dist/charts
-	.ci/krew-check.sh dist
+	.ci/release-snapshot.sh
 
 clean:
 	rm -rf bin dist

@@ -13,6 +13,8 @@ declare -A PKG=(
   [helm]=helm.sh/helm/v4/cmd/helm
   [krew]=sigs.k8s.io/krew/cmd/krew
   [validate-krew-manifest]=sigs.k8s.io/krew/cmd/validate-krew-manifest
+  [cyclonedx-gomod]=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+  [cosign]=github.com/sigstore/cosign/v3/cmd/cosign
 )
 declare -A VERSION=(
   [golangci-lint]=v2.15.0
@@ -21,9 +23,11 @@ declare -A VERSION=(
   [helm]=v4.3.1
   [krew]=v0.4.3
   [validate-krew-manifest]=v0.4.3
+  [cyclonedx-gomod]=v1.10.0
+  [cosign]=v3.1.3
 )
 
-name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen|helm|krew|validate-krew-manifest}
+name=${1:?usage: tools.sh golangci-lint|goreleaser|controller-gen|helm|krew|validate-krew-manifest|cyclonedx-gomod|cosign}
 pkg=${PKG[$name]:?unknown tool $name}
 ver=${VERSION[$name]}
 cache=${PINNIPED_TOOLS_CACHE:-$HOME/.cache/pinniped-tools}
