@@ -3,7 +3,7 @@
 # with krew's own validator, which installs the plugin from each platform's
 # archive with the real `kubectl krew` and checks it holds a license file.
 # The archives are served from dist/ on 127.0.0.1 inside a network namespace
-# of this script's own, so nothing it runs can reach anything else.
+# of this script's own: what it runs has no network but that loopback.
 #
 #   .ci/krew-check.sh [DIST]      (run by `make release-snapshot`; needs root for the namespace)
 set -euo pipefail

@@ -39,8 +39,13 @@ for sbom in dist/*.cdx.json; do
 		echo "release-snapshot: $sbom is not a CycloneDX SBOM of this module" >&2
 		exit 1
 	fi
-	grep -q "  ${sbom#dist/}\$" dist/checksums.txt || { echo "release-snapshot: $sbom is not in checksums.txt, so not signed" >&2; exit 1; }
 	sboms=$((sboms + 1))
+done
+# Everything a user downloads is in the signed list.
+listed=$(awk '{print $2}' dist/checksums.txt)
+for f in dist/*.tar.gz dist/*.zip dist/*.cdx.json; do
+	[[ -f $f ]] || continue
+	grep -qxF "${f#dist/}" <<<"$listed" || { echo "release-snapshot: $f is not in checksums.txt, so not signed" >&2; exit 1; }
 done
 if [[ $sboms -eq 0 || $sboms -ne $bins ]]; then
 	echo "release-snapshot: $sboms SBOMs for $bins binaries" >&2

@@ -33,8 +33,8 @@ go build -o "$tmp/testbed" ./e2e/cmd/testbed
 # alone. PINNIPED_E2E_SERIAL=1 runs them one after another, as do the
 # benchmarks (PINNIPED_E2E_LOAD, PINNIPED_E2E_SOAK), whose figures another
 # bed beside them would skew.
-serial=${PINNIPED_E2E_SERIAL:-}
-if [[ -n ${PINNIPED_E2E_LOAD:-}${PINNIPED_E2E_SOAK:-} ]]; then
+serial=
+if [[ ${PINNIPED_E2E_SERIAL:-} == 1 || -n ${PINNIPED_E2E_LOAD:-}${PINNIPED_E2E_SOAK:-} ]]; then
 	serial=1
 fi
 # The first profile writes as it goes; the others to a log each, shown whole
@@ -64,9 +64,14 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-# Each profile runs in a process group of its own (job control): a signal
-# to this script stops both test runs before their beds are torn down.
+# Each profile runs in the background in a process group of its own (job
+# control, on only while it starts), with no terminal for stdin: a signal
+# to this script stops both test runs before their beds are torn down, and
+# a second one cannot cut the teardown short.
+stopping=
 stop() {
+	[[ -z $stopping ]] || return 0
+	stopping=1
 	local pid
 	for pid in "${pids[@]}"; do
 		kill -TERM -- "-$pid" 2>/dev/null || true
@@ -74,17 +79,27 @@ stop() {
 	wait || true
 	exit 130
 }
-trap stop INT TERM
-set -m
+trap stop INT TERM HUP
+launch() {
+	set -m
+	"$@" </dev/null &
+	set +m
+	pids+=($!)
+}
 
 # Compile the tests once, under the lock the other heavy builds take, so the
-# profiles' go test runs find them built. (go vet's checks run in make lint.)
+# profiles' go test runs find every package built and only link. (go vet's
+# checks run in make lint.)
 flock /tmp/pinniped-heavy-build.lock go test -tags e2e -vet=off -c -o "$tmp/e2e.test" ./e2e/
 # Two beds adding their network namespaces at the same moment can race on
 # the first mount of /run/netns: mount it once here.
-ip netns add "pinniped-run-$$" && ip netns delete "pinniped-run-$$"
+ip netns add "pinniped-run-$$"
+ip netns delete "pinniped-run-$$"
 run_profile() {
 	local profile=$1 name="ci-$1"
+	if [[ ${2:-} == --log ]]; then
+		exec >"$3" 2>&1
+	fi
 	# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 	if ! PINNIPED_E2E_NAME="$name" PINNIPED_E2E_PROFILE="$profile" PINNIPED_E2E_STATE_DIR="/var/lib/pinniped-e2e/$name" \
 		go test -tags e2e -vet=off -count=1 -timeout "${PINNIPED_E2E_TIMEOUT:-50m}" -v ${GO_TEST_FLAGS:-} ./e2e/; then
@@ -96,24 +111,24 @@ run_profile() {
 status=0
 for profile in ${PINNIPED_E2E_PROFILES:-kubeadm managed}; do
 	beds+=("ci-$profile")
+	profiles+=("$profile")
 	if [[ -n $serial ]]; then
 		echo "e2e/run.sh: === profile $profile (bed ci-$profile) ===" >&2
-		run_profile "$profile" || status=1
-		continue
-	fi
-	if [[ ${#pids[@]} == 0 ]]; then
+		launch run_profile "$profile"
+		wait "${pids[-1]}" || status=1
+	elif [[ ${#pids[@]} == 0 ]]; then
 		echo "e2e/run.sh: === profile $profile (bed ci-$profile), shown as it runs ===" >&2
-		run_profile "$profile" &
+		launch run_profile "$profile"
 	else
 		echo "e2e/run.sh: === profile $profile (bed ci-$profile) runs beside it; its output follows when it ends ===" >&2
-		run_profile "$profile" >"$logs/$profile.log" 2>&1 &
+		launch run_profile "$profile" --log "$logs/$profile.log"
 	fi
-	pids+=($!)
-	profiles+=("$profile")
 done
-for pid in "${pids[@]}"; do
-	wait "$pid" || status=1
-done
+if [[ -z $serial ]]; then
+	for pid in "${pids[@]}"; do
+		wait "$pid" || status=1
+	done
+fi
 show_logs
 echo "e2e/run.sh: done in $((SECONDS - start))s, status $status" >&2
 exit $status

@@ -53,7 +53,8 @@ func EnginePath() (front, engine string, err error) {
 // Homebrew's bin/pinniped into the Caskroom's; a kubeconfig naming the
 // target would stop working after the upgrade. So when argv0 (made
 // absolute, looked up on PATH if it is a bare name) reaches this very binary
-// through a link, it is the path; otherwise the resolved one.
+// through a link named as pinniped's front is named, it is the path;
+// otherwise the resolved one.
 func StablePath(argv0, resolved string) string {
 	return stablePath(argv0, resolved, exec.LookPath)
 }
@@ -71,7 +72,10 @@ func stablePath(argv0, resolved string, lookPath func(string) (string, error)) s
 		path = found
 	}
 	path, err := filepath.Abs(path)
-	if err != nil || path == resolved {
+	// A link under a name of the user's own (~/bin/pin) would give
+	// kubeconfigs a command that doctor, get kubeconfig and pinniped proxy
+	// do not take for pinniped's.
+	if err != nil || path == resolved || !IsFront(path) {
 		return resolved
 	}
 	if target, err := filepath.EvalSymlinks(path); err != nil || target != resolved {

@@ -65,6 +65,14 @@ func TestHomebrewInstall(t *testing.T) {
 	if got := stablePath(real, resolved, onPath); got != real {
 		t.Errorf("started as %s: %s", real, got)
 	}
+	// A link of the user's own naming is not a name kubeconfigs can use.
+	own := filepath.Join(bin, "pin")
+	if err := os.Symlink(real, own); err != nil {
+		t.Fatal(err)
+	}
+	if got := stablePath(own, resolved, onPath); got != real {
+		t.Errorf("started as %s: %s, want the binary's own path", own, got)
+	}
 }
 
 func TestKrewInstall(t *testing.T) {

@@ -527,8 +527,7 @@ func Down(ctx context.Context, cfg Config, log io.Writer) error {
 		killStragglers(cfg)
 		errs = append(errs, unmountUnder(cfg.StateDir))
 		errs = append(errs, removeCgroupRoot(cfg))
-		errs = append(errs, restoreSysctls(cfg))
-		errs = append(errs, cleanupHostState(cfg))
+		errs = append(errs, restoreHostState(cfg))
 		if err := os.RemoveAll(cfg.StateDir); err != nil {
 			// A mount we could not detach keeps files busy; say which.
 			errs = append(errs, fmt.Errorf("remove %s: %w", cfg.StateDir, err))

@@ -33,6 +33,11 @@ func (c Config) hostPathsFile() string { return c.path("host-paths.json") }
 // recordHostState remembers which host paths already existed, so Down removes only what the
 // bed created (and only when no other bed still runs).
 func recordHostState(cfg Config) error {
+	unlock, err := hostLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	existed := map[string]bool{}
 	for _, p := range hostPaths {
 		_, err := os.Stat(p)
@@ -54,6 +59,11 @@ func recordHostState(cfg Config) error {
 }
 
 func saveSysctls(cfg Config) error {
+	unlock, err := hostLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	vals := map[string]string{}
 	for _, s := range kubeletSysctls {
 		raw, err := os.ReadFile("/proc/sys/" + s)
@@ -85,40 +95,95 @@ func otherBedSysctls(cfg Config) map[string]string {
 }
 
 // otherLiveBeds returns the state dirs of other beds (siblings of ours) that
-// still need the host state: their kubelet runs, or a test run holds their
-// lock. The lock counts because a live bed's kubelet is down for a while at
-// times (its node restarted by a test, its bring-up not yet that far), and
+// still need the host state: their kubelet runs, or they hold a record of
+// it and a test run holds their lock. The lock counts because a live bed's
+// kubelet is down for a while at times (its node restarted by a test), and
 // the two e2e profiles' beds run at once: tearing the shared state down
-// under such a bed would break it.
+// under such a bed would break it. A bed gives its record up at its Down
+// (under the host lock), so two beds going down together never both leave
+// the state to the other.
 func otherLiveBeds(cfg Config) []string {
 	var out []string
 	entries, _ := os.ReadDir(filepath.Dir(cfg.StateDir))
 	for _, e := range entries {
 		dir := filepath.Join(filepath.Dir(cfg.StateDir), e.Name())
-		if dir == cfg.StateDir || !e.IsDir() {
+		if dir == cfg.StateDir || e.Name() == cfg.Name || !e.IsDir() {
 			continue
 		}
 		other := &Bed{cfg: Config{StateDir: dir}}
-		if other.running("kubelet") || bedLockHeld(e.Name()) {
+		if other.running("kubelet") || (hasHostRecord(dir) && bedLockHeld(e.Name())) {
 			out = append(out, dir)
 		}
 	}
 	return out
 }
 
-func restoreSysctls(cfg Config) error {
-	raw, err := os.ReadFile(cfg.sysctlFile())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // kubelet never started
+func hasHostRecord(dir string) bool {
+	for _, f := range []string{"host-paths.json", "host-sysctls.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
 	}
+	return false
+}
+
+// hostLock serializes what beds do to the host's shared state: recording
+// it, and giving it back.
+func hostLock() (func(), error) {
+	if err := os.MkdirAll("/run/lock", 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile("/run/lock/pinniped-e2e-host.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the host state lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock the host state: %w", err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
+}
+
+// restoreHostState gives the host back what the bed changed (global
+// sysctls, host paths it created), unless another bed still needs them; it
+// then restores them at its own Down. The bed's record goes either way.
+func restoreHostState(cfg Config) error {
+	unlock, err := hostLock()
 	if err != nil {
 		return err
 	}
-	if len(otherLiveBeds(cfg)) > 0 {
-		return nil // another bed's kubelet still needs them; it restores them at its Down
+	defer unlock()
+	sysctls, sysErr := os.ReadFile(cfg.sysctlFile())
+	paths, pathErr := os.ReadFile(cfg.hostPathsFile())
+	for _, f := range []string{cfg.sysctlFile(), cfg.hostPathsFile()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
+	if len(otherLiveBeds(cfg)) > 0 {
+		return nil
+	}
+	var errs []error
+	switch {
+	case errors.Is(sysErr, fs.ErrNotExist): // kubelet never started
+	case sysErr != nil:
+		errs = append(errs, sysErr)
+	default:
+		errs = append(errs, restoreSysctls(sysctls))
+	}
+	switch {
+	case errors.Is(pathErr, fs.ErrNotExist):
+	case pathErr != nil:
+		errs = append(errs, pathErr)
+	default:
+		errs = append(errs, cleanupHostPaths(paths))
+	}
+	return errors.Join(errs...)
+}
+
+func restoreSysctls(record []byte) error {
 	var vals map[string]string
-	if err := json.Unmarshal(raw, &vals); err != nil {
+	if err := json.Unmarshal(record, &vals); err != nil {
 		return err
 	}
 	var errs []error
@@ -130,20 +195,10 @@ func restoreSysctls(cfg Config) error {
 	return errors.Join(errs...)
 }
 
-func cleanupHostState(cfg Config) error {
-	raw, err := os.ReadFile(cfg.hostPathsFile())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+func cleanupHostPaths(record []byte) error {
 	var existed map[string]bool
-	if err := json.Unmarshal(raw, &existed); err != nil {
+	if err := json.Unmarshal(record, &existed); err != nil {
 		return err
-	}
-	if len(otherLiveBeds(cfg)) > 0 {
-		return nil
 	}
 	var errs []error
 	for _, p := range hostPaths {

@@ -99,7 +99,10 @@ func (in *Installer) Uninstall(ctx context.Context, namespace string) error {
 		// A namespace the administrator made (the Helm chart's own-namespace
 		// case) carries no label of ours: it stays, and there is nothing to
 		// wait for.
-		in.Progress.Done("namespace " + namespace + " is not the install's: left in place")
+		nsRes := resources[schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}]
+		if _, err := in.Dynamic.Resource(nsRes.gvr).Get(ctx, namespace, metav1.GetOptions{}); err == nil {
+			in.Progress.Done("namespace " + namespace + " is not the install's: left in place")
+		}
 		return nil
 	}
 	// Namespace deletion finishes in the background; wait for it so that

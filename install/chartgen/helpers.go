@@ -129,7 +129,7 @@ No authenticator was made: add a JWTAuthenticator or WebhookAuthenticator
 {{- end }}
 
 Give your users a kubeconfig (run as an administrator of this cluster):
-  pinniped get kubeconfig{{ if .Values.oidc.audience }} --oidc-client-id={{ .Values.oidc.audience }}{{ end }}{{ if ne (include "pinniped.groupSuffix" .) "pinniped.dev" }} --concierge-api-group-suffix={{ include "pinniped.groupSuffix" . }}{{ end }} --pinniped-cli-path=pinniped > people.kubeconfig
+  pinniped get kubeconfig{{ if .Values.oidc.audience }} --oidc-client-id={{ .Values.oidc.audience | squote }}{{ end }}{{ if ne (include "pinniped.groupSuffix" .) "pinniped.dev" }} --concierge-api-group-suffix={{ include "pinniped.groupSuffix" . }}{{ end }} --pinniped-cli-path=pinniped > people.kubeconfig
 {{- if .Values.oidc.audience }}
 (--oidc-client-id is the client your identity provider gave the CLI; leave it out with a Pinniped Supervisor.)
 {{- end }}

@@ -106,12 +106,13 @@ func run() error {
 	root := filepath.Join(work, "krew-root")
 	env := append(os.Environ(), "KREW_ROOT="+root, "KREW_NO_UPGRADE_CHECK=1",
 		"PATH="+filepath.Join(root, "bin")+string(os.PathListSeparator)+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	install := exec.CommandContext(ctx, "kubectl", "krew", "install", "--manifest", path) //nolint:gosec // the caller's own tools
+	kubectlBin := filepath.Join(bin, "kubectl") // the pinned one, not whatever PATH has
+	install := exec.CommandContext(ctx, kubectlBin, "krew", "install", "--manifest", path) //nolint:gosec // the caller's own tools
 	install.Env = env
 	if out, err := install.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl krew install --manifest %s: %w\n%s", path, err, out)
 	}
-	version := exec.CommandContext(ctx, "kubectl", *plugin, "version") //nolint:gosec // the caller's own tools
+	version := exec.CommandContext(ctx, kubectlBin, *plugin, "version") //nolint:gosec // the caller's own tools
 	version.Env = env
 	out, err := version.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "go1.") {
