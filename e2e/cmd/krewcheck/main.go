@@ -56,7 +56,7 @@ func run() error {
 		return errors.New("the krew manifest names no release download URI: has goreleaser's url_template changed?")
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen on 127.0.0.1: %w", err)
 	}
@@ -72,7 +72,7 @@ func run() error {
 	local := releaseURL.ReplaceAll(manifest, []byte("${1}http://"+ln.Addr().String()+"/"))
 	// The validator takes the plugin's name from the file's.
 	path := filepath.Join(work, *plugin+".yaml")
-	if err := os.WriteFile(path, local, 0o600); err != nil {
+	if err := os.WriteFile(path, local, 0o600); err != nil { //nolint:gosec // G703: a file in our own temporary directory, named by the -plugin flag
 		return err
 	}
 	// kubectl finds krew as the plugin kubectl-krew on PATH.
@@ -106,7 +106,7 @@ func run() error {
 	root := filepath.Join(work, "krew-root")
 	env := append(os.Environ(), "KREW_ROOT="+root, "KREW_NO_UPGRADE_CHECK=1",
 		"PATH="+filepath.Join(root, "bin")+string(os.PathListSeparator)+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	kubectlBin := filepath.Join(bin, "kubectl") // the pinned one, not whatever PATH has
+	kubectlBin := filepath.Join(bin, "kubectl")                                            // the pinned one, not whatever PATH has
 	install := exec.CommandContext(ctx, kubectlBin, "krew", "install", "--manifest", path) //nolint:gosec // the caller's own tools
 	install.Env = env
 	if out, err := install.CombinedOutput(); err != nil {
@@ -115,8 +115,11 @@ func run() error {
 	version := exec.CommandContext(ctx, kubectlBin, *plugin, "version") //nolint:gosec // the caller's own tools
 	version.Env = env
 	out, err := version.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "go1.") {
-		return fmt.Errorf("kubectl %s version after krew install: %v\n%s", *plugin, err, out)
+	if err != nil {
+		return fmt.Errorf("kubectl %s version after krew install: %w\n%s", *plugin, err, out)
+	}
+	if !strings.Contains(string(out), "go1.") {
+		return fmt.Errorf("kubectl %s version after krew install printed no version:\n%s", *plugin, out)
 	}
 	fmt.Printf("krewcheck: installed by krew, kubectl %s runs its engine:\n%s", *plugin, out)
 	return nil
