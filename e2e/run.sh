@@ -73,10 +73,16 @@ stop() {
 	[[ -z $stopping ]] || return 0
 	stopping=1
 	local pid
-	for pid in "${pids[@]}"; do
+	# jobs -p too: a job started just before the signal may not be in pids yet.
+	for pid in "${pids[@]}" $(jobs -p); do
 		kill -TERM -- "-$pid" 2>/dev/null || true
 	done
-	wait || true
+	# A second signal interrupts wait: wait again until each run has ended.
+	for pid in "${pids[@]}" $(jobs -p); do
+		while kill -0 "$pid" 2>/dev/null; do
+			wait "$pid" || true
+		done
+	done
 	exit 130
 }
 trap stop INT TERM HUP

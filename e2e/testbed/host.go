@@ -55,15 +55,31 @@ func recordHostState(cfg Config) error {
 		}
 	}
 	raw, _ := json.Marshal(existed)
-	return os.WriteFile(cfg.hostPathsFile(), raw, 0o600)
+	if err := os.WriteFile(cfg.hostPathsFile(), raw, 0o600); err != nil {
+		return err
+	}
+	// The sysctls too, now: by the time this bed's kubelet starts, another
+	// bed's kubelet may have changed them and already handed its record over.
+	return recordSysctls(cfg)
 }
 
+// saveSysctls records the global sysctls kubelet is about to change, unless
+// the bed already holds a record (from its Up, or from before a restart of
+// its node, when the values are its own kubelet's).
 func saveSysctls(cfg Config) error {
 	unlock, err := hostLock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	return recordSysctls(cfg)
+}
+
+// recordSysctls is saveSysctls with the host lock held.
+func recordSysctls(cfg Config) error {
+	if _, err := os.Stat(cfg.sysctlFile()); err == nil {
+		return nil
+	}
 	vals := map[string]string{}
 	for _, s := range kubeletSysctls {
 		raw, err := os.ReadFile("/proc/sys/" + s)
@@ -128,12 +144,13 @@ func hasHostRecord(dir string) bool {
 }
 
 // hostLock serializes what beds do to the host's shared state: recording
-// it, and giving it back.
+// it, and giving it back. (Its name has a dot, which no bed's name has, so
+// it is never a bed's lock.)
 func hostLock() (func(), error) {
 	if err := os.MkdirAll("/run/lock", 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile("/run/lock/pinniped-e2e-host.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile("/run/lock/pinniped-e2e.host.lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open the host state lock: %w", err)
 	}
