@@ -1,29 +1,72 @@
 #!/usr/bin/env bash
-# `make release-snapshot`: every release artifact built locally and checked,
-# nothing published.
-#   1. goreleaser --snapshot: archives, checksums, an SBOM per binary
+# `make release-snapshot`: a rehearsal of the release, every artifact built
+# and checked, nothing published.
+#   1. goreleaser runs a real release (not --snapshot, so every step runs as
+#      it will at release) of a throwaway tag on a temporary clone of this
+#      tree (uncommitted changes included), in a network namespace with
+#      nothing but loopback: archives, checksums, an SBOM per binary
 #      (cyclonedx-gomod), the krew manifest and the Homebrew cask; checksums.txt
-#      signed by .ci/cosign-sign.sh with a key made for this run and thrown away;
+#      signed by .ci/cosign-sign.sh with a key made for this run and thrown
+#      away; the GitHub release step switched off (PINNIPED_RELEASE_REHEARSAL);
+#      and ko's multi-arch agent image with its SBOMs, pushed to a registry of
+#      e2e/cmd/imagecheck's own, which answers for ghcr.io and cgr.dev there
+#      (a stand-in base) and then checks the image it received;
 #   2. the signature checked as a user would (cosign verify-blob), then every
 #      file in checksums.txt against its sum, and every binary's SBOM;
-#   3. the Helm charts packaged with the snapshot's version (dist/charts);
+#   3. the Helm charts packaged with the rehearsal's version (dist/charts);
 #   4. the krew manifest validated by krew's own validator (.ci/krew-check.sh).
-# Needs root for the network namespaces that keep signing and krew offline.
+# The artifacts end up in dist/. Needs root for the network namespaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ $(id -u) != 0 ]]; then
+	echo "release-snapshot: needs root (the rehearsal runs in a network namespace of its own)" >&2
+	exit 1
+fi
 tools=.ci/tools.sh
 goreleaser=$("$tools" goreleaser)
 cosign=$("$tools" cosign)
 cdx=$("$tools" cyclonedx-gomod)
 
-keys=$(mktemp -d)
-trap 'rm -rf "$keys"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+keys=$work/keys
+mkdir -m 0700 "$keys"
 # An empty password: the key lives only as long as this script.
 export COSIGN_PASSWORD=
 (cd "$keys" && unshare --net -- "$cosign" generate-key-pair >/dev/null)
+go build -o "$work/imagecheck" ./e2e/cmd/imagecheck
 
-PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" \
-	"$goreleaser" release -f goreleaser.yaml --snapshot --clean --skip=publish,ko
+# The tree to release: HEAD, or a commit of the working tree (tracked and
+# untracked files, as `git add -A` would take them) made without touching
+# the index or any branch.
+commit=$(git rev-parse HEAD)
+if [[ -n $(git status --porcelain) ]]; then
+	export GIT_INDEX_FILE=$work/index
+	git read-tree HEAD
+	git add -A
+	tree=$(git write-tree)
+	unset GIT_INDEX_FILE
+	commit=$(GIT_AUTHOR_NAME=rehearsal GIT_AUTHOR_EMAIL=rehearsal@localhost GIT_COMMITTER_NAME=rehearsal \
+		GIT_COMMITTER_EMAIL=rehearsal@localhost git commit-tree -p HEAD -m "release rehearsal of a working tree" "$tree")
+fi
+src=$work/src
+git clone --quiet --shared --no-checkout . "$src"
+git -C "$src" checkout --quiet --detach "$commit"
+# A prerelease tag no release will ever have; krew wants semver (a g before
+# the hash keeps an all-digit hash from reading as a number).
+tag=v0.0.0-rehearsal.g$(git -C "$src" rev-parse --short=12 HEAD)
+git -C "$src" tag "$tag"
+version=${tag#v}
+# Everything the build needs, fetched now: the release itself has no network.
+(cd "$src" && go mod download)
+
+printf '127.0.0.1 localhost\n127.0.0.1 ghcr.io cgr.dev\n' >"$work/hosts"
+(cd "$src" && unshare --net --mount -- sh -c 'ip link set lo up && mount --bind "$0" /etc/hosts && exec "$@"' "$work/hosts" \
+	"$work/imagecheck" -version "$version" -- \
+	env PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" PINNIPED_RELEASE_REHEARSAL=1 \
+	"$goreleaser" release -f goreleaser.yaml --clean)
+rm -rf dist
+mv "$src/dist" dist
 
 # What a user runs (README): the signature, then the sums.
 unshare --net -- "$cosign" verify-blob --key "$keys/cosign.pub" --insecure-ignore-tlog=true \
@@ -53,7 +96,5 @@ if [[ $sboms -eq 0 || $sboms -ne $bins ]]; then
 fi
 echo "release-snapshot: checksums.txt signed and verified; every file matches its sum; each of the $bins binaries has its SBOM"
 
-version=$(grep -o '"version": *"[^"]*"' dist/metadata.json | head -1 | sed 's/.*: *"\(.*\)"/\1/')
-test -n "$version"
 .ci/package-charts.sh "$version" dist/charts
 .ci/krew-check.sh dist

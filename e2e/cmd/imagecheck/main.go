@@ -1,0 +1,524 @@
+// Command imagecheck proves the release's agent image without publishing it:
+// it runs the release (goreleaser, whose ko step builds the multi-arch image
+// and pushes it with its SBOMs) against a registry of its own, then checks
+// what arrived there as a cluster and a user would see it.
+//
+//	imagecheck -version V [-image REPO] [-base REF] -- COMMAND [ARGS...]
+//
+// The release configuration names the real registries (the image's
+// repository on ghcr.io, the base image on cgr.dev), and must be checked
+// unchanged. So imagecheck serves an in-memory registry
+// (go-containerregistry's) with TLS on 127.0.0.1:443, for both names, under
+// a certificate from a CA made for this run, which COMMAND trusts through
+// SSL_CERT_FILE. It refuses to start unless both names resolve to 127.0.0.1:
+// run it in a network namespace whose /etc/hosts says so
+// (.ci/release-snapshot.sh does), so nothing can reach the real ones.
+//
+// The real base cannot be fetched here, so the registry holds a stand-in
+// under the base's name: the same two platforms, with what a static
+// distroless base holds (passwd and group with the nonroot user 65532, CA
+// certificates, /tmp). That proves the configuration and the build on top of
+// a base; which base is pulled at release is the configuration's line alone.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/pinniped-kit/pinniped/agent/certauthority"
+)
+
+const (
+	module   = "github.com/pinniped-kit/pinniped"
+	agentPkg = module + "/cmd/pinniped-agent"
+	// ko's layout with bare: true.
+	entrypoint = "/ko-app/pinniped-agent"
+	nonroot    = "65532:65532"
+)
+
+// The platforms the release builds the image for (goreleaser.yaml, kos).
+var platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "imagecheck:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	version := flag.String("version", "", "the release's version: the image's tag and its version label")
+	image := flag.String("image", "ghcr.io/pinniped-kit/pinniped-agent", "the image's repository, as goreleaser.yaml names it")
+	baseRef := flag.String("base", "cgr.dev/chainguard/static", "the base image, as goreleaser.yaml names it")
+	flag.Parse()
+	if *version == "" || flag.NArg() == 0 {
+		return errors.New("usage: imagecheck -version V [-image REPO] [-base REF] -- COMMAND [ARGS...]")
+	}
+	repo, err := name.NewRepository(*image)
+	if err != nil {
+		return fmt.Errorf("-image: %w", err)
+	}
+	base, err := name.ParseReference(*baseRef)
+	if err != nil {
+		return fmt.Errorf("-base: %w", err)
+	}
+	hosts := []string{repo.RegistryStr(), base.Context().RegistryStr()}
+	for _, h := range hosts {
+		if err := resolvesToLoopback(h); err != nil {
+			return err
+		}
+	}
+
+	work, err := os.MkdirTemp("", "imagecheck-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	caFile, srvCert, err := makeCerts(work, hosts)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(caFile) //nolint:gosec // our own temporary file
+	if err != nil {
+		return err
+	}
+	pool.AppendCertsFromPEM(caPEM)
+
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:443")
+	if err != nil {
+		return fmt.Errorf("listen on 127.0.0.1:443 (run in a network namespace of your own, as root): %w", err)
+	}
+	// HTTP/1.1 only: the in-memory registry holds one lock while it reads a
+	// chunk's body, so on one HTTP/2 connection a second upload's unread
+	// body can use up the connection's flow-control window and stall the
+	// first for good (ko pushes both platforms' layers at once).
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	srv := &http.Server{
+		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		ReadHeaderTimeout: 30 * time.Second,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{srvCert}},
+		Protocols:         &protocols,
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	opts := []remote.Option{remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}})}
+
+	baseIdx, err := standInBase()
+	if err != nil {
+		return fmt.Errorf("build the stand-in base: %w", err)
+	}
+	if err := remote.WriteIndex(base, baseIdx, opts...); err != nil {
+		return fmt.Errorf("push the stand-in base as %s: %w", base, err)
+	}
+
+	// The release, trusting only this run's CA, with no registry credentials.
+	dockerConfig := filepath.Join(work, "docker")
+	if err := os.Mkdir(dockerConfig, 0o700); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, flag.Arg(0), flag.Args()[1:]...) //nolint:gosec // the caller's own command
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=", "DOCKER_CONFIG="+dockerConfig)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", flag.Arg(0), err)
+	}
+
+	return check(repo, *version, baseIdx, opts)
+}
+
+func resolvesToLoopback(host string) error {
+	addrs, err := net.DefaultResolver.LookupHost(context.Background(), host)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w (run imagecheck where /etc/hosts points it at 127.0.0.1)", host, err)
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("%s resolves to %s: imagecheck would let the release reach the real registry; run it where /etc/hosts points %s at 127.0.0.1", host, a, host)
+		}
+	}
+	return nil
+}
+
+// makeCerts writes this run's CA (for SSL_CERT_FILE) and returns the
+// registry's serving certificate for hosts.
+func makeCerts(dir string, hosts []string) (string, tls.Certificate, error) {
+	ca, err := certauthority.New("imagecheck registry CA", 2*time.Hour, time.Now)
+	if err != nil {
+		return "", tls.Certificate{}, err
+	}
+	leaf, err := ca.IssueServingCert(hosts[0], hosts, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	if err != nil {
+		return "", tls.Certificate{}, err
+	}
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		return "", tls.Certificate{}, err
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	return caFile, cert, os.WriteFile(caFile, ca.CertPEM(), 0o600)
+}
+
+// standInBase is a two-platform index whose images hold what a static
+// distroless base does. Its layer is the same for both: none of it is code.
+func standInBase() (v1.ImageIndex, error) {
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+		"etc/group":  "root:x:0:\nnonroot:x:65532:\n",
+	}
+	if certs, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+		files["etc/ssl/certs/ca-certificates.crt"] = string(certs)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, dir := range []struct {
+		name string
+		mode int64
+		uid  int
+	}{{"etc/", 0o755, 0}, {"etc/ssl/", 0o755, 0}, {"etc/ssl/certs/", 0o755, 0}, {"home/", 0o755, 0}, {"home/nonroot/", 0o700, 65532}, {"tmp/", 0o1777, 0}} {
+		if err := tw.WriteHeader(&tar.Header{Name: dir.name, Typeflag: tar.TypeDir, Mode: dir.mode, Uid: dir.uid, Gid: dir.uid}); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}); err != nil {
+			return nil, err
+		}
+		if _, err := io.WriteString(tw, files[n]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		return nil, err
+	}
+	var idx v1.ImageIndex = empty.Index
+	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
+	for _, p := range platforms {
+		img, err := mutate.AppendLayers(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), layer)
+		if err != nil {
+			return nil, err
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		cf = cf.DeepCopy()
+		cf.OS, cf.Architecture = p.OS, p.Architecture
+		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cf.Config.User = nonroot
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			return nil, err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	return idx, nil
+}
+
+// check reads the pushed image back and holds it to what the release
+// promises: one index for both platforms under the version's tag and
+// latest, each image the agent built for its platform on the base, run as
+// nonroot, with ko's SBOM beside it.
+func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []remote.Option) error {
+	tag := repo.Tag(version)
+	desc, err := remote.Get(tag, opts...)
+	if err != nil {
+		return fmt.Errorf("the release pushed no %s: %w", tag, err)
+	}
+	if !desc.MediaType.IsIndex() {
+		return fmt.Errorf("%s is a %s, not a multi-platform index", tag, desc.MediaType)
+	}
+	latest, err := remote.Head(repo.Tag("latest"), opts...)
+	if err != nil {
+		return fmt.Errorf("the release pushed no %s: %w", repo.Tag("latest"), err)
+	}
+	if latest.Digest != desc.Digest {
+		return fmt.Errorf("%s is %s but latest is %s", tag, desc.Digest, latest.Digest)
+	}
+	idx, err := desc.ImageIndex()
+	if err != nil {
+		return err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	var got []string
+	for _, m := range im.Manifests {
+		if m.Platform == nil {
+			return fmt.Errorf("%s lists %s with no platform", tag, m.Digest)
+		}
+		got = append(got, m.Platform.String())
+	}
+	var want []string
+	for _, p := range platforms {
+		want = append(want, p.String())
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("%s holds platforms %v, want %v", tag, got, want)
+	}
+	var imageDigests []string
+	for _, m := range im.Manifests {
+		imageDigests = append(imageDigests, m.Digest.String())
+	}
+	if err := checkSBOM(repo, desc.Digest, "the index", imageDigests, opts); err != nil {
+		return err
+	}
+	baseManifest, err := baseIdx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, m := range im.Manifests {
+		p := *m.Platform
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			return err
+		}
+		var baseImg v1.Image
+		for _, bm := range baseManifest.Manifests {
+			if bm.Platform.Equals(p) {
+				if baseImg, err = baseIdx.Image(bm.Digest); err != nil {
+					return err
+				}
+			}
+		}
+		if err := checkImage(img, baseImg, p, version); err != nil {
+			return fmt.Errorf("%s for %s: %w", tag, p, err)
+		}
+		if err := checkSBOM(repo, m.Digest, "the "+p.String()+" image", []string{module}, opts); err != nil {
+			return err
+		}
+		fmt.Printf("imagecheck: %s@%s for %s: the agent %s on the base, as %s, with its SPDX SBOM\n", repo, m.Digest, p, version, nonroot)
+	}
+	fmt.Printf("imagecheck: %s and latest are the index %s for %v\n", tag, desc.Digest, want)
+	return nil
+}
+
+func checkImage(img, base v1.Image, p v1.Platform, version string) error {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	if cf.OS != p.OS || cf.Architecture != p.Architecture {
+		return fmt.Errorf("its config says %s/%s", cf.OS, cf.Architecture)
+	}
+	if cf.Config.User != nonroot {
+		return fmt.Errorf("it runs as %q, want %q", cf.Config.User, nonroot)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{entrypoint}) {
+		return fmt.Errorf("its entrypoint is %q, want [%s]", cf.Config.Entrypoint, entrypoint)
+	}
+	// The kube-cert-agent helper pod runs "pinniped-agent" by PATH.
+	if !slices.ContainsFunc(cf.Config.Env, func(e string) bool {
+		return strings.HasPrefix(e, "PATH=") && slices.Contains(filepath.SplitList(strings.TrimPrefix(e, "PATH=")), filepath.Dir(entrypoint))
+	}) {
+		return fmt.Errorf("its PATH (%q) lacks %s, where the helper pod finds pinniped-agent", cf.Config.Env, filepath.Dir(entrypoint))
+	}
+	if v := cf.Config.Labels["org.opencontainers.image.version"]; v != version {
+		return fmt.Errorf("its version label is %q, want %q", v, version)
+	}
+	if base == nil {
+		return errors.New("the stand-in base has no image for this platform")
+	}
+	// Built on the base: the base's layers come first, unchanged.
+	baseLayers, err := base.Layers()
+	if err != nil {
+		return err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	if len(layers) <= len(baseLayers) {
+		return fmt.Errorf("it has %d layers, the base alone %d", len(layers), len(baseLayers))
+	}
+	for i, bl := range baseLayers {
+		want, err := bl.Digest()
+		if err != nil {
+			return err
+		}
+		got, err := layers[i].Digest()
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("its layer %d is %s, not the base's %s", i, got, want)
+		}
+	}
+	bin, err := readFile(img, strings.TrimPrefix(entrypoint, "/"))
+	if err != nil {
+		return err
+	}
+	return checkBinary(bin, p, version)
+}
+
+// readFile returns one file of the image's flattened filesystem.
+func readFile(img v1.Image, path string) ([]byte, error) {
+	rc := mutate.Extract(img)
+	defer func() { _ = rc.Close() }()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("it has no /%s", path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimPrefix(h.Name, "/") == path && h.Typeflag == tar.TypeReg {
+			if h.Mode&0o111 == 0 {
+				return nil, fmt.Errorf("/%s is not executable (mode %o)", path, h.Mode)
+			}
+			return io.ReadAll(tr)
+		}
+	}
+}
+
+var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// checkBinary: the agent, built by Go for the platform, static, of this
+// version; run if this machine can.
+func checkBinary(bin []byte, p v1.Platform, version string) error {
+	ef, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF binary: %w", entrypoint, err)
+	}
+	if want := elfMachine[p.Architecture]; ef.Machine != want {
+		return fmt.Errorf("%s is for %s, want %s", entrypoint, ef.Machine, want)
+	}
+	if slices.ContainsFunc(ef.Progs, func(pr *elf.Prog) bool { return pr.Type == elf.PT_INTERP }) {
+		return fmt.Errorf("%s is dynamically linked; the base has no libc", entrypoint)
+	}
+	bi, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("%s has no Go build information: %w", entrypoint, err)
+	}
+	if bi.Path != agentPkg {
+		return fmt.Errorf("%s is %s, want %s", entrypoint, bi.Path, agentPkg)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["GOOS"] != p.OS || settings["GOARCH"] != p.Architecture || settings["CGO_ENABLED"] != "0" {
+		return fmt.Errorf("%s was built with GOOS=%s GOARCH=%s CGO_ENABLED=%s", entrypoint, settings["GOOS"], settings["GOARCH"], settings["CGO_ENABLED"])
+	}
+	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
+		return nil
+	}
+	f, err := os.CreateTemp("", "pinniped-agent-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	_, err = f.Write(bin)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o700) //nolint:gosec // G302: executable by us alone
+	}
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, f.Name(), "version").CombinedOutput() //nolint:gosec // the binary under test
+	if err != nil {
+		return fmt.Errorf("%s version: %w\n%s", entrypoint, err, out)
+	}
+	if !strings.Contains(string(out), version) {
+		return fmt.Errorf("%s version printed no %s:\n%s", entrypoint, version, out)
+	}
+	return nil
+}
+
+// checkSBOM finds ko's SBOM for digest where cosign's tooling looks for it
+// (the tag sha256-<hex>.sbom) and checks it is an SPDX document that
+// describes that digest and names the packages wanted.
+func checkSBOM(repo name.Repository, digest v1.Hash, what string, want []string, opts []remote.Option) error {
+	ref := repo.Tag(digest.Algorithm + "-" + digest.Hex + ".sbom")
+	img, err := remote.Image(ref, opts...)
+	if err != nil {
+		return fmt.Errorf("no SBOM for %s (%s): %w", what, ref, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	if len(layers) != 1 {
+		return fmt.Errorf("the SBOM %s has %d layers, want 1", ref, len(layers))
+	}
+	mt, err := layers[0].MediaType()
+	if err != nil {
+		return err
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	var doc struct {
+		SPDXVersion string `json:"spdxVersion"`
+		Packages    []struct {
+			Name string `json:"name"`
+		} `json:"packages"`
+	}
+	if err := json.NewDecoder(rc).Decode(&doc); err != nil {
+		return fmt.Errorf("the SBOM %s (%s) is not JSON: %w", ref, mt, err)
+	}
+	if !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
+		return fmt.Errorf("the SBOM %s (%s) is not an SPDX document", ref, mt)
+	}
+	names := map[string]bool{}
+	for _, p := range doc.Packages {
+		names[p.Name] = true
+	}
+	for _, w := range append([]string{digest.String()}, want...) {
+		if !names[w] {
+			return fmt.Errorf("the SBOM of %s (%s) names no package %s", what, ref, w)
+		}
+	}
+	return nil
+}
