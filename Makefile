@@ -103,10 +103,11 @@ demo:
 release-check:
 	$$($(TOOLS) goreleaser) check -f goreleaser.yaml
 
-## release-snapshot: build every release artifact locally and check it, publishing nothing:
-##   archives, SBOMs, checksums signed with a throwaway cosign key and verified, the Helm
-##   charts, the Homebrew cask, and the krew manifest through krew's own validator
-##   (root: signing and krew run in network namespaces of their own; see .ci/release-snapshot.sh)
+## release-snapshot: rehearse the release offline and check every artifact, publishing nothing:
+##   archives, SBOMs, checksums signed with a throwaway cosign key and verified, the multi-arch
+##   agent image and its SBOMs (pushed to a registry of the rehearsal's own), the Helm charts,
+##   the Homebrew cask, and the krew manifest through krew's own validator
+##   (root: it runs in network namespaces of its own; see .ci/release-snapshot.sh)
 release-snapshot: release-check
 	.ci/release-snapshot.sh
 

@@ -194,7 +194,7 @@ func makeCerts(dir string, hosts []string) (string, tls.Certificate, error) {
 // standInBase is a two-platform index whose images hold what a static
 // distroless base does. Its layer is the same for both: none of it is code.
 func standInBase() (v1.ImageIndex, error) {
-	files := map[string]string{
+	files := map[string]string{ //nolint:gosec // G101: passwd lines of a stand-in image, no password in them
 		"etc/passwd": "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
 		"etc/group":  "root:x:0:\nnonroot:x:65532:\n",
 	}
@@ -256,9 +256,9 @@ func standInBase() (v1.ImageIndex, error) {
 }
 
 // check reads the pushed image back and holds it to what the release
-// promises: one index for both platforms under the version's tag and
-// latest, each image the agent built for its platform on the base, run as
-// nonroot, with ko's SBOM beside it.
+// promises: one index for both platforms under the version's tag (and
+// latest, for a full release only), each image the agent built for its
+// platform on the base, run as nonroot, with ko's SBOM beside it.
 func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []remote.Option) error {
 	tag := repo.Tag(version)
 	desc, err := remote.Get(tag, opts...)
@@ -268,12 +268,22 @@ func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []r
 	if !desc.MediaType.IsIndex() {
 		return fmt.Errorf("%s is a %s, not a multi-platform index", tag, desc.MediaType)
 	}
-	latest, err := remote.Head(repo.Tag("latest"), opts...)
-	if err != nil {
-		return fmt.Errorf("the release pushed no %s: %w", repo.Tag("latest"), err)
-	}
-	if latest.Digest != desc.Digest {
-		return fmt.Errorf("%s is %s but latest is %s", tag, desc.Digest, latest.Digest)
+	// latest is a full release's, never a prerelease's (a rehearsal's tag
+	// is a prerelease).
+	latestTag := "latest"
+	if prerelease(version) {
+		if _, err := remote.Head(repo.Tag("latest"), opts...); err == nil {
+			return fmt.Errorf("the prerelease %s moved latest", version)
+		}
+		latestTag = "no latest, as a prerelease"
+	} else {
+		latest, err := remote.Head(repo.Tag("latest"), opts...)
+		if err != nil {
+			return fmt.Errorf("the release pushed no %s: %w", repo.Tag("latest"), err)
+		}
+		if latest.Digest != desc.Digest {
+			return fmt.Errorf("%s is %s but latest is %s", tag, desc.Digest, latest.Digest)
+		}
 	}
 	idx, err := desc.ImageIndex()
 	if err != nil {
@@ -331,8 +341,15 @@ func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []r
 		}
 		fmt.Printf("imagecheck: %s@%s for %s: the agent %s on the base, as %s, with its SPDX SBOM\n", repo, m.Digest, p, version, nonroot)
 	}
-	fmt.Printf("imagecheck: %s and latest are the index %s for %v\n", tag, desc.Digest, want)
+	fmt.Printf("imagecheck: %s is the index %s for %v (%s)\n", tag, desc.Digest, want, latestTag)
 	return nil
+}
+
+// prerelease: a semantic version with a pre-release part (1.2.3-rc.1), as
+// goreleaser's .Prerelease sees it; build metadata (+...) is not one.
+func prerelease(version string) bool {
+	core, _, _ := strings.Cut(version, "+")
+	return strings.Contains(core, "-")
 }
 
 func checkImage(img, base v1.Image, p v1.Platform, version string) error {
