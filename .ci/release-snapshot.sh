@@ -38,23 +38,28 @@ export COSIGN_PASSWORD=
 CGO_ENABLED=0 go build -o "$work/imagecheck" ./e2e/cmd/imagecheck
 
 # The tree to release: HEAD, or a commit of the working tree (tracked and
-# untracked files, as `git add -A` would take them) made without touching
-# the index or any branch.
-commit=$(git rev-parse HEAD)
-if [[ -n $(git status --porcelain) ]]; then
-	export GIT_INDEX_FILE=$work/index
-	git read-tree HEAD
-	git add -A
-	tree=$(git write-tree)
-	unset GIT_INDEX_FILE
-	commit=$(GIT_AUTHOR_NAME=rehearsal GIT_AUTHOR_EMAIL=rehearsal@localhost GIT_COMMITTER_NAME=rehearsal \
-		GIT_COMMITTER_EMAIL=rehearsal@localhost git commit-tree -p HEAD -m "release rehearsal of a working tree" "$tree")
-fi
+# untracked files, as `git add -A` would take them). Made in the clone, with
+# an index of its own: this script runs as root, and must write nothing into
+# the developer's repository.
+head=$(git rev-parse HEAD)
 src=$work/src
 git clone --quiet --shared --no-checkout . "$src"
+export GIT_INDEX_FILE=$work/index
+git --git-dir="$src/.git" --work-tree="$PWD" read-tree "$head"
+git --git-dir="$src/.git" --work-tree="$PWD" add -A
+tree=$(git --git-dir="$src/.git" write-tree)
+unset GIT_INDEX_FILE
+commit=$head
+if [[ $tree != "$(git --git-dir="$src/.git" rev-parse "$head^{tree}")" ]]; then
+	commit=$(GIT_AUTHOR_NAME=rehearsal GIT_AUTHOR_EMAIL=rehearsal@localhost GIT_COMMITTER_NAME=rehearsal \
+		GIT_COMMITTER_EMAIL=rehearsal@localhost git --git-dir="$src/.git" commit-tree --no-gpg-sign -p "$head" \
+		-m "release rehearsal of a working tree" "$tree")
+	echo "release-snapshot: rehearsing the working tree, uncommitted changes included" >&2
+fi
 git -C "$src" checkout --quiet --detach "$commit"
 # A prerelease tag no release will ever have; krew wants semver (a g before
-# the hash keeps an all-digit hash from reading as a number).
+# the hash keeps an all-digit hash from reading as a number). Named to
+# goreleaser outright: a real tag on the same commit must not win.
 tag=v0.0.0-rehearsal.g$(git -C "$src" rev-parse --short=12 HEAD)
 git -C "$src" tag "$tag"
 version=${tag#v}
@@ -62,12 +67,20 @@ version=${tag#v}
 (cd "$src" && go mod download)
 
 printf '127.0.0.1 localhost\n127.0.0.1 ghcr.io cgr.dev\n' >"$work/hosts"
+rc=0
 (cd "$src" && unshare --net --mount -- sh -c 'ip link set lo up && mount --bind "$0" /etc/hosts && exec "$@"' "$work/hosts" \
 	"$work/imagecheck" -version "$version" -- \
-	env PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" PINNIPED_RELEASE_REHEARSAL=1 \
-	"$goreleaser" release -f goreleaser.yaml --clean)
+	env -u GORELEASER_PREVIOUS_TAG PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" \
+	PINNIPED_RELEASE_REHEARSAL=1 GORELEASER_CURRENT_TAG="$tag" \
+	"$goreleaser" release -f goreleaser.yaml --clean) || rc=$?
 rm -rf dist
-mv "$src/dist" dist
+if [[ -d $src/dist ]]; then
+	mv "$src/dist" dist
+fi
+if ((rc != 0)); then
+	echo "release-snapshot: the rehearsal failed (exit $rc); what it made is in dist/" >&2
+	exit "$rc"
+fi
 
 # What a user runs (README): the signature, then the sums.
 unshare --net -- "$cosign" verify-blob --key "$keys/cosign.pub" --insecure-ignore-tlog=true \

@@ -10,8 +10,8 @@
 // unchanged. So imagecheck serves an in-memory registry
 // (go-containerregistry's) with TLS on 127.0.0.1:443, for both names, under
 // a certificate from a CA made for this run, which COMMAND trusts through
-// SSL_CERT_FILE. It refuses to start unless both names resolve to 127.0.0.1:
-// run it in a network namespace whose /etc/hosts says so
+// SSL_CERT_FILE. It refuses to start unless both names resolve to loopback
+// addresses: run it in a network namespace whose /etc/hosts says so
 // (.ci/release-snapshot.sh does), so nothing can reach the real ones.
 //
 // The real base cannot be fetched here, so the registry holds a stand-in
@@ -39,10 +39,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -142,21 +144,47 @@ func run() error {
 		return fmt.Errorf("push the stand-in base as %s: %w", base, err)
 	}
 
-	// The release, trusting only this run's CA, with no registry credentials.
-	dockerConfig := filepath.Join(work, "docker")
-	if err := os.Mkdir(dockerConfig, 0o700); err != nil {
+	env, err := releaseEnv(work, caFile)
+	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	// Stopped by a signal, the release is stopped too and the temporary
+	// directory still goes.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, flag.Arg(0), flag.Args()[1:]...) //nolint:gosec // the caller's own command
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=", "DOCKER_CONFIG="+dockerConfig)
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", flag.Arg(0), err)
 	}
 
 	return check(repo, *version, baseIdx, opts)
+}
+
+// releaseEnv is the caller's environment for the release, less what would
+// send it elsewhere than this registry or stop it: it trusts this run's CA
+// alone, has no registry credentials, no proxy, no docker daemon (ko would
+// take a base image from one before asking the registry), and no second
+// forge token (goreleaser refuses two before it sees the release is off).
+func releaseEnv(work, caFile string) ([]string, error) {
+	dockerConfig := filepath.Join(work, "docker")
+	noCerts := filepath.Join(work, "no-certs")
+	for _, d := range []string{dockerConfig, noCerts} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	drop := []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "KO_DOCKER_REPO", "DOCKER_HOST", "DOCKER_CONFIG",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN", "GORELEASER_FORCE_TOKEN"}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(drop, strings.ToUpper(k))
+	})
+	return append(env, "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR="+noCerts, "DOCKER_CONFIG="+dockerConfig,
+		"DOCKER_HOST=unix://"+filepath.Join(work, "no-docker.sock"), "NO_PROXY=*"), nil
 }
 
 func resolvesToLoopback(host string) error {
@@ -245,8 +273,8 @@ func standInBase() (v1.ImageIndex, error) {
 		}
 		cf = cf.DeepCopy()
 		cf.OS, cf.Architecture = p.OS, p.Architecture
+		// No user: the image's must come from the release's configuration.
 		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-		cf.Config.User = nonroot
 		if img, err = mutate.ConfigFile(img, cf); err != nil {
 			return nil, err
 		}
@@ -460,6 +488,11 @@ func checkBinary(bin []byte, p v1.Platform, version string) error {
 	}
 	if settings["GOOS"] != p.OS || settings["GOARCH"] != p.Architecture || settings["CGO_ENABLED"] != "0" {
 		return fmt.Errorf("%s was built with GOOS=%s GOARCH=%s CGO_ENABLED=%s", entrypoint, settings["GOOS"], settings["GOARCH"], settings["CGO_ENABLED"])
+	}
+	// -ldflags -X main.version: not in the build information (-trimpath),
+	// so looked for in the binary, for the platforms this machine cannot run.
+	if !bytes.Contains(bin, []byte(version)) {
+		return fmt.Errorf("%s does not hold its version %s", entrypoint, version)
 	}
 	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
 		return nil
