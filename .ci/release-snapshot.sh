@@ -44,9 +44,20 @@ CGO_ENABLED=0 go build -o "$work/imagecheck" ./e2e/cmd/imagecheck
 head=$(git rev-parse HEAD)
 src=$work/src
 git clone --quiet --shared --no-checkout . "$src"
+# git as it is here, with the clone's objects: this repository's own
+# excludes and the settings that decide what counts as changed.
+gitw=(git --git-dir="$src/.git" --work-tree="$PWD")
+for key in core.fileMode core.autocrlf core.symlinks core.excludesFile core.ignoreCase; do
+	if v=$(git config --get "$key"); then
+		gitw+=(-c "$key=$v")
+	fi
+done
+if [[ -f $(git rev-parse --git-path info/exclude) ]]; then
+	cp "$(git rev-parse --git-path info/exclude)" "$src/.git/info/exclude"
+fi
 export GIT_INDEX_FILE=$work/index
-git --git-dir="$src/.git" --work-tree="$PWD" read-tree "$head"
-git --git-dir="$src/.git" --work-tree="$PWD" add -A
+"${gitw[@]}" read-tree "$head"
+"${gitw[@]}" add -A
 tree=$(git --git-dir="$src/.git" write-tree)
 unset GIT_INDEX_FILE
 commit=$head
@@ -61,7 +72,7 @@ git -C "$src" checkout --quiet --detach "$commit"
 # the hash keeps an all-digit hash from reading as a number). Named to
 # goreleaser outright: a real tag on the same commit must not win.
 tag=v0.0.0-rehearsal.g$(git -C "$src" rev-parse --short=12 HEAD)
-git -C "$src" tag "$tag"
+git -C "$src" update-ref "refs/tags/$tag" HEAD
 version=${tag#v}
 # Everything the build needs, fetched now: the release itself has no network.
 (cd "$src" && go mod download)
@@ -76,9 +87,12 @@ rc=0
 rm -rf dist
 if [[ -d $src/dist ]]; then
 	mv "$src/dist" dist
+	# The developer's, not root's.
+	chown -R "$(stat -c %u:%g .)" dist
 fi
 if ((rc != 0)); then
-	echo "release-snapshot: the rehearsal failed (exit $rc); what it made is in dist/" >&2
+	[[ -d dist ]] && echo "release-snapshot: what the rehearsal made before it failed is in dist/" >&2
+	echo "release-snapshot: the rehearsal failed (exit $rc)" >&2
 	exit "$rc"
 fi
 

@@ -78,6 +78,10 @@ func main() {
 }
 
 func run() error {
+	// Stopped by a signal, the release is stopped too and the temporary
+	// directory still goes.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	version := flag.String("version", "", "the release's version: the image's tag and its version label")
 	image := flag.String("image", "ghcr.io/pinniped-kit/pinniped-agent", "the image's repository, as goreleaser.yaml names it")
 	baseRef := flag.String("base", "cgr.dev/chainguard/static", "the base image, as goreleaser.yaml names it")
@@ -148,27 +152,42 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// Stopped by a signal, the release is stopped too and the temporary
-	// directory still goes.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
+	// Longer than goreleaser's own timeout (1h), which stops it cleanly.
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, flag.Arg(0), flag.Args()[1:]...) //nolint:gosec // the caller's own command
-	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w", flag.Arg(0), err)
+	if err := runRelease(ctx, env, flag.Args()); err != nil {
+		return err
 	}
 
 	return check(repo, *version, baseIdx, opts)
+}
+
+// runRelease runs the release in a process group of its own. Stopped, it
+// is asked as goreleaser wants to be (an interrupt), the group killed if it
+// is not done 30 s later, so no build or signer it started writes on.
+func runRelease(ctx context.Context, env, args []string) error {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the caller's own command
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = 30 * time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	return nil
 }
 
 // releaseEnv is the caller's environment for the release, less what would
 // send it elsewhere than this registry or stop it: it trusts this run's CA
 // alone, has no registry credentials, no proxy, no docker daemon (ko would
 // take a base image from one before asking the registry), and no second
-// forge token (goreleaser refuses two before it sees the release is off).
+// forge token (goreleaser refuses two, even from its token files, before it
+// sees the release is off).
 func releaseEnv(work, caFile string) ([]string, error) {
 	dockerConfig := filepath.Join(work, "docker")
 	noCerts := filepath.Join(work, "no-certs")
@@ -184,7 +203,7 @@ func releaseEnv(work, caFile string) ([]string, error) {
 		return slices.Contains(drop, strings.ToUpper(k))
 	})
 	return append(env, "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR="+noCerts, "DOCKER_CONFIG="+dockerConfig,
-		"DOCKER_HOST=unix://"+filepath.Join(work, "no-docker.sock"), "NO_PROXY=*"), nil
+		"DOCKER_HOST=unix://"+filepath.Join(work, "no-docker.sock"), "NO_PROXY=*", "GORELEASER_FORCE_TOKEN=github"), nil
 }
 
 func resolvesToLoopback(host string) error {
@@ -489,10 +508,11 @@ func checkBinary(bin []byte, p v1.Platform, version string) error {
 	if settings["GOOS"] != p.OS || settings["GOARCH"] != p.Architecture || settings["CGO_ENABLED"] != "0" {
 		return fmt.Errorf("%s was built with GOOS=%s GOARCH=%s CGO_ENABLED=%s", entrypoint, settings["GOOS"], settings["GOARCH"], settings["CGO_ENABLED"])
 	}
-	// -ldflags -X main.version: not in the build information (-trimpath),
-	// so looked for in the binary, for the platforms this machine cannot run.
-	if !bytes.Contains(bin, []byte(version)) {
-		return fmt.Errorf("%s does not hold its version %s", entrypoint, version)
+	// -ldflags -X main.version, for the platforms this machine cannot run:
+	// the version must be in the binary more often than in its build
+	// information, where Go puts the tag it was built at.
+	if bytes.Count(bin, []byte(version)) <= strings.Count(bi.String(), version) {
+		return fmt.Errorf("%s was not given its version %s (-X main.version)", entrypoint, version)
 	}
 	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
 		return nil
