@@ -80,7 +80,7 @@ version=${tag#v}
 printf '127.0.0.1 localhost\n127.0.0.1 ghcr.io cgr.dev\n' >"$work/hosts"
 rc=0
 (cd "$src" && unshare --net --mount -- sh -c 'ip link set lo up && mount --bind "$0" /etc/hosts && exec "$@"' "$work/hosts" \
-	"$work/imagecheck" -version "$version" -- \
+	"$work/imagecheck" -version "$version" -cosign "$cosign" -- \
 	env -u GORELEASER_PREVIOUS_TAG PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" \
 	PINNIPED_RELEASE_REHEARSAL=1 GORELEASER_CURRENT_TAG="$tag" \
 	"$goreleaser" release -f goreleaser.yaml --clean) || rc=$?

@@ -85,6 +85,7 @@ func run() error {
 	version := flag.String("version", "", "the release's version: the image's tag and its version label")
 	image := flag.String("image", "ghcr.io/pinniped-kit/pinniped-agent", "the image's repository, as goreleaser.yaml names it")
 	baseRef := flag.String("base", "cgr.dev/chainguard/static", "the base image, as goreleaser.yaml names it")
+	cosign := flag.String("cosign", "", "path of cosign: its `download sbom`, which README gives users, must find each SBOM")
 	flag.Parse()
 	if *version == "" || flag.NArg() == 0 {
 		return errors.New("usage: imagecheck -version V [-image REPO] [-base REF] -- COMMAND [ARGS...]")
@@ -159,7 +160,51 @@ func run() error {
 		return err
 	}
 
-	return check(repo, *version, baseIdx, opts)
+	if err := check(repo, *version, baseIdx, opts); err != nil {
+		return err
+	}
+	if *cosign == "" {
+		return nil
+	}
+	return userDownloadsSBOMs(ctx, *cosign, env, repo.Tag(*version))
+}
+
+// userDownloadsSBOMs runs README's command for the index and for each
+// platform, as a user would after a release.
+func userDownloadsSBOMs(ctx context.Context, cosign string, env []string, ref name.Tag) error {
+	for _, platform := range append([]string{""}, platformNames()...) {
+		args := []string{"download", "sbom", ref.String()}
+		if platform != "" {
+			args = append(args, "--platform", platform)
+		}
+		cmd := exec.CommandContext(ctx, cosign, args...) //nolint:gosec // the caller's own tool
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("cosign %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		}
+		var doc struct {
+			SPDXVersion string `json:"spdxVersion"`
+		}
+		if err := json.Unmarshal(out, &doc); err != nil {
+			return fmt.Errorf("cosign %s printed no JSON: %w", strings.Join(args, " "), err)
+		}
+		if !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
+			return fmt.Errorf("cosign %s printed no SPDX document", strings.Join(args, " "))
+		}
+	}
+	fmt.Printf("imagecheck: cosign download sbom finds the SBOM of %s and of each platform's image\n", ref)
+	return nil
+}
+
+func platformNames() []string {
+	var names []string
+	for _, p := range platforms {
+		names = append(names, p.String())
+	}
+	return names
 }
 
 // runRelease runs the release in a process group of its own. Stopped, it
@@ -347,10 +392,7 @@ func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []r
 		}
 		got = append(got, m.Platform.String())
 	}
-	var want []string
-	for _, p := range platforms {
-		want = append(want, p.String())
-	}
+	want := platformNames()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		return fmt.Errorf("%s holds platforms %v, want %v", tag, got, want)
