@@ -30,6 +30,7 @@ import (
 type fullScreen struct {
 	term    *Tmux
 	log     string // countingPlugin's: one line per credential handed over
+	errors  string // the client's: one line per failed call
 	started time.Time
 	stop    chan struct{}
 	stopped chan struct{}
@@ -64,7 +65,7 @@ func startFullScreen(t *testing.T, pinniped string) *fullScreen {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	f := &fullScreen{log: filepath.Join(dir, "credentials.log"), started: time.Now(), stop: make(chan struct{}), stopped: make(chan struct{})}
+	f := &fullScreen{log: filepath.Join(dir, "credentials.log"), errors: filepath.Join(dir, "errors.log"), started: time.Now(), stop: make(chan struct{}), stopped: make(chan struct{})}
 	entry := raw.AuthInfos[raw.Contexts[raw.CurrentContext].AuthInfo].Exec
 	entry.Command = countingPlugin(t, dir, entry.Command, f.log)
 	entry.Env = append(entry.Env,
@@ -75,7 +76,7 @@ func startFullScreen(t *testing.T, pinniped string) *fullScreen {
 	if err := clientcmd.WriteToFile(*raw, clientKC); err != nil {
 		t.Fatal(err)
 	}
-	f.term = NewTmux(t, 100, 20, BuildStatic(t, "./e2e/internal/fullscreen"), clientKC)
+	f.term = NewTmux(t, 100, 20, BuildStatic(t, "./e2e/internal/fullscreen"), clientKC, f.errors)
 	f.term.WaitFor(60*time.Second, "the full-screen client's first answer", func(s string) bool { return strings.Contains(s, "last ok "+alice.Email) })
 	go f.watch()
 	t.Cleanup(f.halt)
@@ -139,7 +140,8 @@ func (f *fullScreen) finish(t *testing.T, renewals int) {
 	case n <= renewals:
 		t.Fatalf("only %d credentials in 4 minutes: the renewals this test is about did not happen", n)
 	case !strings.Contains(final, "failed 0"):
-		t.Fatalf("calls failed across the renewals:\n%s", final)
+		errs, _ := os.ReadFile(f.errors)
+		t.Fatalf("calls failed across the renewals:\n%s\nthe client's errors:\n%s\nnew credentials from the plugin at %v", final, errs, credentialsSeen(f.log))
 	}
 	t.Logf("%d credentials (%d renewals), %d screens read, none with foreign text:\n%s", n, n-1, f.screens, final)
 }

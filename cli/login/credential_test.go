@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 )
 
 // TestSkewRenewsEarlier: an engine with a Skew (pinniped proxy's) takes a
@@ -104,7 +105,7 @@ func TestCredentialStatic(t *testing.T) {
 	if err := h.engine(&out).LoginStatic(ctx, &config.Static{Token: "tok", Concierge: conc}, interactive); err != nil {
 		t.Fatal(err)
 	}
-	if h.exchanges.Load() != 1 || decode(t, out.Bytes())["status"].(map[string]any)["expirationTimestamp"] != first.ExpirationTimestamp.UTC().Format(time.RFC3339) {
+	if h.exchanges.Load() != 1 || decode(t, out.Bytes())["status"].(map[string]any)["expirationTimestamp"] != first.ExpirationTimestamp.Add(-execcred.RenewAhead).UTC().Format(time.RFC3339) {
 		t.Fatalf("kubectl did not get the cached credential: %d exchanges, %s", h.exchanges.Load(), out.String())
 	}
 }

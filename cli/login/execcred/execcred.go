@@ -20,6 +20,17 @@ const (
 // EnvVar is where kubectl passes the request.
 const EnvVar = "KUBERNETES_EXEC_INFO"
 
+// RenewAhead is how much earlier than a credential really expires kubectl
+// is told it does. client-go uses a credential until the time it was told
+// and only then asks the plugin again; a call sent just before a
+// certificate's NotAfter reaches the API server just after it, is refused
+// (401), and client-go does not retry it. A client open all day (k9s, an
+// IDE, a watch) would see such a failed call at some renewals. Told 20 s
+// early, client-go asks again while the credential still works, and gets a
+// new one: the credential cache hands out none with less than
+// credcache.DefaultSkew (30 s) left, which must stay longer than this.
+const RenewAhead = 20 * time.Second
+
 // Cluster is what kubectl says about the cluster (provideClusterInfo: true).
 type Cluster struct {
 	Server                   string `json:"server,omitempty"`
@@ -74,11 +85,11 @@ type Status struct {
 	ClientKeyData         string     `json:"clientKeyData,omitempty"`
 }
 
-// Write prints the ExecCredential kubectl asked for. Only this may ever go
-// to stdout.
+// Write prints the ExecCredential kubectl asked for, with the expiry
+// RenewAhead early. Only this may ever go to stdout.
 func Write(w io.Writer, apiVersion string, s Status) error {
 	if s.ExpirationTimestamp != nil {
-		t := s.ExpirationTimestamp.UTC().Truncate(time.Second)
+		t := s.ExpirationTimestamp.Add(-RenewAhead).UTC().Truncate(time.Second)
 		s.ExpirationTimestamp = &t
 	}
 	b, err := appendCredential(make([]byte, 0, 256+len(s.Token)+len(s.ClientCertificateData)+len(s.ClientKeyData)), apiVersion, s)

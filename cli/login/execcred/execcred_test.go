@@ -2,6 +2,7 @@ package execcred_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 )
 
@@ -60,7 +62,7 @@ func TestOutputDecodesWithClientGoTypes(t *testing.T) {
 		}
 		if v == execcred.V1 {
 			var ec clientauthv1.ExecCredential
-			if err := yaml.UnmarshalStrict(buf.Bytes(), &ec); err != nil || ec.APIVersion != v || ec.Status.ClientKeyData != "k" || !ec.Status.ExpirationTimestamp.Time.Equal(exp) {
+			if err := yaml.UnmarshalStrict(buf.Bytes(), &ec); err != nil || ec.APIVersion != v || ec.Status.ClientKeyData != "k" || !ec.Status.ExpirationTimestamp.Time.Equal(exp.Add(-execcred.RenewAhead)) {
 				t.Fatalf("v1: %+v %v\n%s", ec, err, buf.String())
 			}
 		} else {
@@ -69,6 +71,24 @@ func TestOutputDecodesWithClientGoTypes(t *testing.T) {
 				t.Fatalf("v1beta1: %+v %v", ec, err)
 			}
 		}
+	}
+}
+
+// TestToldToRenewAhead: client-go is told the credential ends RenewAhead
+// before it does, and asks again then; the cache has no credential with so
+// little left, so it is a new one it gets, never the same one again and
+// again.
+func TestToldToRenewAhead(t *testing.T) {
+	if execcred.RenewAhead <= 0 || execcred.RenewAhead >= credcache.DefaultSkew {
+		t.Fatalf("RenewAhead %v must be above 0 and below the cache's skew %v", execcred.RenewAhead, credcache.DefaultSkew)
+	}
+	exp := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	if err := execcred.Write(&buf, execcred.V1, execcred.Status{ExpirationTimestamp: &exp, Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"expirationTimestamp":"2026-11-22T10:04:40Z"`; !strings.Contains(buf.String(), want) {
+		t.Fatalf("got %s, want %s", buf.String(), want)
 	}
 }
 

@@ -3,9 +3,11 @@
 // k9s does) and asks the cluster who it is every second, through client-go
 // and the kubeconfig's exec plugin, which kubectl-like clients run with
 // their own terminal as the plugin's stderr. Whatever the plugin writes
-// there is drawn over the client's screen; the test reads the screen.
+// there is drawn over the client's screen; the test reads the screen. A
+// failed call's error goes to ERRORS (a file), not the screen, where it
+// would count as foreign text.
 //
-//	fullscreen KUBECONFIG
+//	fullscreen KUBECONFIG ERRORS
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 
 type model struct {
 	client        kubernetes.Interface
+	errors        *os.File
 	calls, failed int
 	last          string
 }
@@ -58,6 +61,7 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err != nil {
 			m.failed++
 			m.last = "error"
+			_, _ = fmt.Fprintf(m.errors, "%s call %d: %v\n", time.Now().UTC().Format(time.RFC3339Nano), m.calls, msg.err)
 		} else {
 			m.last = "ok " + msg.who
 		}
@@ -75,10 +79,16 @@ func (m model) View() tea.View {
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: fullscreen KUBECONFIG")
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: fullscreen KUBECONFIG ERRORS")
 		os.Exit(2)
 	}
+	errs, err := os.OpenFile(os.Args[2], os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer errs.Close()
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -89,7 +99,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if _, err := tea.NewProgram(model{client: client}).Run(); err != nil {
+	if _, err := tea.NewProgram(model{client: client, errors: errs}).Run(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
