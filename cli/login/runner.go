@@ -679,7 +679,7 @@ func (e *Runner) sessions() *sessions.Cache {
 }
 
 func (e *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
-	exp := c.ExpirationTimestamp
+	exp := execcred.KubectlExpiry(c.ExpirationTimestamp, e.now())
 	return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{
 		ExpirationTimestamp: &exp, Token: c.Token,
 		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,

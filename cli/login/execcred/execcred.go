@@ -31,6 +31,25 @@ const EnvVar = "KUBERNETES_EXEC_INFO"
 // credcache.DefaultSkew (30 s) left, which must stay longer than this.
 const RenewAhead = 20 * time.Second
 
+// minTold: a credential with less life than this left after RenewAhead is
+// told as it is, so that client-go is never handed one it takes as already
+// expired, and runs the plugin again for every call (a fresh credential has
+// that little left only when the issuer's clock is far behind).
+const minTold = 10 * time.Second
+
+// KubectlExpiry is the expiry kubectl is told for a credential that really
+// ends at exp, at now: RenewAhead earlier, when that leaves it some life.
+// A zero exp (no expiry) stays zero.
+func KubectlExpiry(exp, now time.Time) time.Time {
+	if exp.IsZero() {
+		return exp
+	}
+	if told := exp.Add(-RenewAhead); told.Sub(now) >= minTold {
+		return told
+	}
+	return exp
+}
+
 // Cluster is what kubectl says about the cluster (provideClusterInfo: true).
 type Cluster struct {
 	Server                   string `json:"server,omitempty"`
@@ -85,11 +104,11 @@ type Status struct {
 	ClientKeyData         string     `json:"clientKeyData,omitempty"`
 }
 
-// Write prints the ExecCredential kubectl asked for, with the expiry
-// RenewAhead early. Only this may ever go to stdout.
+// Write prints the ExecCredential kubectl asked for (its expiry as
+// KubectlExpiry makes it). Only this may ever go to stdout.
 func Write(w io.Writer, apiVersion string, s Status) error {
 	if s.ExpirationTimestamp != nil {
-		t := s.ExpirationTimestamp.Add(-RenewAhead).UTC().Truncate(time.Second)
+		t := s.ExpirationTimestamp.UTC().Truncate(time.Second)
 		s.ExpirationTimestamp = &t
 	}
 	b, err := appendCredential(make([]byte, 0, 256+len(s.Token)+len(s.ClientCertificateData)+len(s.ClientKeyData)), apiVersion, s)

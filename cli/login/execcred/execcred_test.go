@@ -2,7 +2,6 @@ package execcred_test
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +61,7 @@ func TestOutputDecodesWithClientGoTypes(t *testing.T) {
 		}
 		if v == execcred.V1 {
 			var ec clientauthv1.ExecCredential
-			if err := yaml.UnmarshalStrict(buf.Bytes(), &ec); err != nil || ec.APIVersion != v || ec.Status.ClientKeyData != "k" || !ec.Status.ExpirationTimestamp.Time.Equal(exp.Add(-execcred.RenewAhead)) {
+			if err := yaml.UnmarshalStrict(buf.Bytes(), &ec); err != nil || ec.APIVersion != v || ec.Status.ClientKeyData != "k" || !ec.Status.ExpirationTimestamp.Time.Equal(exp) {
 				t.Fatalf("v1: %+v %v\n%s", ec, err, buf.String())
 			}
 		} else {
@@ -77,18 +76,26 @@ func TestOutputDecodesWithClientGoTypes(t *testing.T) {
 // TestToldToRenewAhead: client-go is told the credential ends RenewAhead
 // before it does, and asks again then; the cache has no credential with so
 // little left, so it is a new one it gets, never the same one again and
-// again.
+// again. One with little life left is told as it is, and no expiry stays
+// none.
 func TestToldToRenewAhead(t *testing.T) {
 	if execcred.RenewAhead <= 0 || execcred.RenewAhead >= credcache.DefaultSkew {
 		t.Fatalf("RenewAhead %v must be above 0 and below the cache's skew %v", execcred.RenewAhead, credcache.DefaultSkew)
 	}
-	exp := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
-	var buf bytes.Buffer
-	if err := execcred.Write(&buf, execcred.V1, execcred.Status{ExpirationTimestamp: &exp, Token: "t"}); err != nil {
-		t.Fatal(err)
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for left, want := range map[time.Duration]time.Duration{
+		5 * time.Minute:  5*time.Minute - execcred.RenewAhead,
+		31 * time.Second: 31*time.Second - execcred.RenewAhead,
+		29 * time.Second: 29 * time.Second,
+		5 * time.Second:  5 * time.Second,
+		-time.Second:     -time.Second,
+	} {
+		if got := execcred.KubectlExpiry(now.Add(left), now); !got.Equal(now.Add(want)) {
+			t.Errorf("%v left: told %v, want %v", left, got.Sub(now), want)
+		}
 	}
-	if want := `"expirationTimestamp":"2026-11-22T10:04:40Z"`; !strings.Contains(buf.String(), want) {
-		t.Fatalf("got %s, want %s", buf.String(), want)
+	if got := execcred.KubectlExpiry(time.Time{}, now); !got.IsZero() {
+		t.Errorf("no expiry: told %v", got)
 	}
 }
 

@@ -114,7 +114,7 @@ func cached(env Env, mode, key string) *execcred.Status {
 	if err != nil || !ok {
 		return nil
 	}
-	exp := cred.ExpirationTimestamp
+	exp := execcred.KubectlExpiry(cred.ExpirationTimestamp, time.Now())
 	return &execcred.Status{ExpirationTimestamp: &exp, Token: cred.Token,
 		ClientCertificateData: cred.ClientCertificateData, ClientKeyData: cred.ClientKeyData}
 }
