@@ -185,14 +185,8 @@ func userDownloadsSBOMs(ctx context.Context, cosign string, env []string, ref na
 		if err != nil {
 			return fmt.Errorf("cosign %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
 		}
-		var doc struct {
-			SPDXVersion string `json:"spdxVersion"`
-		}
-		if err := json.Unmarshal(out, &doc); err != nil {
-			return fmt.Errorf("cosign %s printed no JSON: %w", strings.Join(args, " "), err)
-		}
-		if !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
-			return fmt.Errorf("cosign %s printed no SPDX document", strings.Join(args, " "))
+		if _, err := readSPDX(bytes.NewReader(out)); err != nil {
+			return fmt.Errorf("cosign %s: %w", strings.Join(args, " "), err)
 		}
 	}
 	fmt.Printf("imagecheck: cosign download sbom finds the SBOM of %s and of each platform's image\n", ref)
@@ -611,17 +605,9 @@ func checkSBOM(repo name.Repository, digest v1.Hash, what string, want []string,
 		return err
 	}
 	defer func() { _ = rc.Close() }()
-	var doc struct {
-		SPDXVersion string `json:"spdxVersion"`
-		Packages    []struct {
-			Name string `json:"name"`
-		} `json:"packages"`
-	}
-	if err := json.NewDecoder(rc).Decode(&doc); err != nil {
-		return fmt.Errorf("the SBOM %s (%s) is not JSON: %w", ref, mt, err)
-	}
-	if !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
-		return fmt.Errorf("the SBOM %s (%s) is not an SPDX document", ref, mt)
+	doc, err := readSPDX(rc)
+	if err != nil {
+		return fmt.Errorf("the SBOM %s (%s): %w", ref, mt, err)
 	}
 	names := map[string]bool{}
 	for _, p := range doc.Packages {
@@ -633,4 +619,23 @@ func checkSBOM(repo name.Repository, digest v1.Hash, what string, want []string,
 		}
 	}
 	return nil
+}
+
+// spdx is the part of an SPDX document the checks read.
+type spdx struct {
+	SPDXVersion string `json:"spdxVersion"`
+	Packages    []struct {
+		Name string `json:"name"`
+	} `json:"packages"`
+}
+
+func readSPDX(r io.Reader) (spdx, error) {
+	var doc spdx
+	if err := json.NewDecoder(r).Decode(&doc); err != nil {
+		return doc, fmt.Errorf("not JSON: %w", err)
+	}
+	if !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
+		return doc, errors.New("not an SPDX document")
+	}
+	return doc, nil
 }
