@@ -16,7 +16,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,11 +25,11 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	identityv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/identity/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/defaults"
+	"github.com/pinniped-kit/pinniped/agent/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 )
@@ -339,39 +338,20 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 }
 
 // checkUser refuses identities no credential may carry, whichever issuer
-// issues it; each issuer refuses what its own credentials cannot carry
-// (clustercred.ExtraError). The reason names the refused value only when named
-// is set.
+// issues it (identityrule.External); each issuer refuses what its own
+// credentials cannot carry (clustercred.ExtraError). The reason names the
+// refused value only when named is set.
 func checkUser(u user.Info, named bool) string {
-	value := func(v string) string {
-		if named {
-			return fmt.Sprintf(" %q", v)
-		}
+	err := identityrule.External(u)
+	if err == nil {
 		return ""
 	}
-	switch {
-	case u == nil || u.GetName() == "":
-		return "authenticator returned an empty username"
-	case strings.HasPrefix(u.GetName(), "system:"):
-		// An external identity provider never speaks for Kubernetes' own
-		// identities (system:kube-controller-manager, system:node:...).
-		return "username" + value(u.GetName()) + " is in the reserved system: namespace"
+	reason := "refused the authenticator's identity: its " + err.Error()
+	var refused *identityrule.Error
+	if named && errors.As(err, &refused) && refused.Value() != "" {
+		reason += fmt.Sprintf(": %q", refused.Value())
 	}
-	for _, g := range u.GetGroups() {
-		if strings.HasPrefix(g, "system:") {
-			// system:masters would bypass RBAC entirely; the rest are the
-			// API server's to assign.
-			return "group" + value(g) + " is in the reserved system: namespace"
-		}
-	}
-	for k := range u.GetExtra() {
-		if groupsuffix.IsOriginalUserExtra(k) {
-			// Carried in a proxy token, the impersonation proxy would pass
-			// it on as if it had recorded a nested impersonation itself.
-			return fmt.Sprintf("authenticator returned extra %q, which is reserved for the impersonation proxy", k)
-		}
-	}
-	return ""
+	return reason
 }
 
 func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/agent/defaults"
+	"github.com/pinniped-kit/pinniped/agent/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/observe"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 )
@@ -281,7 +282,11 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 		obs.ImpersonatedUser = target.GetName()
 	}
 	id := http.Header{}
-	setImpersonation(id, target)
+	if err := setImpersonation(id, target); err != nil {
+		p.log().Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
+		return
+	}
 	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {
 		p.upgradeProxy.ServeHTTP(w, out)
@@ -311,7 +316,10 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 		id.Set("Authorization", auth)
 	}
 	if want != nil {
-		setImpersonation(id, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra})
+		if err := setImpersonation(id, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra}); err != nil {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
+			return
+		}
 	}
 	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {
@@ -446,7 +454,16 @@ func requested(h http.Header) (*Request, error) {
 	return &want, nil
 }
 
-func setImpersonation(h http.Header, u user.Info) {
+// setImpersonation names u to the API server in Impersonate-* headers, or
+// refuses (403) when a header would not carry u unchanged: the API server
+// would impersonate someone else (" system:masters" arrives as
+// system:masters over HTTP/1.1). Every way a user reaches here (a
+// certificate, a proxy token, a nested or a direct impersonation) passes
+// this one check.
+func setImpersonation(h http.Header, u user.Info) error {
+	if err := identityrule.Deliverable(u); err != nil {
+		return &deniedError{msg: "the impersonation proxy cannot name this user to the API server: its " + err.Error()}
+	}
 	h.Set("Impersonate-User", u.GetName())
 	if uid := u.GetUID(); uid != "" {
 		h.Set("Impersonate-Uid", uid)
@@ -462,6 +479,7 @@ func setImpersonation(h http.Header, u user.Info) {
 			h.Add("Impersonate-Extra-"+ExtraHeaderKey(k), v)
 		}
 	}
+	return nil
 }
 
 // ExtraHeaderKey escapes an extra's key for an Impersonate-Extra- header

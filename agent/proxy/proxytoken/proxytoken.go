@@ -21,10 +21,9 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	"golang.org/x/net/http/httpguts"
 	"k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/identityrule"
 )
 
 // Type is the JWS "typ" header of every proxy token; nothing else uses it, so
@@ -274,64 +273,11 @@ func Verify(ks *KeySet, a Audience, token string, now time.Time) (user.Info, tim
 
 // CheckUser refuses an identity a proxy token may not carry: Verify refuses
 // it, so the issuer refuses it too rather than hand out a token nobody
-// accepts. Errors name the rule, never the value.
+// accepts. It is identityrule.External, the rule of every credential of
+// the agent; errors name the rule, never the value.
 func CheckUser(u user.Info) error {
-	switch {
-	case u == nil || u.GetName() == "":
-		return errors.New("proxy token has no username")
-	case strings.HasPrefix(u.GetName(), "system:"):
-		// An external identity never speaks for Kubernetes' own identities.
-		return errors.New("proxy token username is in the reserved system: namespace")
-	case !sendable(u.GetName()) || !sendable(u.GetUID()):
-		return errors.New("proxy token username or UID cannot be sent in a header")
-	}
-	for _, g := range u.GetGroups() {
-		if strings.HasPrefix(g, "system:") {
-			return errors.New("proxy token group is in the reserved system: namespace")
-		}
-		if !sendable(g) {
-			return errors.New("proxy token group cannot be sent in a header")
-		}
-	}
-	for k, vs := range u.GetExtra() {
-		// The proxy impersonates these extras with a ServiceAccount that may
-		// set any: Kubernetes' own (bound pod, node, credential) are only
-		// the API server's to assign, as system: names are. The API server
-		// lowercases the keys it is sent, so case does not hide one.
-		if k != CredentialIDExtra && kubernetesDomain(k) {
-			return errors.New("proxy token extra is in a domain reserved for Kubernetes (kubernetes.io, k8s.io)")
-		}
-		// The real user of a nested impersonation is the proxy's to say.
-		if groupsuffix.IsOriginalUserExtra(k) {
-			return errors.New("proxy token extra is the impersonation proxy's own original-user key")
-		}
-		for _, v := range vs {
-			if !sendable(v) {
-				return errors.New("proxy token extra value cannot be sent in a header")
-			}
-		}
+	if err := identityrule.External(u); err != nil {
+		return fmt.Errorf("proxy token refused: %w", err)
 	}
 	return nil
-}
-
-// sendable: the proxy sends every part of the identity as a header value
-// (Impersonate-User, -Group, -Uid, -Extra-*); Go's transport refuses a value
-// with a control character (CR, LF, NUL), and the request would fail.
-func sendable(v string) bool { return httpguts.ValidHeaderFieldValue(v) }
-
-// kubernetesDomain reports whether an extra key's domain (before the first
-// "/") is kubernetes.io, k8s.io or a subdomain of either: the domains
-// Kubernetes reserves for its own extras (as its structured authentication
-// configuration does for claim mappings).
-func kubernetesDomain(key string) bool {
-	domain, _, ok := strings.Cut(strings.ToLower(key), "/")
-	if !ok {
-		return false
-	}
-	for _, d := range []string{"kubernetes.io", "k8s.io"} {
-		if domain == d || strings.HasSuffix(domain, "."+d) {
-			return true
-		}
-	}
-	return false
 }
