@@ -266,6 +266,7 @@ func (b *Bed) startControlPlane(ctx context.Context, start time.Time) error {
 		"--profiling=false",
 		"--audit-policy-file="+cfg.path("apiserver", "audit-policy.yaml"),
 		"--audit-log-path="+cfg.AuditLog(), "--audit-log-maxsize=50",
+		"--authentication-config="+cfg.path("apiserver", "authentication-config.yaml"),
 	); err != nil {
 		return err
 	}

@@ -48,6 +48,8 @@ type Config struct {
 	// OIDCOPPort is the second OpenID provider's (e2e/tools/oidcop), the one with token
 	// revocation.
 	OIDCOPPort int
+	// DirectIssuerPort is where a test serves DirectIssuer (see there).
+	DirectIssuerPort int
 }
 
 // Env variable names read by ConfigFromEnv.
@@ -74,21 +76,22 @@ func DefaultCacheDir() string {
 // ConfigFromEnv returns the default configuration, overridden by PINNIPED_E2E_* variables.
 func ConfigFromEnv() Config {
 	c := Config{
-		Name:           getenv(EnvName, "e2e"),
-		Profile:        getenv(EnvProfile, ProfileKubeadm),
-		BinDir:         getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
-		NodeIP:         "10.99.0.1",
-		ServiceCIDR:    "10.96.0.0/16",
-		PodCIDR:        "10.244.0.0/24",
-		LBRange:        "10.99.1.0/28",
-		APIServerPort:  6443,
-		EtcdPort:       2379,
-		DexPort:        5556,
-		SupervisorPort: 5557,
-		OIDCOPPort:     5558,
+		Name:             getenv(EnvName, "e2e"),
+		Profile:          getenv(EnvProfile, ProfileKubeadm),
+		BinDir:           getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
+		NodeIP:           "10.99.0.1",
+		ServiceCIDR:      "10.96.0.0/16",
+		PodCIDR:          "10.244.0.0/24",
+		LBRange:          "10.99.1.0/28",
+		APIServerPort:    6443,
+		EtcdPort:         2379,
+		DexPort:          5556,
+		SupervisorPort:   5557,
+		OIDCOPPort:       5558,
+		DirectIssuerPort: 5559,
 	}
 	c.StateDir = getenv(EnvStateDir, filepath.Join("/var/lib/pinniped-e2e", c.Name))
-	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort, "PINNIPED_E2E_OIDCOP_PORT": &c.OIDCOPPort} {
+	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort, "PINNIPED_E2E_OIDCOP_PORT": &c.OIDCOPPort, "PINNIPED_E2E_DIRECT_ISSUER_PORT": &c.DirectIssuerPort} {
 		if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
 			*p = v
 		}
@@ -170,3 +173,24 @@ func (c Config) DexIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeI
 // OIDCOPIssuer is the issuer URL of the bed's second OpenID provider (e2e/tools/oidcop):
 // unlike Dex it revokes tokens (RFC 7009) and ends browser sessions (RP-initiated logout).
 func (c Config) OIDCOPIssuer() string { return fmt.Sprintf("https://%s:%d", c.NodeIP, c.OIDCOPPort) }
+
+// DirectIssuer is an issuer kube-apiserver itself trusts, through its
+// structured authentication configuration (DirectAudience, claims named in
+// authenticationConfig), so a test can compare what kube-apiserver decides
+// for a token with what reaches it through the agent. No daemon serves it:
+// a test that needs it serves its discovery and keys there, with the
+// testbed CA's Dex certificate (DirectIssuerTLS), and kube-apiserver,
+// which retries every 10 s until it can, picks them up. Tokens of other
+// issuers never reach its authenticator.
+func (c Config) DirectIssuer() string {
+	return fmt.Sprintf("https://%s:%d", c.NodeIP, c.DirectIssuerPort)
+}
+
+// DirectIssuerTLS is the certificate and key DirectIssuer is served with
+// (Dex's: the testbed CA's, for the node address).
+func (c Config) DirectIssuerTLS() (certFile, keyFile string) {
+	return c.path("pki", "dex.crt"), c.path("pki", "dex.key")
+}
+
+// DirectAudience is the audience kube-apiserver accepts DirectIssuer's tokens for.
+const DirectAudience = "pinniped-direct"

@@ -257,6 +257,24 @@ rules:
 - level: None
 `
 
+	// kube-apiserver's own JWT authenticator for DirectIssuer, with the
+	// claim rules a test gives the agent's JWTAuthenticator too: what the
+	// API server decides for such a token is the oracle of what must
+	// reach it through the agent (TestIdentityArrivesUnchanged).
+	bedCA, err := os.ReadFile(cfg.TestbedCAFile())
+	if err != nil {
+		return err
+	}
+	files["apiserver/authentication-config.yaml"] = fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: %s
+    audiences: [%s]
+    certificateAuthority: %q
+  claimMappings:
+%s`, cfg.DirectIssuer(), DirectAudience, string(bedCA), indent(DirectClaimMappings, "    "))
+
 	for name, content := range files {
 		p := filepath.Join(cfg.StateDir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -332,4 +350,18 @@ spec:
       path: %[4]s
       type: File
 `, b.kcmImage, cmd.String(), b.cfg.PKIDir(), b.kubeconfig("controller-manager"))
+}
+
+// DirectClaimMappings are the claim rules of kube-apiserver's authenticator
+// for DirectIssuer, in the form both kube-apiserver's configuration and the
+// agent's JWTAuthenticator take: the username, groups and UID straight
+// from claims of those names, nothing added. No extra: the agent refuses
+// extra mappings (its certificates cannot carry them).
+const DirectClaimMappings = `username: {claim: username, prefix: ""}
+groups: {claim: groups, prefix: ""}
+uid: {expression: 'has(claims.uid) ? claims.uid : ""'}
+`
+
+func indent(s, by string) string {
+	return by + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+by) + "\n"
 }

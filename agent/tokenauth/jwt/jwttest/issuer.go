@@ -46,6 +46,42 @@ func New(t testing.TB) *Issuer { return NewOn(t, "") }
 // means 127.0.0.1 with httptest's own certificate.
 func NewOn(t testing.TB, ip string) *Issuer {
 	t.Helper()
+	if ip == "" {
+		iss, srv := newIssuer(t)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		iss.URL = srv.URL
+		iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		return iss
+	}
+	tlsConfig, caPEM := ServingTLS(t, ip)
+	return NewAt(t, net.JoinHostPort(ip, "0"), tlsConfig, caPEM)
+}
+
+// NewAt starts an issuer listening on addr (host:port; port 0 picks one)
+// with the given TLS configuration, whose certificates caPEM verifies: an
+// issuer at an address something else already trusts.
+func NewAt(t testing.TB, addr string, tlsConfig *tls.Config, caPEM []byte) *Issuer {
+	t.Helper()
+	iss, srv := newIssuer(t)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = tlsConfig
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	iss.URL = "https://" + ln.Addr().String()
+	iss.CABundle = caPEM
+	return iss
+}
+
+// newIssuer is an issuer with a key, and its server, not yet started; the
+// handlers read iss.URL, which the caller sets once it knows the address.
+func newIssuer(t testing.TB) (*Issuer, *httptest.Server) {
+	t.Helper()
 	iss := &Issuer{}
 	iss.Rotate(t)
 	mux := http.NewServeMux()
@@ -66,26 +102,7 @@ func NewOn(t testing.TB, ip string) *Issuer {
 		iss.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(set)
 	})
-	if ip == "" {
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		iss.URL = srv.URL
-		iss.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-		return iss
-	}
-	tlsConfig, caPEM := ServingTLS(t, ip)
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = srv.Listener.Close()
-	srv.Listener = ln
-	srv.TLS = tlsConfig
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	iss.URL = "https://" + ln.Addr().String()
-	iss.CABundle = caPEM
-	return iss
+	return iss, srv
 }
 
 // ServingTLS returns a server TLS configuration with a certificate for ip,
