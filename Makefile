@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 BUILDVCS := $(shell git status --porcelain >/dev/null 2>&1 && echo auto || echo false)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 TOOLS   := .ci/tools.sh
-FUZZTIME ?= 45s
+FUZZTIME ?= 30s
 
 .PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
@@ -60,13 +60,16 @@ chart:
 	  PINNIPED_HELM=$$helm go test -count=1 -run 'Helm|Chart' ./install/chartgen/
 
 ## unit: unit tests with the race detector, the e2e test Supervisor's and second
-## OpenID provider's own tests (their own modules), then a bounded fuzz run of the
-## proxy's identity invariant (its seeds also run in the unit tests)
+## OpenID provider's own tests (their own modules), then bounded fuzz runs of the
+## proxy's identity invariants: it sends only its own identity headers, and an
+## identity arrives at the API server exactly as issued or is refused (their seeds
+## also run in the unit tests)
 unit:
 	go test -race -count=1 ./...
 	cd e2e/tools/supervisor && go test -count=1 ./...
 	cd e2e/tools/oidcop && go test -count=1 ./...
 	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
+	go test -run '^$$' -fuzz '^FuzzIdentityArrivesAsIssued$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
 
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:

@@ -122,6 +122,13 @@ spec:
 // ends, and returns the kubeconfig it writes and its state directory.
 func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
 	t.Helper()
+	return startLocalProxyUntil(t, pinniped, kc, func(c state.Context) bool { return c.State == "ready" })
+}
+
+// startLocalProxyUntil is startLocalProxy, waiting until settled holds for
+// every context instead of until each has a credential.
+func startLocalProxyUntil(t *testing.T, pinniped, kc string, settled func(state.Context) bool) (string, string) {
+	t.Helper()
 	alice := testbed.DexUsers[0]
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "proxy")
@@ -170,7 +177,7 @@ func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
 			return errors.New("no context in the state yet")
 		}
 		for _, c := range st.Contexts {
-			if c.State != "ready" {
+			if !settled(c) {
 				return fmt.Errorf("context %s is %s %s", c.Context, c.State, c.Problem)
 			}
 		}
