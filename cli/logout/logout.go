@@ -75,8 +75,11 @@ RP-initiated logout), so that the next login asks for your password again:
 it opens your browser at a one-shot page on 127.0.0.1 that posts the
 session's ID token (as id_token_hint) and the client ID to the issuer's
 end_session_endpoint, and waits up to 2 minutes for the browser to load it.
-The ID token is never in a URL or on a command line. Where no browser can be
-opened, it says where to sign out at the issuer instead.
+The ID token is never in a URL or on a command line, and on Linux the page
+is served only to your own user. If the browser does not load it in time,
+logout says the session was not ended, and where to sign out, and the exit
+code is 1. Where no browser can be opened, it says where to sign out at the
+issuer instead.
 
 What logout cannot recall: cluster credentials already handed to kubectl
 stay valid until they expire (a Concierge's within minutes; without a

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
@@ -167,9 +169,12 @@ var endSessionWait = 2 * time.Minute
 
 // openEndSession has the browser POST the ID token to the issuer's
 // end_session_endpoint, through a one-shot page on a loopback listener:
-// neither the browser's command line nor its history sees the token. Where
-// no browser opens, the person is told to sign out at the issuer; the
-// token is never printed.
+// neither the browser's command line nor its history sees the token, and
+// the page is served only to this user (oidclogin.FormPage), since its URL
+// is in command lines other local users can read. The session counts as
+// ended only once the page was fetched; a wait that ends without it is a
+// failure, as a failed end-session request is. Where no browser opens, the
+// person is told to sign out at the issuer; the token is never printed.
 func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidclogin.Provider, idToken string) {
 	endpoint, form, err := p.EndSessionForm(idToken)
 	switch {
@@ -197,11 +202,40 @@ func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidcl
 	fmt.Fprintf(e.errOut, "Opened your browser to end your session at %s; waiting up to %s for it to load the page...\n", login.Issuer, endSessionWait)
 	wctx, cancel := context.WithTimeout(ctx, endSessionWait)
 	defer cancel()
-	if err := page.Wait(wctx); err != nil {
-		fmt.Fprintf(e.errOut, "! the browser did not load the page within %s. %s\n", endSessionWait, signOut)
+	waitErr := page.Wait(wctx)
+	e.sayRefused(login, page)
+	if waitErr != nil {
+		e.failed++
+		why := fmt.Sprintf("your browser did not load the page that ends it within %s", endSessionWait)
+		if !errors.Is(waitErr, context.DeadlineExceeded) {
+			why = fmt.Sprintf("the wait for your browser to load the page that ends it stopped (%v)", termsafe.Error(waitErr))
+		}
+		fmt.Fprintf(e.errOut, "! %s: your session there was NOT ended: %s. %s\n", login.Issuer, why, signOut)
 		return
 	}
 	fmt.Fprintf(e.errOut, "Your browser was sent to end your session at %s.\n", login.Issuer)
+}
+
+// sayRefused tells the person of requests for the end-session page that
+// were refused. None got the page; but another local user asking for a URL
+// that only command lines on this machine held is someone reading them for
+// such pages, and a request whose user could not be found may have been
+// the person's own browser, which was then shown a refusal.
+func (e *ender) sayRefused(login *config.OIDC, page *oidclogin.FormPage) {
+	r := page.Refused()
+	if r.Others > 0 {
+		uids := make([]string, 0, len(r.OtherUIDs))
+		for _, uid := range r.OtherUIDs {
+			uids = append(uids, strconv.Itoa(uid))
+		}
+		fmt.Fprintf(e.errOut, "! %s: the page that ends your session refused %d request(s) from other local users (uid %s): none of them got the page or your ID token, "+
+			"but its address was only in command lines on this machine, so someone here may be reading them; tell this machine's administrator\n",
+			login.Issuer, r.Others, strings.Join(uids, ", "))
+	}
+	if r.Unidentified > 0 {
+		fmt.Fprintf(e.errOut, "! %s: the page that ends your session refused %d request(s) whose local user could not be found (%v): "+
+			"if one was your browser's, it was shown a refusal instead\n", login.Issuer, r.Unidentified, termsafe.Error(r.Why))
+	}
 }
 
 // err is what the command returns: non-zero when a revocation or the

@@ -517,12 +517,15 @@ func TestLogoutEndSession(t *testing.T) {
 	}
 	noTokenIn(t, out)
 
-	// A browser that never comes: the wait ends, and says so.
+	// A browser that never comes: the wait ends, says the session was not
+	// ended and where to sign out, and logout fails, as when the request
+	// to end it fails.
 	defer func(d time.Duration) { endSessionWait = d }(endSessionWait)
 	endSessionWait = 50 * time.Millisecond
 	cacheSession(t, kr, args, session())
 	out, err = runLogout(t, func(string) error { return nil }, "--kubeconfig="+kubeconfig, "--end-session")
-	if err != nil || !strings.Contains(out, "waiting up to 50ms") || !strings.Contains(out, "the browser did not load the page within 50ms") {
+	if err == nil || !strings.Contains(out, "waiting up to 50ms") || !strings.Contains(out, "your session there was NOT ended: your browser did not load the page that ends it within 50ms") ||
+		!strings.Contains(out, "sign out there (its logout page is "+endpoint.String()+")") || strings.Contains(out, "Your browser was sent") {
 		t.Errorf("with a browser that never loads the page: %v\n%s", err, out)
 	}
 	noTokenIn(t, out)

@@ -26,6 +26,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
+	"github.com/pinniped-kit/pinniped/cli/localuser"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
 	"github.com/pinniped-kit/pinniped/cli/shellquote"
@@ -134,13 +135,13 @@ func (p *proxy) targets() ([]*server.Target, []*renew.Renewer, error) {
 	return srvTargets, renewers, nil
 }
 
-// server is the proxy's HTTPS server on loopback: the local secret and
-// the peer's user checked on every request, HTTP/2, the serving
+// server is the proxy's HTTPS server on loopback: the local secret, then
+// the peer's user, checked on every request (handler), HTTP/2, the serving
 // certificate from the proxy's own CA.
 func (p *proxy) server(secret []byte, targets []*server.Target, serving *localca.Serving) *http.Server {
 	logger := slog.New(slog.NewTextHandler(p.out, nil))
 	return &http.Server{
-		Handler: peer.Check(server.New(secret, targets, logger)),
+		Handler: handler(secret, targets, logger),
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: serving.GetCertificate(p.o.f.Now),
@@ -148,9 +149,18 @@ func (p *proxy) server(secret []byte, targets []*server.Target, serving *localca
 		},
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
-		ConnContext:       peer.ConnContext,
+		ConnContext:       localuser.ConnContext,
 		ErrorLog:          log.New(p.out, "pinniped proxy: ", 0),
 	}
+}
+
+// handler is the proxy's request path: the local secret first, in
+// constant time, then the peer's user, then the rest. The peer check costs
+// a scan of the kernel's socket tables, so only a client that proves it
+// holds the secret gets one; a right secret from another user is still
+// refused (403).
+func handler(secret []byte, targets []*server.Target, logger *slog.Logger) http.Handler {
+	return server.New(secret, targets, logger, server.AfterSecret(peer.Check))
 }
 
 // frontPath is the pinniped the kubeconfig's exec entry runs; a variable

@@ -1,83 +1,18 @@
+//go:build linux
+
 package peer
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/pinniped-kit/pinniped/cli/localuser"
 )
-
-// TestUIDOfOurOwnConnection: a real loopback connection from this process
-// is found in the kernel's table, as ours, over IPv4 and IPv6.
-func TestUIDOfOurOwnConnection(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Logf("%s: %v (no such loopback here)", addr, err)
-			continue
-		}
-		accepted := make(chan net.Conn, 1)
-		go func() { c, _ := ln.Accept(); accepted <- c }()
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		server := <-accepted
-		uid, err := UID(server.LocalAddr(), server.RemoteAddr())
-		if err != nil || uid != os.Getuid() {
-			t.Errorf("%s: UID = %d, %v; want %d", addr, uid, err, os.Getuid())
-		}
-		_ = client.Close()
-		_ = server.Close()
-		_ = ln.Close()
-	}
-}
-
-func TestUIDRefusesWhatItCannotFind(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	// A port pair no socket has.
-	_, err = UID(ln.Addr(), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	if err == nil || !strings.Contains(err.Error(), "no socket") {
-		t.Errorf("err = %v; want no socket", err)
-	}
-	_, err = UID(ln.Addr(), &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1})
-	if err == nil || !strings.Contains(err.Error(), "not from this machine's loopback") {
-		t.Errorf("err = %v; want not loopback", err)
-	}
-}
-
-// TestParseTable reads a table as the kernel writes it, with another
-// user's socket among ours.
-func TestParseTable(t *testing.T) {
-	table := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:B86B 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:D431 0100007F:B86B 01 00000000:00000000 00:00000000 00000000  1234        0 2 1 0000000000000000 20 4 30 10 -1
-   2: 0100007F:B86B 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 3 1 0000000000000000 20 4 30 10 -1
-`)
-	server := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 0xB86B}
-	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 0xD431}
-	uid, found, err := parse(table, client, server)
-	if err != nil || !found || uid != 1234 {
-		t.Fatalf("parse = %d, %v, %v; want the client socket's uid 1234", uid, found, err)
-	}
-	v6 := []byte(`  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000001000000:B86B 00000000000000000000000001000000:D431 01 00000000:00000000 00:00000000 00000000  1000        0 3 1
-   1: 00000000000000000000000001000000:D431 00000000000000000000000001000000:B86B 01 00000000:00000000 00:00000000 00000000  4321        0 3 1
-`)
-	server.IP, client.IP = net.IPv6loopback, net.IPv6loopback
-	if uid, found, err := parse(v6, client, server); err != nil || !found || uid != 4321 {
-		t.Fatalf("parse v6 = %d, %v, %v; want 4321", uid, found, err)
-	}
-	if _, _, err := parse([]byte("header\n 0: zz:1 00:0 01 x x x 1000\n"), client, server); err == nil {
-		t.Error("a line that does not parse was skipped; it must be an error (fail closed)")
-	}
-}
 
 // TestCheckRefusesAnotherUser runs the wrapper on a real server: our own
 // connection passes; a connection recorded as another uid's, or as
@@ -85,30 +20,29 @@ func TestParseTable(t *testing.T) {
 func TestCheckRefusesAnotherUser(t *testing.T) {
 	reached := 0
 	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached++; w.WriteHeader(http.StatusNoContent) })
-	srv := httptest.NewUnstartedServer(Check(next))
-	srv.Config.ConnContext = ConnContext
-	srv.Start()
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
+	get := func(lookup func(net.Addr, net.Addr) (int, error)) (int, string) {
+		t.Helper()
+		srv := httptest.NewUnstartedServer(Check(next))
+		srv.Config.ConnContext = localuser.ConnContextWith(lookup)
+		srv.Start()
+		defer srv.Close()
+		resp, err := http.Get(srv.URL) //nolint:noctx // a test's client
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent || reached != 1 {
-		t.Fatalf("our own request: %d, reached %d", resp.StatusCode, reached)
+	if code, _ := get(localuser.UID); code != http.StatusNoContent || reached != 1 {
+		t.Fatalf("our own request: %d, reached %d", code, reached)
 	}
-
-	for name, res := range map[string]*result{
-		"another uid": known(os.Getuid()+1, nil),
-		"unknown":     known(0, os.ErrNotExist),
+	for name, lookup := range map[string]func(net.Addr, net.Addr) (int, error){
+		"another uid": func(net.Addr, net.Addr) (int, error) { return os.Getuid() + 1, nil },
+		"unknown":     func(net.Addr, net.Addr) (int, error) { return 0, os.ErrNotExist },
 	} {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodGet, "/", nil)
-		req = req.WithContext(t.Context())
-		req = req.WithContext(contextWith(req, res))
-		Check(next).ServeHTTP(rec, req)
-		if rec.Code != http.StatusForbidden || reached != 1 || !strings.Contains(rec.Body.String(), `"kind":"Status"`) {
-			t.Errorf("%s: %d %s, reached %d; want a 403 Status", name, rec.Code, rec.Body, reached)
+		if code, body := get(lookup); code != http.StatusForbidden || reached != 1 || !strings.Contains(body, `"kind":"Status"`) {
+			t.Errorf("%s: %d %s, reached %d; want a 403 Status", name, code, body, reached)
 		}
 	}
 	rec := httptest.NewRecorder()

@@ -57,6 +57,23 @@ type handler struct {
 	targets map[string]*route
 	served  string
 	log     *slog.Logger
+	// pastSecret is the request path of a request that carried the
+	// secret: serve, behind the checks given with AfterSecret.
+	pastSecret http.Handler
+}
+
+// Option changes the handler New builds.
+type Option func(*handler)
+
+// AfterSecret puts check between the local secret and the rest of the
+// request path: check sees only requests that carried the right secret, and
+// nothing else of the path runs unless check calls the handler it wraps.
+// Why there and not in front of New: a check that costs something (peer's
+// scan of the kernel's socket tables) must not be one that any local
+// process can trigger by connecting without the secret. Checks given first
+// run first.
+func AfterSecret(check func(http.Handler) http.Handler) Option {
+	return func(h *handler) { h.pastSecret = check(h.pastSecret) }
 }
 
 type route struct {
@@ -69,8 +86,9 @@ type route struct {
 // target, strips every identity the client sent, and forwards with the
 // target's current credential generation, captured once per request so a
 // request and its upgrade use one credential. A context without a usable
-// credential is answered 503 at once, never held.
-func New(secret []byte, targets []*Target, log *slog.Logger) http.Handler {
+// credential is answered 503 at once, never held. The checks given with
+// AfterSecret run right after the secret, before anything else.
+func New(secret []byte, targets []*Target, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -82,6 +100,12 @@ func New(secret []byte, targets []*Target, log *slog.Logger) http.Handler {
 	}
 	slices.Sort(names)
 	h.served = strings.Join(names, ", ")
+	h.pastSecret = http.HandlerFunc(h.serve)
+	// Wrapped last to first, so that the first check given is the
+	// outermost and runs first.
+	for _, o := range slices.Backward(opts) {
+		o(h)
+	}
 	return h
 }
 
@@ -96,6 +120,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, msg)
 		return
 	}
+	h.pastSecret.ServeHTTP(w, r)
+}
+
+// serve is the request path of a request that carried the secret and
+// passed the checks after it.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	if token, bad := proxyheaders.HopByHopProblem(r.Header); bad {
 		h.log.Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
 		WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,

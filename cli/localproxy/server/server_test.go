@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
 )
 
@@ -110,6 +113,51 @@ func TestLocalSecret(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("lower-case scheme: status %d", resp.StatusCode)
+	}
+}
+
+// TestAfterSecret: the checks given with AfterSecret run, in the order
+// given, only for a request that carried the secret, before anything else
+// of the request path, and one that answers stops the request there.
+func TestAfterSecret(t *testing.T) {
+	var ran []string
+	check := func(name string, stop bool) server.Option {
+		return server.AfterSecret(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ran = append(ran, name)
+				if stop {
+					w.WriteHeader(http.StatusForbidden)
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		})
+	}
+	serve := func(h http.Handler, auth string) int {
+		req := httptest.NewRequest(http.MethodGet, "/ctx/none/api", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	h := server.New([]byte(secret), nil, nil, check("first", false), check("second", false))
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + secret} {
+		if code := serve(h, auth); code != http.StatusUnauthorized || len(ran) != 0 {
+			t.Fatalf("Authorization %q: status %d, checks run %v; want 401 and none", auth, code, ran)
+		}
+	}
+	if code := serve(server.New(nil, nil, nil, check("first", false)), ""); code != http.StatusInternalServerError || len(ran) != 0 {
+		t.Fatalf("no secret configured: status %d, checks run %v; want 500 and none", code, ran)
+	}
+	if code := serve(h, "Bearer "+secret); code != http.StatusNotFound || !slices.Equal(ran, []string{"first", "second"}) {
+		t.Fatalf("with the secret: status %d, checks run %v; want 404 after first, second", code, ran)
+	}
+	ran = nil
+	h = server.New([]byte(secret), nil, nil, check("refuses", true), check("after", false))
+	if code := serve(h, "Bearer "+secret); code != http.StatusForbidden || !slices.Equal(ran, []string{"refuses"}) {
+		t.Fatalf("a check that answers: status %d, checks run %v; want 403 and only it", code, ran)
 	}
 }
 

@@ -10,13 +10,16 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
+	"github.com/pinniped-kit/pinniped/cli/localuser"
 )
 
 // Token type hints of RFC 7009.
@@ -126,17 +129,47 @@ func (p *Provider) EndSessionForm(idToken string) (endpoint string, form url.Val
 // FormPage is a one-shot page on a loopback listener that has the browser
 // POST a form: the browser is opened at its URL, which carries no secret
 // but an unguessable path, instead of at a URL carrying the form's values.
+//
+// The path is unguessable, not secret from other local users: the
+// opener's and the browser's command lines hold the URL, and every local
+// user can read them in /proc while it waits. Whoever fetched the page
+// first would hold the ID token and leave the browser a 404. So on Linux
+// the page is served only to a connection of this process's own user
+// (package localuser), and refused (403, nothing of it) to any other, or to
+// one whose user cannot be found: failing closed costs a person a sign-out
+// by hand, failing open their ID token.
 type FormPage struct {
 	// URL is the page's address, for the browser.
 	URL string
 
 	srv     *http.Server
 	fetched chan struct{}
+
+	mu      sync.Mutex
+	refused Refusals
 }
 
+// Refusals are the requests for a FormPage it refused as not from this
+// process's user.
+type Refusals struct {
+	// Others counts the requests from other local users; OtherUIDs are
+	// those users, each once, the first few (one may ask as often as it
+	// likes).
+	Others    int
+	OtherUIDs []int
+	// Unidentified counts the requests whose user could not be found, Why
+	// the first one's reason.
+	Unidentified int
+	Why          error
+}
+
+// maxOtherUIDs bounds the users Refusals keeps.
+const maxOtherUIDs = 5
+
 // ServeFormPost starts a FormPage that posts form to action. It serves the
-// page once, to GET at its URL; anything else, and any later request, is
-// answered 404. Close it when done.
+// page once, to GET at its URL from this process's user; anything else,
+// and any later request, is answered 404, and the same request from
+// another user 403. Close it when done.
 func ServeFormPost(ctx context.Context, action string, form url.Values) (*FormPage, error) {
 	secretPath, err := randomString()
 	if err != nil {
@@ -162,6 +195,15 @@ func ServeFormPost(ctx context.Context, action string, form url.Values) (*FormPa
 			http.NotFound(w, r)
 			return
 		}
+		// Only now, for a request that knows the path: finding its
+		// user scans the kernel's socket tables, a cost no blind request
+		// should be able to cause.
+		if err := fromThisUser(r); err != nil {
+			fp.refuse(err)
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, "pinniped logout serves this page only to the local user who ran it; this request came from another user, or from one that could not be identified.", http.StatusForbidden)
+			return
+		}
 		served := false
 		once.Do(func() {
 			served = true
@@ -183,12 +225,69 @@ func ServeFormPost(ctx context.Context, action string, form url.Values) (*FormPa
 			http.NotFound(w, r)
 		}
 	})
-	fp.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fp.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnContext: localuser.ConnContext}
 	go func() { _ = fp.srv.Serve(ln) }()
 	return fp, nil
 }
 
-// Wait returns nil once the page was fetched, or ctx's error.
+// fromThisUser is nil when r came from a connection of this process's
+// user, or where the system cannot tell; otherwise an *otherUserError, or
+// why its user could not be found.
+func fromThisUser(r *http.Request) error {
+	uid, err := localuser.Of(r)
+	switch {
+	case errors.Is(err, localuser.ErrUnsupported):
+		// macOS and Windows: no socket table names a TCP peer's user
+		// (LOCAL_PEERCRED is for Unix sockets, which browsers do not
+		// open), so the unguessable path stays the only guard there, as
+		// before. A file:// page (0600, in a private directory) was
+		// weighed instead and not taken: nothing would tell that the
+		// browser loaded it, so logout could not say whether the session
+		// was ended, and the file holding the ID token would have to
+		// outlive the command for as long as the browser might still open it.
+		return nil
+	case err != nil:
+		return fmt.Errorf("could not find the local user of the connection: %w", err)
+	case uid != os.Getuid():
+		return &otherUserError{uid}
+	}
+	return nil
+}
+
+type otherUserError struct{ uid int }
+
+func (e *otherUserError) Error() string {
+	return fmt.Sprintf("a connection of another local user (uid %d)", e.uid)
+}
+
+func (fp *FormPage) refuse(err error) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	var other *otherUserError
+	if !errors.As(err, &other) {
+		fp.refused.Unidentified++
+		if fp.refused.Why == nil {
+			fp.refused.Why = err
+		}
+		return
+	}
+	fp.refused.Others++
+	if len(fp.refused.OtherUIDs) < maxOtherUIDs && !slices.Contains(fp.refused.OtherUIDs, other.uid) {
+		fp.refused.OtherUIDs = append(fp.refused.OtherUIDs, other.uid)
+	}
+}
+
+// Refused is what of the requests for the page was refused so far.
+func (fp *FormPage) Refused() Refusals {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	r := fp.refused
+	r.OtherUIDs = slices.Clone(r.OtherUIDs)
+	return r
+}
+
+// Wait returns nil once the page was fetched (on Linux: by this process's
+// user), or ctx's error.
 func (fp *FormPage) Wait(ctx context.Context) error {
 	select {
 	case <-fp.fetched:

@@ -1,4 +1,4 @@
-package peer
+package localuser
 
 import (
 	"bufio"
