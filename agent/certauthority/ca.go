@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"time"
 
 	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
@@ -54,8 +55,28 @@ func Load(certPEM, keyPEM []byte, now func() time.Time) (*CA, error) {
 	return &CA{cert: cert, certPEM: pemCert(pair.Certificate[0]), signer: signer, now: nowOrDefault(now)}, nil
 }
 
+// Option changes the CA certificate New makes.
+type Option func(*x509.Certificate)
+
+// NameConstraints limits the names that certificates under the CA may
+// carry to the DNS domains given (each with its subdomains, as RFC 5280
+// reads a dNSName constraint) and the IP ranges given. The extension is
+// critical, so a verifier that cannot apply it refuses the chain rather
+// than ignore it. Why: a CA that exists for a few names (a loopback
+// server's) then cannot vouch for any other, even if its key leaks; Go's
+// crypto/x509 and OpenSSL apply a trust anchor's constraints to the whole
+// chain. Certificates the CA issues are not checked against them here: a
+// verifier does that.
+func NameConstraints(dnsDomains []string, ipRanges []*net.IPNet) Option {
+	return func(c *x509.Certificate) {
+		c.PermittedDNSDomainsCritical = true
+		c.PermittedDNSDomains = slices.Clone(dnsDomains)
+		c.PermittedIPRanges = slices.Clone(ipRanges)
+	}
+}
+
 // New creates a self-signed ECDSA P-256 CA valid for lifetime.
-func New(commonName string, lifetime time.Duration, now func() time.Time) (*CA, error) {
+func New(commonName string, lifetime time.Duration, now func() time.Time, opts ...Option) (*CA, error) {
 	now = nowOrDefault(now)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -74,6 +95,9 @@ func New(commonName string, lifetime time.Duration, now func() time.Time) (*CA, 
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
+	}
+	for _, o := range opts {
+		o(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {

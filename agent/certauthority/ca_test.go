@@ -174,3 +174,43 @@ func TestClientCertCarriesTheUID(t *testing.T) {
 		}
 	}
 }
+
+// TestNameConstraints: a CA made with NameConstraints carries them in a
+// critical extension, and a leaf it signs outside them fails verification;
+// one made without carries none.
+func TestNameConstraints(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.1/32")
+	ca, err := New("constrained", time.Hour, nil, NameConstraints([]string{"localhost"}, []*net.IPNet{loopback}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ca.Certificate()
+	if !c.PermittedDNSDomainsCritical || !slices.Equal(c.PermittedDNSDomains, []string{"localhost"}) ||
+		len(c.PermittedIPRanges) != 1 || c.PermittedIPRanges[0].String() != "127.0.0.1/32" {
+		t.Fatalf("constraints: critical %v, %v, %v", c.PermittedDNSDomainsCritical, c.PermittedDNSDomains, c.PermittedIPRanges)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	for name, want := range map[string]bool{"localhost": true, "example.com": false} {
+		issued, err := ca.IssueServingCert("leaf", []string{name}, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(issued.CertPEM)
+		leaf, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name}); (err == nil) != want {
+			t.Errorf("a leaf for %s: %v, want verified %v", name, err, want)
+		}
+	}
+
+	plain, err := New("plain", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plain.Certificate(); p.PermittedDNSDomainsCritical || len(p.PermittedDNSDomains)+len(p.PermittedIPRanges) != 0 {
+		t.Fatal("a CA made without options is constrained")
+	}
+}

@@ -149,6 +149,22 @@ const (
 	proxyTokenCacheTTL  = time.Minute
 )
 
+// Sizes of the proxy token refusal cache. It saves a signature check per
+// request of a client that repeats a bad token: a forged one in a loop, or
+// a client that keeps sending an expired or retired one. The TTL is
+// kube-apiserver's for failed token authentications (10 s). It is safe to
+// reuse a refusal that long because nothing but a change of keys or
+// audience (the generation, which drops it at once) or the passing of time
+// can change a token's verdict, and the only verdict time turns into an
+// acceptance, not yet valid (nbf), is never remembered. The TTL bounds
+// the rest: a wall clock stepped back under an expired token, and memory
+// (refusals are kept apart from successes, so a flood of distinct forged
+// tokens pushes out only other refusals).
+const (
+	proxyTokenRefusalCacheSize = 4096
+	proxyTokenRefusalTTL       = 10 * time.Second
+)
+
 // errNoProxyTokenKeys: tokens in our format arrive before the keys to
 // verify them (or after they were withdrawn); they are refused, not passed
 // on to TokenReview.
@@ -158,15 +174,23 @@ var errNoProxyTokenKeys = errors.New("no proxy token keys to verify with")
 // audience of this installation, which rotate, so they are swapped whole by
 // Set. Successes are remembered (verifycache's model) by the token's
 // SHA-256, never past the token's exp, for at most a minute, and only under
-// the keys and audience they were verified with. The zero value refuses
-// every token of ours until Set.
+// the keys and audience they were verified with; refusals are remembered
+// the same way for 10 seconds (proxyTokenRefusalTTL), apart from the
+// successes. The zero value refuses every token of ours until Set.
 type ProxyTokens struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	mu    sync.RWMutex
-	state proxyTokenState
-	cache *verifycache.Cache[[sha256.Size]byte]
+	mu     sync.RWMutex
+	state  proxyTokenState
+	caches *proxyTokenCaches
+	// verify is proxytoken.Verify; tests count its calls.
+	verify func(*proxytoken.KeySet, proxytoken.Audience, string, time.Time) (user.Info, time.Time, error)
+}
+
+type proxyTokenCaches struct {
+	accepted *verifycache.Cache[[sha256.Size]byte]
+	refused  *verifycache.Refusals[[sha256.Size]byte]
 }
 
 type proxyTokenState struct {
@@ -200,19 +224,22 @@ func sameVerifyKeys(a, b map[string]*ecdsa.PublicKey) bool {
 	})
 }
 
-func (p *ProxyTokens) current() (proxyTokenState, *verifycache.Cache[[sha256.Size]byte]) {
+func (p *ProxyTokens) current() (proxyTokenState, *proxyTokenCaches) {
 	p.mu.RLock()
-	st, c := p.state, p.cache
+	st, c := p.state, p.caches
 	p.mu.RUnlock()
 	if c != nil {
 		return st, c
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cache == nil {
-		p.cache = verifycache.New[[sha256.Size]byte](proxyTokenCacheSize, proxyTokenCacheTTL)
+	if p.caches == nil {
+		p.caches = &proxyTokenCaches{
+			accepted: verifycache.New[[sha256.Size]byte](proxyTokenCacheSize, proxyTokenCacheTTL),
+			refused:  verifycache.NewRefusals[[sha256.Size]byte](proxyTokenRefusalCacheSize, proxyTokenRefusalTTL),
+		}
 	}
-	return p.state, p.cache
+	return p.state, p.caches
 }
 
 // AuthenticateProxyToken implements ProxyTokenAuthenticator.
@@ -220,8 +247,10 @@ func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Respons
 	if !proxytoken.Ours(tok) {
 		return nil, false, nil
 	}
-	st, cache := p.current()
+	st, caches := p.current()
 	if len(st.verify) == 0 {
+		// Not remembered: it costs nothing, and the Set that brings keys
+		// must let the token in at once.
 		return nil, true, errNoProxyTokenKeys
 	}
 	now := time.Now()
@@ -229,20 +258,48 @@ func (p *ProxyTokens) AuthenticateProxyToken(tok string) (*authenticator.Respons
 		now = p.Now()
 	}
 	key := sha256.Sum256([]byte(tok))
-	if resp, ok := cache.Get(key, st.generation, now); ok {
+	if resp, ok := caches.accepted.Get(key, st.generation, now); ok {
 		return resp, true, nil
 	}
-	u, exp, err := proxytoken.Verify(&proxytoken.KeySet{Verify: st.verify}, st.audience, tok, now)
+	if err := caches.refused.Get(key, st.generation, now); err != nil {
+		return nil, true, err
+	}
+	u, exp, err := p.check(st, tok, now)
 	if err != nil {
-		return nil, true, fmt.Errorf("proxy token: %w", err)
+		if !notYetValid(err) {
+			caches.refused.Add(key, err, st.generation, now)
+		}
+		return nil, true, err
+	}
+	resp := &authenticator.Response{User: u}
+	caches.accepted.Add(key, resp, st.generation, now, exp)
+	return resp, true, nil
+}
+
+// check verifies tok under st: the one signature check that the caches
+// save.
+func (p *ProxyTokens) check(st proxyTokenState, tok string, now time.Time) (user.Info, time.Time, error) {
+	verify := p.verify
+	if verify == nil {
+		verify = proxytoken.Verify
+	}
+	u, exp, err := verify(&proxytoken.KeySet{Verify: st.verify}, st.audience, tok, now)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("proxy token: %w", err)
 	}
 	if _, reserved := reservedExtra(u.GetExtra()); reserved {
 		// Only the proxy records who asked for a nested impersonation.
-		return nil, true, errProxyTokenReservedExtra
+		return nil, time.Time{}, errProxyTokenReservedExtra
 	}
-	resp := &authenticator.Response{User: u}
-	cache.Add(key, resp, st.generation, now, exp)
-	return resp, true, nil
+	return u, exp, nil
+}
+
+// notYetValid reports a refusal that the passing of time alone turns into
+// an acceptance (a token used before its nbf, as on a replica whose clock
+// is behind the signer's by more than the 30 s nbf allows): it is not
+// remembered, so the token works the moment it is valid.
+func notYetValid(err error) bool {
+	return errors.Is(err, jwt.ErrNotValidYet) || errors.Is(err, jwt.ErrIssuedInTheFuture)
 }
 
 // errProxyTokenReservedExtra: a token carrying the extra in which the

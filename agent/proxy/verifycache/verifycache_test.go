@@ -1,6 +1,7 @@
 package verifycache_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -92,5 +93,53 @@ func TestCacheIsBounded(t *testing.T) {
 		if _, ok := c.Get(i, 0, now); !ok {
 			t.Fatalf("entry %d was evicted", i)
 		}
+	}
+}
+
+var errBadSignature = errors.New("bad signature")
+
+// TestRefusalsHoldTheirTTL: a refusal is returned, the same error, for its
+// TTL from when it was decided, and only under its generation.
+func TestRefusalsHoldTheirTTL(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := verifycache.NewRefusals[string](8, 10*time.Second)
+	if err := r.Get("forged", 1, now); err != nil {
+		t.Fatalf("an unknown key was refused: %v", err)
+	}
+	r.Add("forged", errBadSignature, 1, now)
+	if err := r.Get("forged", 1, now.Add(9*time.Second)); !errors.Is(err, errBadSignature) {
+		t.Fatalf("a fresh refusal: %v", err)
+	}
+	if err := r.Get("forged", 1, now.Add(10*time.Second)); err != nil {
+		t.Fatalf("a refusal outlived its TTL: %v", err)
+	}
+	r.Add("forged", errBadSignature, 1, now)
+	if err := r.Get("forged", 2, now); err != nil {
+		t.Fatalf("a refusal under other trust was returned: %v", err)
+	}
+	if err := r.Get("forged", 1, now); err != nil {
+		t.Fatalf("a refusal of another generation was kept: %v", err)
+	}
+	r.Add("nothing", nil, 1, now)
+	if err := r.Get("nothing", 1, now); err != nil {
+		t.Fatalf("a nil error was remembered as %v", err)
+	}
+}
+
+// TestRefusalsAreBoundedApartFromSuccesses: a flood of refusals evicts
+// only other refusals.
+func TestRefusalsAreBoundedApartFromSuccesses(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	c := verifycache.New[int](2, time.Minute)
+	r := verifycache.NewRefusals[int](2, 10*time.Second)
+	c.Add(0, response("alice"), 0, now, now.Add(time.Hour))
+	for i := range 100 {
+		r.Add(i, errBadSignature, 0, now)
+	}
+	if _, ok := c.Get(0, 0, now); !ok {
+		t.Fatal("refusals evicted a success")
+	}
+	if r.Get(0, 0, now) != nil || r.Get(99, 0, now) == nil {
+		t.Fatal("the refusals are not an LRU of their own size")
 	}
 }

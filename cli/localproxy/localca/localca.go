@@ -9,6 +9,7 @@
 package localca
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -17,6 +18,7 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,11 +47,51 @@ const (
 )
 
 // Names the serving certificate is for: what a generated kubeconfig may
-// name as the proxy's address.
+// name as the proxy's address. The CA is name-constrained to them
+// (loopbackOnly).
 var (
 	DNSNames = []string{"localhost"}
 	IPs      = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 )
+
+// loopbackOnly is the CA's name constraint: DNSNames (with their
+// subdomains, which RFC 6761 keeps on loopback too) and exactly the
+// addresses in IPs. Why: the CA's key sits in a file of the state
+// directory, and a client that trusts the CA (every kubeconfig the proxy
+// wrote, and whatever a person added it to) would otherwise accept a
+// certificate it signs for any server at all; constrained, a leaked key
+// can only impersonate the loopback proxy itself.
+func loopbackOnly() certauthority.Option {
+	return certauthority.NameConstraints(DNSNames, hostRanges())
+}
+
+// hostRanges are IPs as one-address ranges, in the form crypto/x509 parses
+// a constraint back into (4 bytes for IPv4), so they compare with a loaded
+// CA's.
+func hostRanges() []*net.IPNet {
+	out := make([]*net.IPNet, 0, len(IPs))
+	for _, ip := range IPs {
+		if v4 := ip.To4(); v4 != nil {
+			out = append(out, &net.IPNet{IP: v4, Mask: net.CIDRMask(32, 32)})
+		} else {
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)})
+		}
+	}
+	return out
+}
+
+// isLoopbackOnly reports whether a CA certificate carries exactly the
+// constraint loopbackOnly makes. A CA made before the proxy constrained
+// its CA does not, and is made again (Serve).
+func isLoopbackOnly(c *x509.Certificate) bool {
+	want := hostRanges()
+	return c.PermittedDNSDomainsCritical &&
+		slices.Equal(c.PermittedDNSDomains, DNSNames) &&
+		len(c.ExcludedDNSDomains) == 0 && len(c.ExcludedIPRanges) == 0 &&
+		slices.EqualFunc(c.PermittedIPRanges, want, func(a, b *net.IPNet) bool {
+			return a.IP.Equal(b.IP) && bytes.Equal(a.Mask, b.Mask)
+		})
+}
 
 // ErrCorrupt is in the error for a CA file that cannot be used.
 var ErrCorrupt = errors.New("the proxy's local CA is unusable")
@@ -119,10 +161,12 @@ func issue(ca *certauthority.CA) (*tls.Certificate, time.Time, error) {
 }
 
 // Serve loads the CA from dir, or makes one there when it has none (or one
-// that will expire before a new serving certificate would), and issues a
-// serving certificate for localhost, 127.0.0.1 and ::1. dir must be the
-// proxy's state directory, made private (state.Prepare); the CA files are
-// read and written under privatedir's rule.
+// that will expire before a new serving certificate would, or one not
+// name-constrained to the loopback names, as CAs made by earlier versions
+// are not), and issues a serving certificate for localhost, 127.0.0.1 and
+// ::1. dir must be the proxy's state directory, made private
+// (state.Prepare); the CA files are read and written under privatedir's
+// rule.
 func Serve(dir string, now func() time.Time) (*Serving, error) {
 	if now == nil {
 		now = time.Now
@@ -131,7 +175,11 @@ func Serve(dir string, now func() time.Time) (*Serving, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ca == nil || ca.Certificate().NotAfter.Before(now().Add(ServingLifetime)) {
+	// An unconstrained CA is replaced rather than kept: kept, its key would
+	// vouch for any name for up to five more years. This start writes its
+	// kubeconfig with the new CA; a copy of an older one elsewhere stops
+	// trusting the proxy once, as after the CA's expiry.
+	if ca == nil || ca.Certificate().NotAfter.Before(now().Add(ServingLifetime)) || !isLoopbackOnly(ca.Certificate()) {
 		if ca, err = create(dir, now); err != nil {
 			return nil, err
 		}
@@ -187,7 +235,7 @@ func corrupt(dir, what string, err error) error {
 // create makes a new CA and writes it: the key first, so the certificate,
 // whose presence alone would not make a CA, is never there without it.
 func create(dir string, now func() time.Time) (*certauthority.CA, error) {
-	ca, err := certauthority.New(commonName, CALifetime, now)
+	ca, err := certauthority.New(commonName, CALifetime, now, loopbackOnly())
 	if err != nil {
 		return nil, fmt.Errorf("make the proxy's local CA: %w", err)
 	}

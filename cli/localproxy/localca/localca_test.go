@@ -289,3 +289,132 @@ func TestNoKeyStormNearTheCAsEnd(t *testing.T) {
 		t.Fatal("a new certificate was tried again within the hour")
 	}
 }
+
+// TestTheCAIsNameConstrainedToLoopback: the CA carries a critical name
+// constraint to localhost, 127.0.0.1 and ::1, so that a certificate its key
+// signs for any other name fails verification in a client that trusts it,
+// as the kubeconfig's does: the key in the state directory, leaked, can
+// impersonate the proxy and nothing else.
+func TestTheCAIsNameConstrainedToLoopback(t *testing.T) {
+	s, err := Serve(stateDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert := s.ca.Certificate()
+	var ranges []string
+	for _, r := range caCert.PermittedIPRanges {
+		ranges = append(ranges, r.String())
+	}
+	if !caCert.PermittedDNSDomainsCritical || strings.Join(caCert.PermittedDNSDomains, ",") != "localhost" ||
+		strings.Join(ranges, ",") != "127.0.0.1/32,::1/128" {
+		t.Fatalf("CA constraints: critical %v, DNS %v, IP %v; want critical, localhost, 127.0.0.1/32 and ::1/128",
+			caCert.PermittedDNSDomainsCritical, caCert.PermittedDNSDomains, ranges)
+	}
+	critical := false
+	for _, ext := range caCert.Extensions {
+		if ext.Id.Equal([]int{2, 5, 29, 30}) { // id-ce-nameConstraints
+			critical = ext.Critical
+		}
+	}
+	if !critical {
+		t.Fatal("the name constraints extension is missing or not critical: a verifier that ignores it would accept any name")
+	}
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CAPEM)
+	verify := func(dns []string, ips []net.IP, host string) error {
+		t.Helper()
+		issued, err := s.ca.IssueServingCert("test", dns, ips, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host})
+		return err
+	}
+	// The serving certificate's names, each checked as the host too.
+	for _, c := range []struct {
+		dns  []string
+		ips  []net.IP
+		host string
+	}{
+		{dns: DNSNames, ips: IPs, host: "localhost"},
+		{dns: DNSNames, ips: IPs, host: "127.0.0.1"},
+		{dns: DNSNames, ips: IPs, host: "::1"},
+		{dns: []string{"localhost"}},
+		{ips: []net.IP{net.IPv4(127, 0, 0, 1)}},
+		{ips: []net.IP{net.IPv6loopback}},
+	} {
+		if err := verify(c.dns, c.ips, c.host); err != nil {
+			t.Errorf("a leaf for %v %v (host %q) does not verify: %v", c.dns, c.ips, c.host, err)
+		}
+	}
+	// A leaf for any other name is refused by the chain itself, checked as
+	// a client that connects to that name does, and with no host at all;
+	// so is a leaf that adds another name to the loopback ones.
+	for _, c := range []struct {
+		dns  []string
+		ips  []net.IP
+		host string
+	}{
+		{dns: []string{"example.com"}, host: "example.com"},
+		{dns: []string{"localhost.example.com"}, host: "localhost.example.com"},
+		{dns: []string{"kubernetes.default.svc"}, host: "kubernetes.default.svc"},
+		{ips: []net.IP{net.IPv4(10, 0, 0, 1)}, host: "10.0.0.1"},
+		{ips: []net.IP{net.IPv4(127, 0, 0, 2)}, host: "127.0.0.2"},
+		{ips: []net.IP{net.ParseIP("2001:db8::1")}, host: "2001:db8::1"},
+		{dns: []string{"localhost", "example.com"}, ips: IPs, host: "example.com"},
+		{dns: DNSNames, ips: append([]net.IP{net.IPv4(10, 0, 0, 1)}, IPs...), host: "10.0.0.1"},
+	} {
+		for _, host := range []string{c.host, ""} {
+			err := verify(c.dns, c.ips, host)
+			var invalid x509.CertificateInvalidError
+			if !errors.As(err, &invalid) || invalid.Reason != x509.CANotAuthorizedForThisName {
+				t.Errorf("a leaf for %v %v (host %q): %v; want the CA not authorized for this name", c.dns, c.ips, host, err)
+			}
+		}
+	}
+}
+
+// TestAnUnconstrainedCAIsReplaced: a CA made before the proxy constrained
+// its CA (as certauthority.New makes one without options) is made again,
+// constrained, not kept for the rest of its five years.
+func TestAnUnconstrainedCAIsReplaced(t *testing.T) {
+	dir := stateDir(t)
+	old, err := certauthority.New(commonName, CALifetime, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := old.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := privatedir.WriteFile(dir, KeyFile, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	if err := privatedir.WriteFile(dir, CertFile, old.CertPEM()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Serve(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(s.CAPEM, old.CertPEM()) || !isLoopbackOnly(s.ca.Certificate()) {
+		t.Fatal("an unconstrained CA was kept")
+	}
+	onDisk, err := os.ReadFile(filepath.Join(dir, CertFile))
+	if err != nil || !bytes.Equal(onDisk, s.CAPEM) {
+		t.Fatalf("%s does not hold the new CA: %v", CertFile, err)
+	}
+	again, err := Serve(dir, nil)
+	if err != nil || !bytes.Equal(again.CAPEM, s.CAPEM) {
+		t.Fatalf("the constrained CA was not reused: %v", err)
+	}
+}
