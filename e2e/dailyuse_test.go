@@ -310,8 +310,9 @@ func TestNoPromptStorm(t *testing.T) {
 
 // TestFleetOneLogin: one `get kubeconfig` call for two contexts (the bed's
 // cluster reached at two addresses, standing in for two clusters) writes
-// one kubeconfig; clusters that trust one issuer share its session, so one
-// browser login serves both, and status lists both under it.
+// one kubeconfig, warning that both accept the same token; clusters that
+// trust one issuer share its session, so one browser login serves both,
+// and status lists both under it.
 func TestFleetOneLogin(t *testing.T) {
 	if Bed.Config().Profile != testbed.ProfileKubeadm {
 		t.Skip("the login is the same on both profiles; kubeadm reaches the API server at either address")
@@ -340,7 +341,22 @@ func TestFleetOneLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleet := filepath.Join(dir, "fleet.kubeconfig")
-	Run(t, nil, pinniped, "get", "kubeconfig", "--kubeconfig", adminKC, "--context", "east", "--context", "west", "--credential-cache=file", "-o", fleet)
+	gctx, gcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer gcancel()
+	get := exec.CommandContext(gctx, pinniped, "get", "kubeconfig", "--kubeconfig", adminKC, "--context", "east", "--context", "west", "--credential-cache=file", "-o", fleet)
+	get.Env = BedEnv()
+	var getErr strings.Builder
+	get.Stderr = &getErr
+	if out, err := get.Output(); err != nil {
+		t.Fatalf("get kubeconfig: %v\nstdout:\n%s\nstderr:\n%s", err, out, getErr.String())
+	}
+	// Both clusters' JWTAuthenticators take the ID token itself (audience:
+	// the client ID), so a token sent to one is good at the other: the
+	// admin who writes the kubeconfig is told, naming both contexts.
+	shared := fmt.Sprintf("warning: contexts east-pinniped, west-pinniped accept the same ID token (issuer %s, audience %s): ", cfg.DexIssuer(), testbed.DexClientID)
+	if !strings.Contains(getErr.String(), shared) {
+		t.Fatalf("get kubeconfig did not say that both clusters accept one token; stderr:\n%s", getErr.String())
+	}
 	gen, err := clientcmd.LoadFromFile(fleet)
 	if err != nil {
 		t.Fatal(err)

@@ -228,6 +228,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	out := clientcmdapi.NewConfig()
 	done := map[string]string{} // cluster -> the context made for it
+	var shown []kubeconfig.Presented
 	var skipped []string
 	skip := func(name, why string) {
 		skipped = append(skipped, fmt.Sprintf("%s (%s)", termsafe.Visible(name), why))
@@ -250,7 +251,7 @@ func (o *Options) Run(ctx context.Context) error {
 			fmt.Fprintf(o.ErrOut, "• context %s is the same cluster as %s: one context serves both\n", termsafe.Visible(name), termsafe.Visible(from))
 			continue
 		}
-		gen, err := o.generateWithin(ctx, name)
+		gen, token, err := o.generateWithin(ctx, name)
 		if ctx.Err() != nil {
 			// Interrupted: what was made so far is no fleet kubeconfig,
 			// and must not replace the one at -o.
@@ -271,6 +272,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		done[cluster] = name
+		shown = append(shown, token)
 		if err := kubeconfig.Merge(out, gen); err != nil {
 			return err
 		}
@@ -284,11 +286,19 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(done) == 0 {
 		return fmt.Errorf("no context could be made for any of the kubeconfig's contexts: %w", kubeconfig.ErrNotInstalled)
 	}
-	return o.write(out)
+	if err := o.write(out); err != nil {
+		return err
+	}
+	// Only this run sees every cluster's authenticator side by side; the
+	// clusters' admins each see their own.
+	for _, s := range kubeconfig.SharedTokens(shown) {
+		fmt.Fprintln(o.ErrOut, s.Warning(termsafe.Visible))
+	}
+	return nil
 }
 
 // generateWithin is generate within --timeout of its own.
-func (o *Options) generateWithin(ctx context.Context, contextName string) (*clientcmdapi.Config, error) {
+func (o *Options) generateWithin(ctx context.Context, contextName string) (*clientcmdapi.Config, kubeconfig.Presented, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	return o.generate(ctx, contextName)
@@ -296,20 +306,22 @@ func (o *Options) generateWithin(ctx context.Context, contextName string) (*clie
 
 // generate is the kubeconfig for one context of --kubeconfig ("": its
 // current one): its cluster, through the agent's exchange endpoint, with
-// the login the flags and the agent's authenticator make.
-func (o *Options) generate(ctx context.Context, contextName string) (*clientcmdapi.Config, error) {
+// the login the flags and the agent's authenticator make; and the token
+// that login shows the cluster.
+func (o *Options) generate(ctx context.Context, contextName string) (*clientcmdapi.Config, kubeconfig.Presented, error) {
+	var none kubeconfig.Presented
 	cc := o.f.KubeConfig(o.Kubeconfig, contextName)
 	raw, err := cc.RawConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, none, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	dyn, _, err := o.f.Dynamic(cc)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	clusterName, cluster, ca, err := contextCluster(raw, contextName)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	d := &kubeconfig.Discoverer{Dynamic: dyn, APIGroupSuffix: o.APIGroupSuffix, Poll: 2 * time.Second, Wait: o.Timeout, Progress: func(s string) { fmt.Fprintln(o.ErrOut, "• "+s) }}
 
@@ -322,21 +334,45 @@ func (o *Options) generate(ctx context.Context, contextName string) (*clientcmda
 	var auth *kubeconfig.Authenticator
 	if !o.NoConcierge {
 		if conc, auth, err = o.concierge(ctx, d, cluster.Server, ca); err != nil {
-			return nil, err
+			return nil, none, err
 		}
 		server, serverCA = conc.Endpoint, conc.CABundle
 	}
 	login, err := o.login(ctx, conc, auth)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
-	gen := kubeconfig.Build(clusterName+o.NameSuffix, server, serverCA, pinniped, login)
+	name := clusterName + o.NameSuffix
+	gen := kubeconfig.Build(name, server, serverCA, pinniped, login)
 	if !o.SkipValidation {
 		if err := validateEndpoint(ctx, server, serverCA); err != nil {
-			return nil, err
+			return nil, none, err
 		}
 	}
-	return gen, nil
+	return gen, presented(name, login, auth), nil
+}
+
+// presented is the token login shows the cluster of the context named
+// name, as the login runner picks it: an exchanged token when it trades
+// for an audience, else the access token when told to, else the ID token.
+func presented(name string, login kubeconfig.Login, auth *kubeconfig.Authenticator) kubeconfig.Presented {
+	c, ok := login.(*config.OIDC)
+	if !ok {
+		return kubeconfig.Presented{Context: name} // a static token: no issuer
+	}
+	p := kubeconfig.Presented{Context: name, Issuer: c.Issuer, Audience: c.ClientID, Token: kubeconfig.IDToken}
+	switch {
+	case c.ExchangesToken():
+		p.Token, p.Audience = kubeconfig.ExchangedToken, c.RequestAudience
+	case c.PresentsAccessToken():
+		// An access token's audience is the API's, which only a
+		// JWTAuthenticator here names.
+		p.Token, p.Audience = kubeconfig.AccessToken, ""
+		if auth != nil && auth.Type == "jwt" {
+			p.Audience = auth.Audience
+		}
+	}
+	return p
 }
 
 // contextCluster is the cluster of kubeconfig context name (the current

@@ -245,14 +245,16 @@ func TestOutputFileIsReplacedOrMerged(t *testing.T) {
 // TestFleet: one kubeconfig for several contexts: a context each, named for
 // its cluster, with the same login (one issuer: one session serves all);
 // --all-contexts names and skips a cluster without the agent; two contexts
-// of one cluster make one.
+// of one cluster make one; clusters that accept one token are named on
+// stderr.
 func TestFleet(t *testing.T) {
 	idp := oidctest.New(t)
 	clusterCA := base64.StdEncoding.EncodeToString(idp.CABundle)
-	withAgent := func() dynamic.Interface {
+	stagingAudience := "fleet"
+	withAgent := func(audience string) dynamic.Interface {
 		jwt := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "authentication.concierge.pinniped.dev/v1alpha1", "kind": "JWTAuthenticator", "metadata": map[string]any{"name": "dex"},
-			"spec": map[string]any{"issuer": idp.URL, "audience": "fleet",
+			"spec": map[string]any{"issuer": idp.URL, "audience": audience,
 				"tls": map[string]any{"certificateAuthorityData": clusterCA}}}}
 		ci := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"},
@@ -297,10 +299,13 @@ users:
 			if err != nil {
 				return nil, nil, err
 			}
-			if strings.Contains(cfg.Host, "bare") {
+			switch {
+			case strings.Contains(cfg.Host, "bare"):
 				return without, cfg, nil
+			case strings.Contains(cfg.Host, "staging"):
+				return withAgent(stagingAudience), cfg, nil
 			}
-			return withAgent(), cfg, nil
+			return withAgent("fleet"), cfg, nil
 		}
 		cmd := NewCmdGet(f)
 		cmd.SetArgs(append([]string{"kubeconfig", "--kubeconfig=" + admin, "--skip-validation"}, args...))
@@ -331,13 +336,31 @@ users:
 	if a.Env[0].Value != "prod-pinniped" || b.Env[0].Value != "staging-pinniped" {
 		t.Fatalf("the entries do not name their contexts: %v %v", a.Env, b.Env)
 	}
+	// Both JWTAuthenticators have the audience fleet: the token exchanged
+	// for one cluster is good at the other. Stdout held only the kubeconfig
+	// (run parsed it).
+	shared := "warning: contexts prod-pinniped, staging-pinniped accept the same exchanged token (issuer " + idp.URL + ", audience fleet): "
+	if strings.Count(stderr, "warning: contexts") != 1 || !strings.Contains(stderr, shared) {
+		t.Fatalf("no warning that both clusters accept one token:\n%s", stderr)
+	}
+	// One client ID and no exchange: the ID token itself goes to both.
+	if _, stderr, err := run("--context", "staging", "--context", "prod", "--oidc-client-id=fleet"); err != nil ||
+		!strings.Contains(stderr, "warning: contexts prod-pinniped, staging-pinniped accept the same ID token (issuer "+idp.URL+", audience fleet): ") {
+		t.Fatalf("the ID token for both clusters: %v\n%s", err, stderr)
+	}
+	// An audience for each cluster: a token is good at its own only.
+	stagingAudience = "fleet-staging"
+	if _, stderr, err := run("--context", "staging", "--context", "prod"); err != nil || strings.Contains(stderr, "warning") {
+		t.Fatalf("an audience for each cluster: %v\n%s", err, stderr)
+	}
+	stagingAudience = "fleet"
 
 	gen, stderr, err = run("--all-contexts")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	if len(gen.Contexts) != 2 || !strings.Contains(stderr, "skipped bare (no pinniped agent there)") || !strings.Contains(stderr, "context prod-again is the same cluster as prod") ||
-		!strings.Contains(stderr, "skipped mine (it already logs in with pinniped)") {
+		!strings.Contains(stderr, "skipped mine (it already logs in with pinniped)") || !strings.Contains(stderr, shared) {
 		t.Fatalf("--all-contexts: %v\n%s", gen.Contexts, stderr)
 	}
 	if _, stderr, err := run("--context", "bare"); err == nil {
@@ -361,5 +384,33 @@ users:
 	}
 	if b, _ := os.ReadFile(previous); string(b) != "kept" {
 		t.Fatalf("an interrupted run replaced the kubeconfig at -o: %q", b)
+	}
+}
+
+// TestPresented: the token each login shows its cluster, as the login
+// runner picks it, for the fleet's warning.
+func TestPresented(t *testing.T) {
+	const issuer = "https://dex.example.com"
+	jwt := &kubeconfig.Authenticator{Type: "jwt", Name: "dex", Issuer: issuer, Audience: "api"}
+	for name, tc := range map[string]struct {
+		login kubeconfig.Login
+		auth  *kubeconfig.Authenticator
+		want  kubeconfig.Presented
+	}{
+		"the ID token": {&config.OIDC{Issuer: issuer, ClientID: "pinniped-cli"}, jwt,
+			kubeconfig.Presented{Context: "c", Issuer: issuer, Audience: "pinniped-cli", Token: kubeconfig.IDToken}},
+		"an exchange": {&config.OIDC{Issuer: issuer, ClientID: "pinniped-cli", RequestAudience: "cluster-a"}, jwt,
+			kubeconfig.Presented{Context: "c", Issuer: issuer, Audience: "cluster-a", Token: kubeconfig.ExchangedToken}},
+		"the client ID asked for is no exchange": {&config.OIDC{Issuer: issuer, ClientID: "pinniped-cli", RequestAudience: "pinniped-cli"}, nil,
+			kubeconfig.Presented{Context: "c", Issuer: issuer, Audience: "pinniped-cli", Token: kubeconfig.IDToken}},
+		"the access token": {&config.OIDC{Issuer: issuer, ClientID: "pinniped-cli", PresentToken: config.PresentAccess}, jwt,
+			kubeconfig.Presented{Context: "c", Issuer: issuer, Audience: "api", Token: kubeconfig.AccessToken}},
+		"the access token, to a webhook": {&config.OIDC{Issuer: issuer, ClientID: "pinniped-cli", PresentToken: config.PresentAccess}, &kubeconfig.Authenticator{Type: "webhook", Name: "w"},
+			kubeconfig.Presented{Context: "c", Issuer: issuer, Token: kubeconfig.AccessToken}},
+		"a static token": {&config.Static{TokenEnv: "T"}, nil, kubeconfig.Presented{Context: "c"}},
+	} {
+		if got := presented("c", tc.login, tc.auth); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
 	}
 }

@@ -253,7 +253,7 @@ func (e *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions
 			expiry = tokens.AccessTokenExpiry
 		}
 	}
-	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+	if c.ExchangesToken() {
 		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
 		p, err := e.Discover(ctx)
 		if err != nil {
@@ -652,7 +652,7 @@ func (e *Runner) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 		}
 		return nil
 	}
-	if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+	if c.ExchangesToken() {
 		if s.AccessToken != "" && s.AccessTokenExpiry.After(e.now().Add(MinAccessTokenLifetime)) {
 			return s
 		}

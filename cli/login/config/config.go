@@ -122,6 +122,13 @@ func IsReservedAuthorizeParam(name string) bool {
 // PresentsAccessToken reports whether the cluster is shown the access token.
 func (c *OIDC) PresentsAccessToken() bool { return c.PresentToken == PresentAccess }
 
+// ExchangesToken reports whether the login trades its tokens at the issuer
+// (RFC 8693) for RequestAudience, so that the cluster is shown a token of
+// that audience, not the ID token (whose audience is the client ID).
+func (c *OIDC) ExchangesToken() bool {
+	return c.RequestAudience != "" && c.RequestAudience != c.ClientID
+}
+
 // AuthorizeParam splits the AuthorizeParams (Validate has checked them).
 func (c *OIDC) AuthorizeParam(i int) (name, value string) {
 	name, value, _ = strings.Cut(c.AuthorizeParams[i], "=")
@@ -198,7 +205,7 @@ func (c *OIDC) Validate() error {
 	switch c.PresentToken {
 	case "", PresentID:
 	case PresentAccess:
-		if c.RequestAudience != "" && c.RequestAudience != c.ClientID {
+		if c.ExchangesToken() {
 			errs = append(errs, errors.New("--present-token=access and --request-audience: the token exchange already decides which token the cluster sees; leave one out"))
 		}
 	default:
