@@ -12,6 +12,20 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dat
 TOOLS   := .ci/tools.sh
 FUZZTIME ?= 30s
 
+# As root, refuse another account's HOME or Go caches before the first go
+# command writes root-owned files into them (go vet would, before any script
+# got to check): README.md, "Running the checks as root"; the rule is
+# .ci/lib.sh's, which the scripts apply again when run on their own. Not for
+# clean, which writes nothing, nor test-fresh, which points HOME and the
+# caches at a temporary directory and checks what it reuses itself.
+ifeq ($(shell id -u),0)
+ifneq ($(filter-out clean test-fresh,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell bash -c '. .ci/lib.sh && pinniped_require_root_env make' >&2 && echo ok),ok)
+$(error refusing to run as root with another account's HOME or caches: see above)
+endif
+endif
+endif
+
 .PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build

@@ -22,13 +22,35 @@ if [[ $(id -u) != 0 ]]; then
 	echo "release-snapshot: needs root (the rehearsal runs in a network namespace of its own)" >&2
 	exit 1
 fi
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
+# Refused before anything runs: a HOME or Go cache of another account's
+# would get root-owned module directories (go mod download, below) and hand
+# root the tools it runs (.ci/lib.sh, README.md "Running the checks as root").
+pinniped_require_root_env release-snapshot
 tools=.ci/tools.sh
 goreleaser=$("$tools" goreleaser)
 cosign=$("$tools" cosign)
 cdx=$("$tools" cyclonedx-gomod)
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# dist/ is the developer's, handed back (to the owner of the repository) by
+# finish, as the last thing this script does however it ends. Every step
+# after the rehearsal writes into dist/ as root (dist/charts), so a hand-back
+# any earlier leaves root's files behind and the developer's `make clean`
+# fails on them; and a failure must hand back what was made as well.
+owner=$(stat -c %u:%g .)
+made_dist=
+finish() {
+	local rc=$?
+	rm -rf "$work" || true
+	# -R without -L: links inside dist/ are changed themselves, never followed.
+	if [[ -n $made_dist && -d dist && ! -L dist ]]; then
+		chown -R "$owner" dist || rc=1
+	fi
+	exit "$rc"
+}
+trap finish EXIT
 keys=$work/keys
 mkdir -m 0700 "$keys"
 # An empty password: the key lives only as long as this script.
@@ -84,11 +106,11 @@ rc=0
 	env -u GORELEASER_PREVIOUS_TAG PATH="$(dirname "$cdx"):$PATH" PINNIPED_SIGN_KEY="$keys/cosign.key" \
 	PINNIPED_RELEASE_REHEARSAL=1 GORELEASER_CURRENT_TAG="$tag" \
 	"$goreleaser" release -f goreleaser.yaml --clean) || rc=$?
+made_dist=1
 rm -rf dist
 if [[ -d $src/dist ]]; then
-	mv "$src/dist" dist
-	# The developer's, not root's.
-	chown -R "$(stat -c %u:%g .)" dist
+	# -T: onto dist itself, never into a directory a link named dist points at.
+	mv -T "$src/dist" dist
 fi
 if ((rc != 0)); then
 	[[ -d dist ]] && echo "release-snapshot: what the rehearsal made before it failed is in dist/" >&2

@@ -4,7 +4,14 @@
 # Only the first call for a version pays for the build.
 #
 #   .ci/tools.sh golangci-lint     -> path of the binary
+#
+# As root, the cache, the Go caches the build writes into, and the binary
+# itself must be root's alone, or it refuses (.ci/lib.sh): root runs what it
+# prints, and a binary another account can replace is that account's program.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=.ci/lib.sh
+. "$here/lib.sh"
 
 declare -A PKG=(
   [golangci-lint]=github.com/golangci/golangci-lint/v2/cmd/golangci-lint
@@ -34,11 +41,18 @@ cache=${PINNIPED_TOOLS_CACHE:-$HOME/.cache/pinniped-tools}
 dir="$cache/$name@$ver"
 bin="$dir/$(basename "$pkg")"
 [ "$name" = goreleaser ] && bin="$dir/goreleaser"
+pinniped_require_root_env tools.sh "the tools cache=$cache"
 if [ ! -x "$bin" ]; then
   echo "building $name $ver (first run only; cached in $dir)" >&2
+  # As root, a umask that lets group or others write would make the cache
+  # fail the check below (and rightly): build it 0755 whatever the caller's.
+  if [ "$(id -u)" = 0 ]; then umask 022; fi
   mkdir -p "$dir"
   # The lock keeps heavy builds from running side by side on a 2-core machine.
-  GOBIN="$dir" GOFLAGS=-mod=mod CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock \
+  GOBIN="$dir" GOFLAGS=-mod=mod CGO_ENABLED=0 "$here/heavy-build.sh" \
     go install "$pkg@$ver" >&2
 fi
+# Checked when found as well as when built: the cache may be older than
+# this check, or changed since.
+pinniped_require_trusted tools.sh "$name's binary=$bin"
 echo "$bin"

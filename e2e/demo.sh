@@ -43,7 +43,7 @@ fi
 in_bed kubectl get nodes -o wide
 
 say "Agent image from the working tree (static build, packed without docker, imported into containerd)"
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -o "$work/pinniped-agent" ./cmd/pinniped-agent
+CGO_ENABLED=0 .ci/heavy-build.sh go build -trimpath -o "$work/pinniped-agent" ./cmd/pinniped-agent
 tag="localhost/pinniped-e2e/pinniped-agent:$(sha256sum "$work/pinniped-agent" | cut -c1-16)"
 tb image --binary "$work/pinniped-agent" --tag "$tag"
 
@@ -57,7 +57,7 @@ cp "$work/testbed" "$keep/bin/testbed" # the lines to paste below work from any 
 # The commit goes into both binaries where git answers (pinniped doctor compares them).
 buildvcs=false
 if git status --porcelain >/dev/null 2>&1; then buildvcs=auto; fi
-CGO_ENABLED=0 flock /tmp/pinniped-heavy-build.lock go build -trimpath -buildvcs=$buildvcs -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
+CGO_ENABLED=0 .ci/heavy-build.sh go build -trimpath -buildvcs=$buildvcs -o "$keep/bin/" ./cmd/pinniped ./cmd/pinniped-engine
 
 say "pinniped install, trusting Dex ($issuer) for this cluster"
 # Dex puts the address in "email"; its ID tokens carry the client ID as audience.

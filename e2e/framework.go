@@ -146,19 +146,22 @@ func buildStaticInto(t testing.TB, pkg, dir string) string {
 func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
+	root := RepoRoot(t)
 	// A cold static build of the agent takes minutes on 2 cores: take the machine-wide
-	// heavy-build lock so it never runs beside another heavy build.
+	// heavy-build lock so it never runs beside another heavy build. Through the scripts'
+	// own .ci/heavy-build.sh, which alone knows where the lock is (root's and other
+	// accounts' differ): a path of its own here would drift from theirs.
 	// Flags as a release builds them (goreleaser.yaml), so the tests and
 	// benchmarks run what ships.
 	// The commit stamped as in a release (goreleaser.yaml): pinniped doctor compares the
 	// front's and the engine's. Only where git answers: in a checkout git refuses (another
 	// user's, "dubious ownership"), -buildvcs=auto would fail the build.
 	buildvcs := "-buildvcs=false"
-	if exec.CommandContext(context.Background(), "git", "-C", RepoRoot(t), "status", "--porcelain").Run() == nil {
+	if exec.CommandContext(context.Background(), "git", "-C", root, "status", "--porcelain").Run() == nil {
 		buildvcs = "-buildvcs=auto"
 	}
-	cmd := exec.CommandContext(context.Background(), "flock", "/tmp/pinniped-heavy-build.lock", "go", "build", "-trimpath", buildvcs, "-ldflags=-s -w "+ldflags, "-o", out, pkg)
-	cmd.Dir = RepoRoot(t)
+	cmd := exec.CommandContext(context.Background(), filepath.Join(root, ".ci", "heavy-build.sh"), "go", "build", "-trimpath", buildvcs, "-ldflags=-s -w "+ldflags, "-o", out, pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, msg)

@@ -20,6 +20,8 @@ fi
 
 start=$SECONDS
 e2e/scripts/install-deps.sh
+# Before anything is built: it refuses a HOME or Go cache that is not root's
+# alone, where root's files would land in another account's (.ci/lib.sh).
 bindir="$(e2e/scripts/build-tools.sh | tail -n1)"
 export PINNIPED_E2E_BIN_DIR="$bindir"
 echo "e2e/run.sh: dependencies and toolchain ready in $((SECONDS - start))s ($bindir)" >&2
@@ -96,7 +98,7 @@ launch() {
 # Compile the tests once, under the lock the other heavy builds take, so the
 # profiles' go test runs find every package built and only link. (go vet's
 # checks run in make lint.)
-flock /tmp/pinniped-heavy-build.lock go test -tags e2e -vet=off -c -o "$tmp/e2e.test" ./e2e/
+.ci/heavy-build.sh go test -tags e2e -vet=off -c -o "$tmp/e2e.test" ./e2e/
 # Two beds adding their network namespaces at the same moment can race on
 # the first mount of /run/netns: mount it once here.
 ip netns add "pinniped-run-$$"

@@ -8,8 +8,17 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=.ci/lib.sh
+. "$here/../.ci/lib.sh"
+heavy="$here/../.ci/heavy-build.sh"
 tools="$here/tools"
 cache="${PINNIPED_E2E_CACHE:-$HOME/.cache/pinniped-e2e}"
+# Root runs this toolchain (kubelet, kube-apiserver, etcd...): its cache, and
+# the Go caches the build writes into, must be root's alone (.ci/lib.sh).
+pinniped_require_root_env build-tools.sh "the toolchain cache=$cache"
+# As root, a umask that lets group or others write would make the toolchain
+# fail the check at the end (and rightly): build it 0755 whatever the caller's.
+if [[ $(id -u) == 0 ]]; then umask 022; fi
 k8s_version="$(cd "$tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 # Any change of the pinned versions gives a new directory. Our own small mains (dex, supervisor, oidcop, pause)
 # are rebuilt in place when their sources change (see the .stamp files).
@@ -17,8 +26,8 @@ key="$(cd "$tools" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 bin="$cache/bin/$k8s_version-$key"
 mkdir -p "$bin"
 
-# Heavy builds take a lock shared with other engineers' builds on this 2-core machine.
-lock=/tmp/pinniped-heavy-build.lock
+# Heavy builds take turns on this 2-core machine: each build below runs under
+# the heavy-build lock (.ci/heavy-build.sh).
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s_version" | cut -d. -f2)"
 
 build() { # name module-dir package [source-dir]
@@ -31,7 +40,7 @@ build() { # name module-dir package [source-dir]
 	local start=$SECONDS
 	# Static binaries: the kube-controller-manager and pause binaries go into images
 	# with nothing else in them.
-	(cd "$dir" && CGO_ENABLED=0 flock "$lock" go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
+	(cd "$dir" && CGO_ENABLED=0 "$heavy" go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
 	mv "$bin/.$name.tmp" "$bin/$name"
 	echo "$stamp" >"$bin/.$name.stamp"
 	echo "built $name in $((SECONDS - start))s" >&2
@@ -53,6 +62,10 @@ build dex "$tools/dex" . "$tools/dex"
 build supervisor "$tools/supervisor" . "$tools/supervisor"
 # A second OpenID provider with token revocation (zitadel/oidc's example OP), its own module.
 build oidcop "$tools/oidcop" . "$tools/oidcop"
+
+# Checked when found as well as when built: the cache may be older than
+# the check, or changed since.
+pinniped_require_root_owned_tree build-tools.sh "the toolchain" "$bin"
 
 # A stable name for "the current toolchain", for people and scripts.
 ln -sfn "$bin" "$cache/bin/current"
