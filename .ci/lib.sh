@@ -93,7 +93,7 @@ pinniped_require_trusted() {
 # quietly building into another place would leave the developer wondering
 # where their caches went. Not root: does nothing.
 pinniped_require_root_env() {
-	local who=$1 v paths=()
+	local who=$1 v paths=() parts=()
 	shift
 	[[ $(id -u) == 0 ]] || return 0
 	if [[ -z ${HOME:-} ]]; then
@@ -110,17 +110,31 @@ pinniped_require_root_env() {
 	# Checked before go runs at all: go env itself reads its settings file
 	# (under HOME or XDG_CONFIG_HOME, or GOENV), and the GOPROXY and
 	# GOTOOLCHAIN in there could have it fetch and run another toolchain.
+	# So are the caches the environment names, and the go binary itself.
+	for v in GOMODCACHE GOCACHE; do
+		[[ -z ${!v:-} || ${!v} == off ]] || paths+=("$v=${!v}")
+	done
+	local part gobin
+	IFS=: read -ra parts <<<"${GOPATH:-}"
+	for part in "${parts[@]}"; do
+		[[ -z $part ]] || paths+=("GOPATH=$part")
+	done
+	gobin=$(command -v go) || { echo "$who: go is not on PATH" >&2; return 1; }
+	paths+=("the go command=$gobin")
 	pinniped_require_trusted "$who" "${paths[@]}" || return 1
 	paths=()
-	local out goenv=() parts=() i names=(GOMODCACHE GOCACHE GOENV)
-	out=$(go env GOMODCACHE GOCACHE GOENV GOPATH) || return 1
+	local out goenv=() i names=(GOMODCACHE GOCACHE GOENV GOROOT)
+	# GOTOOLCHAIN=local: a go.mod asking for a newer Go would otherwise have
+	# this very go env download a toolchain into the module cache and run
+	# it, before the module cache is checked.
+	out=$(GOTOOLCHAIN=local go env GOMODCACHE GOCACHE GOENV GOROOT GOPATH) || return 1
 	mapfile -t goenv <<<"$out"
-	for i in 0 1 2; do
+	for i in 0 1 2 3; do
 		v=${goenv[i]:-}
 		[[ -z $v || $v == off ]] || paths+=("${names[i]}=$v")
 	done
 	# GOPATH is a list; go writes into its first entry, but trusts them all.
-	IFS=: read -ra parts <<<"${goenv[3]:-}"
+	IFS=: read -ra parts <<<"${goenv[4]:-}"
 	for v in "${parts[@]}"; do
 		[[ -z $v ]] || paths+=("GOPATH=$v")
 	done

@@ -110,6 +110,12 @@ refused "GOMODCACHE in nobody's directory" "GOMODCACHE" GOMODCACHE="$tmp/nob/mod
 refused "GOCACHE in nobody's directory" "GOCACHE" GOCACHE="$tmp/nob/gocache"
 refused "GOPATH's second entry nobody's" "GOPATH" GOPATH="$tmp/home/go:$tmp/nob/go"
 refused "GOENV, go's settings file, nobody's" "GOENV" GOENV="$tmp/nob/env"
+# A go command another account can replace, first on PATH: refused before it
+# runs (it would run as root).
+mkdir -p "$tmp/nob/gobin"
+ln -s "$(command -v go)" "$tmp/nob/gobin/go"
+chown -h nobody "$tmp/nob/gobin/go"
+refused "the go command in nobody's directory" "the go command" PATH="$tmp/nob/gobin:$PATH"
 # shellcheck disable=SC2016 # expanded by the inner bash
 if out=$(env -i PATH="$PATH" HOME="$tmp/home" GOTOOLCHAIN=local bash -c \
 	'cd / && . "$0" && pinniped_require_root_env test "the cache=$1"' "$repo/.ci/lib.sh" "$tmp/nob/c" 2>&1); then

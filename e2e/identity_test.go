@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
@@ -209,10 +210,10 @@ spec:
 		}
 		// The TokenCredentialRequest at the API server: a certificate.
 		cred, msg := in.tcr(t, apiServer, tok)
-		if cred.Cert == "" {
+		if len(cred.Cert) == 0 {
 			o.paths = append(o.paths, pathResult{path: "TokenCredentialRequest", refused: "exchange: " + msg})
 		} else {
-			auth := clientAuth{cert: cred.Cert, key: cred.Key}
+			auth := clientAuth{cert: string(cred.Cert), key: string(cred.Key)}
 			o.paths = append(o.paths, apiServer.request(ctx, t, "certificate", auth, false))
 			for _, v := range proxyVariants {
 				o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, certificate, "+v.name, auth.with(v), v.upgrade))
@@ -397,16 +398,18 @@ func answer(t *testing.T, path string, r whoamiReply) pathResult {
 	return pathResult{}
 }
 
-// tcr is a TokenCredentialRequest at e for the installation's
-// authenticator: the credential, or the agent's message.
-func (in installation) tcr(t *testing.T, e endpoint, token string) (cred struct{ Cert, Key, Token string }, message string) {
+// tcr is a TokenCredentialRequest at e (the API server or the proxy) for
+// the installation's authenticator: the credential the agent issued, or
+// its message.
+func (in installation) tcr(t *testing.T, e endpoint, token string) (cred proxyCredential, message string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"apiVersion": groupsuffix.GroupVersion(groupsuffix.Login, in.suffix), "kind": "TokenCredentialRequest",
 		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": in.authenticator}},
+			"apiGroup": groupsuffix.Group(groupsuffix.Authentication, in.suffix), "kind": "JWTAuthenticator", "name": in.authenticator}},
 	})
-	resp, err := e.client(t, clientAuth{}).Post(e.url+"/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", "application/json", bytes.NewReader(body))
+	resp, err := e.client(t, clientAuth{}).Post(e.url+"/apis/"+groupsuffix.GroupVersion(groupsuffix.Login, in.suffix)+"/tokencredentialrequests",
+		"application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("TokenCredentialRequest at %s: %v", e.url, err)
 	}
@@ -425,8 +428,8 @@ func (in installation) tcr(t *testing.T, e endpoint, token string) (cred struct{
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("TokenCredentialRequest at %s: HTTP %d %s", e.url, resp.StatusCode, raw)
 	}
-	if out.Status.Credential != nil {
-		cred.Cert, cred.Key, cred.Token = out.Status.Credential.Cert, out.Status.Credential.Key, out.Status.Credential.Token
+	if c := out.Status.Credential; c != nil {
+		cred = proxyCredential{Cert: []byte(c.Cert), Key: []byte(c.Key), Token: c.Token}
 	}
 	if out.Status.Message != nil {
 		message = *out.Status.Message

@@ -713,37 +713,12 @@ func proxyExchange(t *testing.T, strategy proxyStrategy, token string) proxyCred
 // certificate or a token, whichever the proxy issued.
 func (in installation) proxyExchange(t *testing.T, strategy proxyStrategy, token string) proxyCredential {
 	t.Helper()
-	c := proxyAuth{}.client(strategy)
-	body, _ := json.Marshal(map[string]any{
-		"apiVersion": groupsuffix.GroupVersion(groupsuffix.Login, in.suffix), "kind": "TokenCredentialRequest",
-		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": groupsuffix.Group(groupsuffix.Authentication, in.suffix), "kind": "JWTAuthenticator", "name": in.authenticator}},
-	})
-	resp, err := c.Post(strategy.Endpoint+"/apis/"+groupsuffix.GroupVersion(groupsuffix.Login, in.suffix)+"/tokencredentialrequests", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("TokenCredentialRequest on the proxy: %v", err)
+	cred, msg := in.tcr(t, endpoint{url: strategy.Endpoint, ca: strategy.CA}, token)
+	if (cred.Token == "") == (len(cred.Cert) == 0 || len(cred.Key) == 0) {
+		t.Fatalf("TokenCredentialRequest on the proxy: want a token or a certificate and key, exactly one (token %t, certificate %t, key %t): %s",
+			cred.Token != "", len(cred.Cert) != 0, len(cred.Key) != 0, msg)
 	}
-	defer resp.Body.Close()
-	var out struct {
-		Status struct {
-			Credential *struct {
-				Cert  string `json:"clientCertificateData"`
-				Key   string `json:"clientKeyData"`
-				Token string `json:"token"`
-			} `json:"credential"`
-			Message *string `json:"message"`
-		} `json:"status"`
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &out); err != nil || out.Status.Credential == nil {
-		t.Fatalf("TokenCredentialRequest on the proxy: HTTP %d %s", resp.StatusCode, raw)
-	}
-	cred := out.Status.Credential
-	if (cred.Token == "") == (cred.Cert == "" || cred.Key == "") {
-		t.Fatalf("TokenCredentialRequest on the proxy: want a token or a certificate and key, exactly one (token %t, certificate %t, key %t)",
-			cred.Token != "", cred.Cert != "", cred.Key != "")
-	}
-	return proxyCredential{Cert: []byte(cred.Cert), Key: []byte(cred.Key), Token: cred.Token}
+	return cred
 }
 
 // testExternalCertificate switches the proxy to a certificate in a Secret made here,

@@ -70,6 +70,14 @@ func parse(b []byte, from, to *net.TCPAddr) (int, bool, error) {
 		if !same(local, from) || !same(rem, to) {
 			continue
 		}
+		// Only a socket its process still holds has an owner: once the
+		// client closes its end (FIN_WAIT2, TIME_WAIT) the kernel shows
+		// it with uid 0, which would name root. A request sent and
+		// closed at once must not pass for root's (or be reported as
+		// root's), so such a socket counts as not found.
+		if st := string(f[3]); st != tcpEstablished && st != tcpCloseWait {
+			return 0, false, fmt.Errorf("the client's socket is no longer open (state %s): its owner cannot be told", st)
+		}
 		uid, err := strconv.Atoi(string(f[7]))
 		if err != nil {
 			return 0, false, fmt.Errorf("unexpected uid in socket table line %q", sc.Text())
@@ -78,6 +86,13 @@ func parse(b []byte, from, to *net.TCPAddr) (int, bool, error) {
 	}
 	return 0, false, sc.Err()
 }
+
+// TCP states in the socket tables (include/net/tcp_states.h): the ones in
+// which the client's process still holds its socket.
+const (
+	tcpEstablished = "01"
+	tcpCloseWait   = "08"
+)
 
 func same(a, b *net.TCPAddr) bool { return a.Port == b.Port && a.IP.Equal(b.IP) }
 

@@ -74,6 +74,13 @@ func TestParseTable(t *testing.T) {
 	if uid, found, err := parse(v6, client, server); err != nil || !found || uid != 4321 {
 		t.Fatalf("parse v6 = %d, %v, %v; want 4321", uid, found, err)
 	}
+	closed := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   1: 0100007F:D431 0100007F:B86B 05 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+`)
+	server.IP, client.IP = net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 1)
+	if uid, found, err := parse(closed, client, server); err == nil || found {
+		t.Fatalf("a client socket already closed (FIN_WAIT2, uid 0): %d, %v, %v; want an error, never uid 0", uid, found, err)
+	}
 	if _, _, err := parse([]byte("header\n 0: zz:1 00:0 01 x x x 1000\n"), client, server); err == nil {
 		t.Error("a line that does not parse was skipped; it must be an error (fail closed)")
 	}

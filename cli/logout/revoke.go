@@ -219,8 +219,10 @@ func (e *ender) openEndSession(ctx context.Context, login *config.OIDC, p *oidcl
 // sayRefused tells the person of requests for the end-session page that
 // were refused. None got the page; but another local user asking for a URL
 // that only command lines on this machine held is someone reading them for
-// such pages, and a request whose user could not be found may have been
-// the person's own browser, which was then shown a refusal.
+// such pages, unless it was the person's own browser behind a relay that
+// runs as another user (WSL2, a container's port forwarder); and a request
+// whose user could not be found may have been the person's own browser,
+// which was then shown a refusal.
 func (e *ender) sayRefused(login *config.OIDC, page *oidclogin.FormPage) {
 	r := page.Refused()
 	if r.Others > 0 {
@@ -228,8 +230,9 @@ func (e *ender) sayRefused(login *config.OIDC, page *oidclogin.FormPage) {
 		for _, uid := range r.OtherUIDs {
 			uids = append(uids, strconv.Itoa(uid))
 		}
-		fmt.Fprintf(e.errOut, "! %s: the page that ends your session refused %d request(s) from other local users (uid %s): none of them got the page or your ID token, "+
-			"but its address was only in command lines on this machine, so someone here may be reading them; tell this machine's administrator\n",
+		fmt.Fprintf(e.errOut, "! %s: the page that ends your session refused %d request(s) from other local users (uid %s): none of them got the page or your ID token. "+
+			"If your browser reaches this machine's 127.0.0.1 through something that runs as another user (a WSL2 or container port relay, a sandbox), that was it; "+
+			"otherwise someone here may be reading command lines for such pages: tell this machine's administrator\n",
 			login.Issuer, r.Others, strings.Join(uids, ", "))
 	}
 	if r.Unidentified > 0 {

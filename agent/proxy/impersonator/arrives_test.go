@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
@@ -53,7 +55,9 @@ func normal(name, uid string, groups []string, extra map[string][]string) seen {
 	g = slices.Compact(g)
 	e := map[string][]string{}
 	for k, vs := range extra {
-		if k != user.CredentialIDKey && len(vs) > 0 {
+		// The proxy's record of who asked for a nested impersonation is
+		// its own addition, checked by its own tests.
+		if k != user.CredentialIDKey && k != impersonator.OriginalUserExtra && len(vs) > 0 {
 			e[k] = vs
 		}
 	}
@@ -100,6 +104,11 @@ type arrivalBed struct {
 	proxy *impersonator.Proxy
 	ca    *certauthority.CA
 	key   *proxytoken.Key
+	// asking is a proxy whose authorizer allows every nested impersonation
+	// and which forwards other bearer tokens directly; alice is a token of
+	// its that authenticates alice.
+	asking *impersonator.Proxy
+	alice  string
 }
 
 func newArrivalBed(t testing.TB) *arrivalBed {
@@ -124,7 +133,35 @@ func newArrivalBed(t testing.TB) *arrivalBed {
 		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{allow: false},
 		Log: slog.New(slog.DiscardHandler)}
 	p.Init()
-	return &arrivalBed{proxy: p, ca: ca, key: key}
+	asking := &impersonator.Proxy{Upstream: up, Transport: h2, UpgradeTransport: h1, DirectTransport: h2, DirectUpgradeTransport: h1,
+		Authn: noCert{}, ProxyTokens: tokens, Tokens: acceptAnyToken{&atomic.Int64{}}, Authz: policy{allow: true},
+		Log: slog.New(slog.DiscardHandler)}
+	asking.Init()
+	alice, _ := signFor(t, key, testAudience, "alice", 7*24*time.Hour, time.Now())
+	return &arrivalBed{proxy: p, ca: ca, key: key, asking: asking, alice: alice}
+}
+
+// ask sends a client's own impersonation request (kubectl --as) for u to
+// the asking proxy, its Impersonate-* values as they would reach the proxy
+// over HTTP/2 (which keeps spaces a HTTP/1.1 reader trims): nested, as
+// alice with her proxy token, or direct, with someone else's bearer token.
+func (b *arrivalBed) ask(t testing.TB, u user.Info, nested, upgrade bool) (seen, error) {
+	t.Helper()
+	h := http.Header{"Impersonate-User": {u.GetName()}}
+	if u.GetUID() != "" {
+		h["Impersonate-Uid"] = []string{u.GetUID()}
+	}
+	if len(u.GetGroups()) > 0 {
+		h["Impersonate-Group"] = u.GetGroups()
+	}
+	for k, vs := range u.GetExtra() {
+		h["Impersonate-Extra-"+impersonator.ExtraHeaderKey(k)] = vs
+	}
+	token := "someone-elses-token"
+	if nested {
+		token = b.alice
+	}
+	return b.sendTo(t, b.asking, nil, token, upgrade, h)
 }
 
 // errRefused: the proxy answered 401 or 403, a refusal.
@@ -134,6 +171,11 @@ var errRefused = errors.New("refused")
 // (cert) or a bearer token; upgrade makes it an upgrade request, which the
 // proxy sends upstream over HTTP/1.1.
 func (b *arrivalBed) send(t testing.TB, cert *x509.Certificate, token string, upgrade bool) (seen, error) {
+	t.Helper()
+	return b.sendTo(t, b.proxy, cert, token, upgrade, nil)
+}
+
+func (b *arrivalBed) sendTo(t testing.TB, p *impersonator.Proxy, cert *x509.Certificate, token string, upgrade bool, h http.Header) (seen, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -149,8 +191,11 @@ func (b *arrivalBed) send(t testing.TB, cert *x509.Certificate, token string, up
 		r.Header.Set("Connection", "Upgrade")
 		r.Header.Set("Upgrade", "websocket")
 	}
+	for k, vs := range h {
+		r.Header[k] = vs
+	}
 	rec := httptest.NewRecorder()
-	b.proxy.ServeHTTP(rec, r)
+	p.ServeHTTP(rec, r)
 	switch rec.Code {
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusForbidden:
@@ -291,6 +336,25 @@ func FuzzIdentityArrivesAsIssued(f *testing.F) {
 			}
 		}
 
+		// A client's own impersonation request, nested and direct: what
+		// the API server would decide given the same headers directly
+		// (extra keys lowercased, as it reads them), or a refusal; a user
+		// the last hop's rule accepts must get through.
+		if u.Name != "" {
+			asked := normal(u.Name, u.UID, u.Groups, lowerKeys(u.Extra))
+			for _, nested := range []bool{true, false} {
+				got, err := bed.ask(t, u, nested, upgrade)
+				deliverable := identityrule.Deliverable(&user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: lowerKeys(u.Extra)}) == nil &&
+					!groupsuffix.IsOriginalUserExtra(extraKey)
+				switch {
+				case err == nil && !got.same(asked):
+					t.Fatalf("impersonation request (nested %v) for %#v: the API server saw %#v, asked %#v", nested, u, got, asked)
+				case err != nil && deliverable:
+					t.Fatalf("impersonation request (nested %v) for %#v refused, though it arrives unchanged", nested, u)
+				}
+			}
+		}
+
 		// Certificates carry no extras: the exchange refuses such users.
 		cert, ok := bed.certFor(t, u)
 		if !ok {
@@ -317,6 +381,29 @@ func FuzzIdentityArrivesAsIssued(f *testing.F) {
 			t.Fatalf("certificate naming %#v: the API server saw %#v, the certificate says %#v", u, got, asCert)
 		}
 	})
+}
+
+// lowerKeys is extra with its keys in ASCII lower case, as the API server
+// reads an Impersonate-Extra- header's name.
+func lowerKeys(extra map[string][]string) map[string][]string {
+	if extra == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(extra))
+	for k, v := range extra {
+		out[asciiLower(k)] = v
+	}
+	return out
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // viaJSON is s as a JSON document carries it.

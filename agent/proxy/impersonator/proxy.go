@@ -317,6 +317,7 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 	}
 	if want != nil {
 		if err := setImpersonation(id, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra}); err != nil {
+			p.log().Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 			return
 		}
@@ -385,6 +386,11 @@ func (p *Proxy) target(r *http.Request, real user.Info) (user.Info, error) {
 	}
 	if key, reserved := reservedExtra(want.Extra); reserved {
 		return nil, &deniedError{msg: "the extra " + key + " is reserved for the impersonation proxy"}
+	}
+	// Refused before any SubjectAccessReview: setImpersonation would
+	// refuse it anyway, and the reviews cost the API server one each.
+	if err := identityrule.Deliverable(&user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra}); err != nil {
+		return nil, &deniedError{msg: "the impersonation proxy cannot name the requested user to the API server: its " + err.Error()}
 	}
 	if p.Authz == nil {
 		return nil, &deniedError{msg: "nested impersonation is not enabled on this proxy"}
