@@ -5,14 +5,16 @@
 #   unit              unit tests (race), the test tools' own tests, fuzzing
 #   e2e               the end-to-end tests on two real beds at once
 #   release-snapshot  the release rehearsal
-# The e2e beds spend most of their time waiting (for credentials to expire,
-# pods to roll), and the release rehearsal starts by building its tools and
-# compiling every binary for six platforms. So while e2e runs, the
-# rehearsal's tools are built and its binaries compiled in the background
-# (.ci/release-prep.sh) on idle CPU only (SCHED_IDLE): the beds' processes
-# always come first, and the rehearsal then finds it all in the caches.
-# The prep's failure fails nothing: the rehearsal builds what is missing,
-# and fails there, in its own words, if it cannot.
+# Much of that time a core is idle: check waits for module downloads, unit
+# for its slower tests, and the e2e beds for credentials to expire and pods
+# to roll. So from the start, in the background and on idle CPU only
+# (SCHED_IDLE: every stage's processes always come first), the test bed's
+# Kubernetes toolchain is built, then the release rehearsal's tools, then
+# every binary's packages for every platform it releases
+# (.ci/release-prep.sh). e2e and the rehearsal then find them built (e2e
+# waits for a toolchain build still under way rather than start another).
+# The background's failure fails nothing by itself: the stage that needs
+# what it did not build builds it, and fails there in its own words.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,30 +56,30 @@ stage() {
 	return "$rc"
 }
 
-stage check make --no-print-directory check
-stage unit make --no-print-directory unit
-
-prep_log=$(mktemp /tmp/pinniped-release-prep.XXXXXX.log)
+prep_log=$(mktemp /tmp/pinniped-background-builds.XXXXXX.log)
 prep_t0=$SECONDS
 # A process group of its own, so the report can stop all of it.
 set -m
-.ci/release-prep.sh >"$prep_log" 2>&1 &
+PINNIPED_HEAVY_BUILD=idle bash -c 'e2e/scripts/build-tools.sh >/dev/null && exec .ci/release-prep.sh' >"$prep_log" 2>&1 &
 prep_pid=$!
 set +m
+
+stage check make --no-print-directory check
+stage unit make --no-print-directory unit
 stage e2e make --no-print-directory e2e
 
-# What the prep did not finish while the beds ran is waited for here; its
-# time beside e2e's says how much of it the beds hid.
+# What the background did not finish by now is waited for here; its time
+# beside the stages' says how much of it they hid.
 wait_t0=$SECONDS
 prep_rc=0
 wait "$prep_pid" || prep_rc=$?
 prep_pid=
-names+=("  release tools and compiles (beside e2e)")
+names+=("  background builds (idle CPU)")
 times+=($((SECONDS - prep_t0)))
 if ((prep_rc == 0)); then
-	results+=("done; waited $(fmt $((SECONDS - wait_t0))) after e2e")
+	results+=("toolchain, release tools, compiles; waited $(fmt $((SECONDS - wait_t0))) after e2e")
 else
-	results+=("failed (exit $prep_rc; the rehearsal builds what is missing): see below")
+	results+=("failed (exit $prep_rc; the stages build what is missing): see below")
 	tail -n 20 "$prep_log" >&2
 fi
 rm -f "$prep_log"

@@ -25,6 +25,12 @@ k8s_version="$(cd "$tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 key="$(cd "$tools" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 bin="$cache/bin/$k8s_version-$key"
 mkdir -p "$bin"
+# One build of a toolchain at a time: make test starts this early in the
+# background on idle CPU (.ci/test.sh), and e2e/run.sh's own call then waits
+# here for it to finish (getting the CPU the wait leaves free) instead of
+# building the same binaries again beside it.
+exec 9>"$bin/.build.lock"
+flock 9
 
 # Heavy builds take turns on this 2-core machine: each build below runs under
 # the heavy-build lock (.ci/heavy-build.sh).
