@@ -434,7 +434,9 @@ func TestAgentReplicaKilledUnderLoad(t *testing.T) {
 	// exchange ("getting credentials"), which retries and must not fail.
 	// kubectl prints a failed POST as "Unable to connect to the server:"
 	// and the transport's error, without the URL.
-	inFlight := regexp.MustCompile(`(?m)^Unable to connect to the server: (EOF|unexpected EOF|read tcp \S+: read: connection reset by peer|http2: client connection lost)$`)
+	// A write to a socket the killed process's kernel reset fails with
+	// EPIPE ("broken pipe") or ECONNRESET, a read with ECONNRESET or EOF.
+	inFlight := regexp.MustCompile(`(?m)^Unable to connect to the server: (EOF|unexpected EOF|(read|write) tcp \S+: (read|write): (connection reset by peer|broken pipe)|http2: client connection lost)$`)
 	excusedPerKill := map[int]int{}
 	excused := func(f loadFailure) string {
 		if Bed.Config().Profile != testbed.ProfileManaged || strings.Contains(f.stderr, "getting credentials") {
