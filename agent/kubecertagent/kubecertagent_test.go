@@ -1,8 +1,13 @@
 package kubecertagent
 
 import (
+	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -178,5 +185,39 @@ func TestHelperMountsOnlyTheSigningFiles(t *testing.T) {
 	d, _ = kube.AppsV1().Deployments("pinniped").Get(context.Background(), "pinniped-kube-cert-agent", metav1.GetOptions{})
 	if *d.Spec.Replicas != 1 || len(d.Spec.Template.Spec.Volumes) != 2 {
 		t.Fatalf("the helper did not come back: %+v", d.Spec)
+	}
+}
+
+// An API server (or a proxy in front of it) that cannot upgrade exec to
+// WebSocket is asked again over SPDY, as kubectl does. client-go names
+// that refusal with k8s.io/streaming's error type; a check against
+// apimachinery's older copy of the type never matches, and the helper's
+// files could not be read on such a cluster.
+func TestExecFallsBackToSPDYWhenWebSocketIsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+strings.ToLower(r.Header.Get("Upgrade")))
+		mu.Unlock()
+		http.Error(w, "no upgrades here", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{Kube: kube, Rest: cfg, Namespace: "pinniped"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := a.exec(ctx, "helper", []string{"cat", "/ca.crt"}, &stdout, &stderr); err == nil {
+		t.Fatal("exec succeeded against a server that upgrades nothing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, []string{"GET websocket", "POST spdy/3.1"}) {
+		t.Fatalf("requests: %q, want a WebSocket GET and then a SPDY POST", seen)
 	}
 }

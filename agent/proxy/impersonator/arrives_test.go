@@ -19,9 +19,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
+	kubeimpersonation "k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
@@ -71,15 +73,25 @@ func (s seen) same(o seen) bool {
 
 // apiServer is an upstream that reads impersonation exactly as
 // kube-apiserver does (k8s.io/apiserver's own filter, behind Go's HTTP/1.1
-// and HTTP/2 servers) and answers with whom it would serve.
-func apiServer(t testing.TB) *httptest.Server {
+// and HTTP/2 servers) and answers with whom it would serve. constrained
+// picks the filter of Kubernetes 1.36 and later, where constrained
+// impersonation is on by default; the legacy one otherwise.
+func apiServer(t testing.TB, constrained bool) *httptest.Server {
 	t.Helper()
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, _ := request.UserFrom(r.Context())
 		_ = json.NewEncoder(w).Encode(seen{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra(), Proto: r.ProtoMajor})
 	})
 	codecs := serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
-	impersonation := filters.WithImpersonation(echo, allowAll{}, codecs)
+	var impersonation http.Handler
+	if constrained {
+		// Its authorization checks name the request's verb and resource,
+		// so it needs the request's info, as in kube-apiserver's chain.
+		impersonation = filters.WithRequestInfo(kubeimpersonation.WithConstrainedImpersonation(echo, allowAll{}, codecs),
+			&request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")})
+	} else {
+		impersonation = kubeimpersonation.WithImpersonation(echo, allowAll{}, codecs)
+	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The proxy's own ServiceAccount, authenticated by its token.
 		sa := &user.DefaultInfo{Name: "system:serviceaccount:pinniped:impersonation-proxy", Groups: []string{user.AllAuthenticated}}
@@ -111,9 +123,9 @@ type arrivalBed struct {
 	alice  string
 }
 
-func newArrivalBed(t testing.TB) *arrivalBed {
+func newArrivalBed(t testing.TB, constrained bool) *arrivalBed {
 	t.Helper()
-	srv := apiServer(t)
+	srv := apiServer(t, constrained)
 	h2 := srv.Client().Transport.(*http.Transport)
 	h1 := h2.Clone()
 	h1.ForceAttemptHTTP2 = false
@@ -304,83 +316,90 @@ func FuzzIdentityArrivesAsIssued(f *testing.F) {
 			f.Add(s.name, s.uid, s.groups, s.extraKey, s.extraValue, upgrade)
 		}
 	}
-	bed := newArrivalBed(f)
+	beds := []*arrivalBed{newArrivalBed(f, false), newArrivalBed(f, true)}
 	f.Fuzz(func(t *testing.T, name, uid, groups, extraKey, extraValue string, upgrade bool) {
-		u := &user.DefaultInfo{Name: name, UID: uid}
-		if groups != "" {
-			u.Groups = strings.Split(groups, "\n")
-		}
-		if extraKey != "" || extraValue != "" {
-			u.Extra = map[string][]string{extraKey: {extraValue}}
-		}
-		direct := normal(u.Name, u.UID, u.Groups, u.Extra)
-		accepted := identityrule.External(u) == nil
-
-		// What the exchange hands out: a proxy token, signed only for a
-		// user the rule accepts, as clustercred.Token does.
-		if proxytoken.CheckUser(u) == nil {
-			tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
-			if err == nil {
-				got, err := bed.send(t, nil, tok, upgrade)
-				if err != nil || !got.same(direct) {
-					t.Fatalf("proxy token for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
-				}
-			}
-		}
-		// A token whose signer skipped the rule (an older agent, a bug):
-		// the proxy refuses it or delivers what it carries unchanged (its
-		// JSON has made invalid UTF-8 into U+FFFD).
-		if tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now()); err == nil {
-			if got, err := bed.send(t, nil, tok, upgrade); err == nil && !got.same(viaJSON(t, direct)) {
-				t.Fatalf("unchecked proxy token for %#v: the API server saw %#v, the token carries %#v", u, got, viaJSON(t, direct))
-			}
-		}
-
-		// A client's own impersonation request, nested and direct: what
-		// the API server would decide given the same headers directly
-		// (extra keys lowercased, as it reads them), or a refusal; a user
-		// the last hop's rule accepts must get through.
-		if u.Name != "" {
-			asked := normal(u.Name, u.UID, u.Groups, lowerKeys(u.Extra))
-			for _, nested := range []bool{true, false} {
-				got, err := bed.ask(t, u, nested, upgrade)
-				deliverable := identityrule.Deliverable(&user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: lowerKeys(u.Extra)}) == nil &&
-					!groupsuffix.IsOriginalUserExtra(extraKey)
-				switch {
-				case err == nil && !got.same(asked):
-					t.Fatalf("impersonation request (nested %v) for %#v: the API server saw %#v, asked %#v", nested, u, got, asked)
-				case err != nil && deliverable:
-					t.Fatalf("impersonation request (nested %v) for %#v refused, though it arrives unchanged", nested, u)
-				}
-			}
-		}
-
-		// Certificates carry no extras: the exchange refuses such users.
-		cert, ok := bed.certFor(t, u)
-		if !ok {
-			return
-		}
-		// What kube-apiserver reads from the certificate itself.
-		asCert := normal(cert.Subject.CommonName, certUID(cert), cert.Subject.Organization, nil)
-		if accepted && len(u.Extra) == 0 {
-			if !asCert.same(direct) {
-				t.Fatalf("certificate for %#v reads as %#v, the identity is %#v", u, asCert, direct)
-			}
-			got, err := bed.send(t, cert, "", upgrade)
-			if err != nil || !got.same(direct) {
-				t.Fatalf("certificate for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
-			}
-			return
-		}
-		// Any certificate the proxy trusts (the cluster's own CA's may name
-		// anyone): refused, or delivered as the API server reads it.
-		if slices.Contains(cert.Subject.Organization, user.AllUnauthenticated) {
-			return // the API server's own group handling differs there; not an identity a CA issues
-		}
-		if got, err := bed.send(t, cert, "", upgrade); err == nil && !got.same(asCert) {
-			t.Fatalf("certificate naming %#v: the API server saw %#v, the certificate says %#v", u, got, asCert)
+		for _, bed := range beds {
+			arrivesAsIssued(t, bed, name, uid, groups, extraKey, extraValue, upgrade)
 		}
 	})
+}
+
+func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey, extraValue string, upgrade bool) {
+	t.Helper()
+	u := &user.DefaultInfo{Name: name, UID: uid}
+	if groups != "" {
+		u.Groups = strings.Split(groups, "\n")
+	}
+	if extraKey != "" || extraValue != "" {
+		u.Extra = map[string][]string{extraKey: {extraValue}}
+	}
+	direct := normal(u.Name, u.UID, u.Groups, u.Extra)
+	accepted := identityrule.External(u) == nil
+
+	// What the exchange hands out: a proxy token, signed only for a
+	// user the rule accepts, as clustercred.Token does.
+	if proxytoken.CheckUser(u) == nil {
+		tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
+		if err == nil {
+			got, err := bed.send(t, nil, tok, upgrade)
+			if err != nil || !got.same(direct) {
+				t.Fatalf("proxy token for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
+			}
+		}
+	}
+	// A token whose signer skipped the rule (an older agent, a bug):
+	// the proxy refuses it or delivers what it carries unchanged (its
+	// JSON has made invalid UTF-8 into U+FFFD).
+	if tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now()); err == nil {
+		if got, err := bed.send(t, nil, tok, upgrade); err == nil && !got.same(viaJSON(t, direct)) {
+			t.Fatalf("unchecked proxy token for %#v: the API server saw %#v, the token carries %#v", u, got, viaJSON(t, direct))
+		}
+	}
+
+	// A client's own impersonation request, nested and direct: what
+	// the API server would decide given the same headers directly
+	// (extra keys lowercased, as it reads them), or a refusal; a user
+	// the last hop's rule accepts must get through.
+	if u.Name != "" {
+		asked := normal(u.Name, u.UID, u.Groups, lowerKeys(u.Extra))
+		for _, nested := range []bool{true, false} {
+			got, err := bed.ask(t, u, nested, upgrade)
+			deliverable := identityrule.Deliverable(&user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: lowerKeys(u.Extra)}) == nil &&
+				!groupsuffix.IsOriginalUserExtra(extraKey)
+			switch {
+			case err == nil && !got.same(asked):
+				t.Fatalf("impersonation request (nested %v) for %#v: the API server saw %#v, asked %#v", nested, u, got, asked)
+			case err != nil && deliverable:
+				t.Fatalf("impersonation request (nested %v) for %#v refused, though it arrives unchanged", nested, u)
+			}
+		}
+	}
+
+	// Certificates carry no extras: the exchange refuses such users.
+	cert, ok := bed.certFor(t, u)
+	if !ok {
+		return
+	}
+	// What kube-apiserver reads from the certificate itself.
+	asCert := normal(cert.Subject.CommonName, certUID(cert), cert.Subject.Organization, nil)
+	if accepted && len(u.Extra) == 0 {
+		if !asCert.same(direct) {
+			t.Fatalf("certificate for %#v reads as %#v, the identity is %#v", u, asCert, direct)
+		}
+		got, err := bed.send(t, cert, "", upgrade)
+		if err != nil || !got.same(direct) {
+			t.Fatalf("certificate for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
+		}
+		return
+	}
+	// Any certificate the proxy trusts (the cluster's own CA's may name
+	// anyone): refused, or delivered as the API server reads it.
+	if slices.Contains(cert.Subject.Organization, user.AllUnauthenticated) {
+		return // the API server's own group handling differs there; not an identity a CA issues
+	}
+	if got, err := bed.send(t, cert, "", upgrade); err == nil && !got.same(asCert) {
+		t.Fatalf("certificate naming %#v: the API server saw %#v, the certificate says %#v", u, got, asCert)
+	}
 }
 
 // lowerKeys is extra with its keys in ASCII lower case, as the API server
@@ -437,34 +456,36 @@ func certUID(c *x509.Certificate) string {
 // without it (Verify refuses it, 401) and a certificate of a CA the proxy
 // trusts (the last hop refuses it, 403), on both upstream hops.
 func TestLookalikeIdentityIsRefused(t *testing.T) {
-	bed := newArrivalBed(t)
-	for _, u := range []*user.DefaultInfo{
-		{Name: "alice", Groups: []string{" system:masters"}},
-		{Name: "alice", Groups: []string{"\tsystem:masters"}},
-		{Name: " system:kube-controller-manager"},
-		{Name: "alice ", Groups: []string{"admins"}},
-		{Name: "alice", Groups: []string{"admins "}},
-		{Name: "alice", UID: "1234 "},
-		{Name: "alice", Extra: map[string][]string{"example.com/tenant": {" acme"}}},
-		{Name: "alice", Extra: map[string][]string{"Example.com/tenant": {"acme"}}},
-	} {
-		for _, upgrade := range []bool{false, true} {
-			tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, err := bed.send(t, nil, tok, upgrade); !errors.Is(err, errRefused) {
-				t.Errorf("token for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
-			}
-			if len(u.Extra) > 0 {
-				continue
-			}
-			cert, ok := bed.certFor(t, u)
-			if !ok {
-				t.Fatalf("no certificate for %q", u)
-			}
-			if got, err := bed.send(t, cert, "", upgrade); !errors.Is(err, errRefused) {
-				t.Errorf("certificate for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
+	for _, constrained := range []bool{false, true} {
+		bed := newArrivalBed(t, constrained)
+		for _, u := range []*user.DefaultInfo{
+			{Name: "alice", Groups: []string{" system:masters"}},
+			{Name: "alice", Groups: []string{"\tsystem:masters"}},
+			{Name: " system:kube-controller-manager"},
+			{Name: "alice ", Groups: []string{"admins"}},
+			{Name: "alice", Groups: []string{"admins "}},
+			{Name: "alice", UID: "1234 "},
+			{Name: "alice", Extra: map[string][]string{"example.com/tenant": {" acme"}}},
+			{Name: "alice", Extra: map[string][]string{"Example.com/tenant": {"acme"}}},
+		} {
+			for _, upgrade := range []bool{false, true} {
+				tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := bed.send(t, nil, tok, upgrade); !errors.Is(err, errRefused) {
+					t.Errorf("token for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
+				}
+				if len(u.Extra) > 0 {
+					continue
+				}
+				cert, ok := bed.certFor(t, u)
+				if !ok {
+					t.Fatalf("no certificate for %q", u)
+				}
+				if got, err := bed.send(t, cert, "", upgrade); !errors.Is(err, errRefused) {
+					t.Errorf("certificate for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
+				}
 			}
 		}
 	}

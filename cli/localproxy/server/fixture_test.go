@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/client-go/rest"
 	clientspdy "k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
@@ -271,7 +271,7 @@ func (p *localProxy) spdyConnect(t testing.TB) httpstream.Connection {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, proto, err := clientspdy.Negotiate(upgrader, &http.Client{Transport: rt}, req, "test.v1")
+	conn, proto, err := clientspdy.NegotiateStreaming(upgrader, &http.Client{Transport: rt}, req, "test.v1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"

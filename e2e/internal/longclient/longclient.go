@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // Options says where the client works.
@@ -427,7 +427,7 @@ func (c *client) forward(websocket bool) func(context.Context, func()) error {
 			return fmt.Errorf("dialer: %w", err)
 		}
 		stop, ready := make(chan struct{}), make(chan struct{})
-		fw, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", c.o.Port)}, stop, ready, io.Discard, io.Discard)
+		fw, err := portforward.NewOnAddressesForStreaming(d, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", c.o.Port)}, stop, ready, io.Discard, io.Discard)
 		if err != nil {
 			return fmt.Errorf("forwarder: %w", err)
 		}
@@ -509,11 +509,11 @@ func (c *client) get(ctx context.Context, alive func()) error {
 // since 1.31).
 func (c *client) dialer(u *url.URL, websocket bool) (httpstream.Dialer, error) {
 	if websocket {
-		return portforward.NewSPDYOverWebsocketDialer(u, c.cfg)
+		return portforward.NewSPDYOverWebsocketDialerForStreaming(u, c.cfg)
 	}
 	rt, upgrader, err := spdy.RoundTripperFor(c.cfg)
 	if err != nil {
 		return nil, err
 	}
-	return spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), nil
+	return spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), nil
 }
