@@ -10,9 +10,11 @@ import (
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	authenticationcel "k8s.io/apiserver/pkg/authentication/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
 )
 
@@ -53,7 +55,17 @@ type compiler struct {
 	estimates map[string]uint64 // by variable and expression
 }
 
-var sharedCompiler = sync.OnceValue(authenticationcel.NewDefaultCompiler)
+var sharedCompiler = sync.OnceValue(func() authenticationcel.Compiler {
+	return authenticationcel.NewCompiler(environment.MustBaseEnvSet(celVersion))
+})
+
+// celVersion is the CEL environment claim rules compile in: the one the
+// agent's libraries before Kubernetes 1.37's had (kube-apiserver's own
+// default is its previous minor, so its rules survive a rollback of one).
+// Moving it on makes rules valid that an agent rolled back refuses, which
+// would break their authenticator mid-upgrade: move it only when no
+// release an upgrade can come from has an older one.
+var celVersion = version.MajorMinor(1, 33)
 
 func (c *compiler) CompileClaimsExpression(e authenticationcel.ExpressionAccessor) (authenticationcel.CompilationResult, error) {
 	res, err := sharedCompiler().CompileClaimsExpression(e)
