@@ -26,7 +26,7 @@ endif
 endif
 endif
 
-.PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
+.PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e e2e-matrix demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build
 
@@ -91,6 +91,12 @@ unit:
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:
 	@if [ -x e2e/run.sh ]; then e2e/run.sh; else echo "e2e: no test bed yet (e2e/run.sh missing)"; fi
+
+## e2e-matrix: the core end-to-end checks on every Kubernetes minor the bed has (e2e/tools/kube),
+##   both profiles, one bed at a time; prints versions x checks and writes docs/tested-versions.md.
+##   Hours, not in make test; resumable per commit (see e2e/matrix.sh for its knobs)
+e2e-matrix:
+	e2e/matrix.sh
 
 ## bench-exchange: TokenCredentialRequest load through the real API server, ours beside a second
 ##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory

@@ -24,9 +24,9 @@ fi
 say "System packages (apt, only what is missing)"
 e2e/scripts/install-deps.sh
 
-say "Toolchain: Kubernetes v1.34, etcd, Dex (built once, then cached)"
+say "Toolchain: Kubernetes (PINNIPED_E2E_KUBE_VERSION, else the newest), etcd, Dex (built once per version, then cached)"
 bindir="$(e2e/scripts/build-tools.sh | tail -n1)"
-echo "    $bindir"
+echo "    $("$bindir/kube-apiserver" --version) in $bindir"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,16 @@ func testMain(m *testing.M) int {
 		if want := os.Getenv(testbed.EnvProfile); want != "" && want != bed.Config().Profile {
 			return failMain(fmt.Errorf("test bed %q is up with profile %s but %s=%s: tear it down (go run ./e2e/cmd/testbed down --name %s) or use another %s",
 				cfg.Name, bed.Config().Profile, testbed.EnvProfile, want, cfg.Name, testbed.EnvName))
+		}
+		// A bed of another Kubernetes would have its results taken for
+		// this one's (the version matrix runs one after another).
+		if want := cfg.KubeMinor; want != "" && !strings.HasPrefix(bed.Config().KubeVersion, "v"+want+".") {
+			return failMain(fmt.Errorf("test bed %q is up with Kubernetes %s but %s=%s: tear it down (go run ./e2e/cmd/testbed down --name %s) or use another %s",
+				cfg.Name, bed.Config().KubeVersion, testbed.EnvKubeVersion, want, cfg.Name, testbed.EnvName))
+		}
+		if want, err := filepath.EvalSymlinks(cfg.BinDir); err == nil && os.Getenv(testbed.EnvBinDir) != "" && want != bed.Config().BinDir {
+			return failMain(fmt.Errorf("test bed %q is up with the toolchain in %s but %s=%s: tear it down (go run ./e2e/cmd/testbed down --name %s) or use another %s",
+				cfg.Name, bed.Config().BinDir, testbed.EnvBinDir, cfg.BinDir, cfg.Name, testbed.EnvName))
 		}
 		_, statErr := os.Stat(marker)
 		owned = statErr == nil

@@ -95,8 +95,13 @@ func TestNodeReady(t *testing.T) {
 	if !ready {
 		t.Fatalf("node %s is not Ready: %+v", n.Name, n.Status.Conditions)
 	}
-	if got := n.Status.NodeInfo.KubeletVersion; !strings.HasPrefix(got, "v1.34.") {
-		t.Errorf("kubelet version %q, want v1.34.x", got)
+	// The bed runs the toolchain's release, the one asked for
+	// (PINNIPED_E2E_KUBE_VERSION) or the newest.
+	if got, want := n.Status.NodeInfo.KubeletVersion, cfg.KubeVersion; got != want || want == "" {
+		t.Errorf("kubelet version %q, want the toolchain's %q", got, want)
+	}
+	if v, err := Client(t).Discovery().ServerVersion(); err != nil || v.GitVersion != cfg.KubeVersion {
+		t.Errorf("API server version %+v (%v), want %s", v, err, cfg.KubeVersion)
 	}
 	// The profile decides whether the control plane is visible as on kubeadm clusters.
 	_, hasRole := n.Labels["node-role.kubernetes.io/control-plane"]

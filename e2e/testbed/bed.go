@@ -145,6 +145,11 @@ func prepare(cfg Config, log io.Writer) (*Bed, error) {
 	if bd, err := filepath.EvalSymlinks(cfg.BinDir); err == nil {
 		cfg.BinDir = bd
 	}
+	v, err := cfg.readKubeVersion()
+	if err != nil {
+		return nil, err
+	}
+	cfg.KubeVersion = v
 	b := &Bed{cfg: cfg, exited: map[string]chan struct{}{}, log: log}
 	for _, d := range []string{cfg.StateDir, cfg.LogDir(), cfg.PIDDir(), cfg.StaticPodDir(), cfg.KubeletRootDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -9,11 +9,15 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // Profiles select where kube-controller-manager runs.
@@ -34,6 +38,13 @@ type Config struct {
 	Profile  string // ProfileKubeadm or ProfileManaged
 	StateDir string // everything the bed owns; removed by Down
 	BinDir   string // etcd, kube-*, dex, pause (see e2e/scripts/build-tools.sh)
+	// KubeMinor is the Kubernetes minor asked for ("1.35"), empty for the
+	// default toolchain's; KubeVersion is the release the toolchain in
+	// BinDir is (v1.35.4), read from its kube-apiserver when the bed comes
+	// up. What differs between versions (configuration API versions,
+	// flags) follows KubeVersion.
+	KubeMinor   string `json:",omitempty"`
+	KubeVersion string `json:",omitempty"`
 
 	NodeIP      string // on a port-less bridge inside the netns; not loopback (kubelet rejects it)
 	ServiceCIDR string
@@ -59,6 +70,9 @@ const (
 	EnvStateDir = "PINNIPED_E2E_STATE_DIR"
 	EnvBinDir   = "PINNIPED_E2E_BIN_DIR"
 	EnvCache    = "PINNIPED_E2E_CACHE"
+	// EnvKubeVersion picks the Kubernetes minor ("1.35"): the toolchain
+	// e2e/scripts/build-tools.sh built for it, unless EnvBinDir names one.
+	EnvKubeVersion = "PINNIPED_E2E_KUBE_VERSION"
 )
 
 // DefaultCacheDir is where build-tools.sh puts binaries and where image tarballs are cached.
@@ -78,7 +92,7 @@ func ConfigFromEnv() Config {
 	c := Config{
 		Name:             getenv(EnvName, "e2e"),
 		Profile:          getenv(EnvProfile, ProfileKubeadm),
-		BinDir:           getenv(EnvBinDir, filepath.Join(DefaultCacheDir(), "bin", "current")),
+		KubeMinor:        strings.TrimPrefix(os.Getenv(EnvKubeVersion), "v"),
 		NodeIP:           "10.99.0.1",
 		ServiceCIDR:      "10.96.0.0/16",
 		PodCIDR:          "10.244.0.0/24",
@@ -91,6 +105,7 @@ func ConfigFromEnv() Config {
 		DirectIssuerPort: 5559,
 	}
 	c.StateDir = getenv(EnvStateDir, filepath.Join("/var/lib/pinniped-e2e", c.Name))
+	c.BinDir = getenv(EnvBinDir, ToolchainDir(c.KubeMinor))
 	for env, p := range map[string]*int{"PINNIPED_E2E_APISERVER_PORT": &c.APIServerPort, "PINNIPED_E2E_ETCD_PORT": &c.EtcdPort, "PINNIPED_E2E_DEX_PORT": &c.DexPort, "PINNIPED_E2E_SUPERVISOR_PORT": &c.SupervisorPort, "PINNIPED_E2E_OIDCOP_PORT": &c.OIDCOPPort, "PINNIPED_E2E_DIRECT_ISSUER_PORT": &c.DirectIssuerPort} {
 		if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
 			*p = v
@@ -100,6 +115,50 @@ func ConfigFromEnv() Config {
 		c.NodeIP = v
 	}
 	return c
+}
+
+// ToolchainDir is where e2e/scripts/build-tools.sh links the toolchain of
+// a Kubernetes minor ("1.35"), or of the default one for "".
+func ToolchainDir(minor string) string {
+	name := "current"
+	if minor != "" {
+		name += "-" + minor
+	}
+	return filepath.Join(DefaultCacheDir(), "bin", name)
+}
+
+var minorRE = regexp.MustCompile(`^1\.[0-9]+$`)
+
+// kubeVersionRE reads `kube-apiserver --version`: "Kubernetes v1.37.2".
+var kubeVersionRE = regexp.MustCompile(`^Kubernetes (v1\.([0-9]+)\.[0-9]+\S*)\s*$`)
+
+// KubeMinorNumber is KubeVersion's minor (37 for v1.37.2), 0 when unknown.
+func (c Config) KubeMinorNumber() int {
+	m := kubeVersionRE.FindStringSubmatch("Kubernetes " + c.KubeVersion)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[2])
+	return n
+}
+
+// readKubeVersion asks the toolchain's kube-apiserver which release it is,
+// and checks it is the minor asked for.
+func (c Config) readKubeVersion() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kube-apiserver"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("kube-apiserver --version in %s: %w", c.BinDir, err)
+	}
+	m := kubeVersionRE.FindStringSubmatch(string(out))
+	if m == nil {
+		return "", fmt.Errorf("kube-apiserver in %s says %q, not a Kubernetes release: rebuild the toolchain (e2e/scripts/build-tools.sh)", c.BinDir, strings.TrimSpace(string(out)))
+	}
+	if c.KubeMinor != "" && !strings.HasPrefix(m[1], "v"+c.KubeMinor+".") {
+		return "", fmt.Errorf("the toolchain in %s is Kubernetes %s, not %s: run PINNIPED_E2E_KUBE_VERSION=%s e2e/scripts/build-tools.sh", c.BinDir, m[1], c.KubeMinor, c.KubeMinor)
+	}
+	return m[1], nil
 }
 
 func getenv(k, def string) string {
@@ -118,6 +177,9 @@ func (c Config) Validate() error {
 	}
 	if c.Profile != ProfileKubeadm && c.Profile != ProfileManaged {
 		return fmt.Errorf("profile %q: want %q or %q", c.Profile, ProfileKubeadm, ProfileManaged)
+	}
+	if c.KubeMinor != "" && !minorRE.MatchString(c.KubeMinor) {
+		return fmt.Errorf("kubernetes version %q: want a minor such as 1.35 (%s)", c.KubeMinor, EnvKubeVersion)
 	}
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("state dir %q must be absolute", c.StateDir)

@@ -265,7 +265,13 @@ rules:
 	if err != nil {
 		return err
 	}
-	files["apiserver/authentication-config.yaml"] = fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+	// Structured authentication is GA, apiserver.config.k8s.io/v1, from
+	// Kubernetes 1.34; v1beta1 before.
+	authnAPI := "v1"
+	if cfg.KubeMinorNumber() < 34 {
+		authnAPI = "v1beta1"
+	}
+	files["apiserver/authentication-config.yaml"] = fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/%s
 kind: AuthenticationConfiguration
 jwt:
 - issuer:
@@ -273,7 +279,7 @@ jwt:
     audiences: [%s]
     certificateAuthority: %q
   claimMappings:
-%s`, cfg.DirectIssuer(), DirectAudience, string(bedCA), indent(DirectClaimMappings, "    "))
+%s`, authnAPI, cfg.DirectIssuer(), DirectAudience, string(bedCA), indent(DirectClaimMappings, "    "))
 
 	for name, content := range files {
 		p := filepath.Join(cfg.StateDir, name)

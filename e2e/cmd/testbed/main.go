@@ -10,7 +10,7 @@
 //	testbed token   [flags] [--user EMAIL] [--claims]  log in to the bed's Dex (password grant), print the ID token
 //	testbed dex-proxy [flags] [--listen 127.0.0.1:5556] serve the bed's Dex at https://localhost:PORT on this machine
 //
-// Flags (or PINNIPED_E2E_* variables): --name, --profile kubeadm|managed, --state-dir, --bin-dir.
+// Flags (or PINNIPED_E2E_* variables): --name, --profile kubeadm|managed, --kube-version, --state-dir, --bin-dir.
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
@@ -36,6 +37,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: testbed up|down|status|env|shell|exec|image [flags]
   --name NAME          bed name (default $PINNIPED_E2E_NAME or "e2e")
   --profile PROFILE    kubeadm (kcm as static pod) or managed (kcm as host process)
+  --kube-version 1.N   Kubernetes minor (default $PINNIPED_E2E_KUBE_VERSION, else the newest): the toolchain
+                       PINNIPED_E2E_KUBE_VERSION=1.N e2e/scripts/build-tools.sh built, $PINNIPED_E2E_CACHE/bin/current-1.N
   --state-dir DIR      state directory (default /var/lib/pinniped-e2e/NAME)
   --bin-dir DIR        toolchain (default $PINNIPED_E2E_CACHE/bin/current, from e2e/scripts/build-tools.sh)
 exec: testbed exec [flags] -- COMMAND [ARGS...]
@@ -56,7 +59,8 @@ func run() int {
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "bed name")
 	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "kubeadm or managed")
 	stateDir := fs.String("state-dir", "", "state directory")
-	fs.StringVar(&cfg.BinDir, "bin-dir", cfg.BinDir, "toolchain directory")
+	binDir := fs.String("bin-dir", "", "toolchain directory")
+	fs.StringVar(&cfg.KubeMinor, "kube-version", cfg.KubeMinor, "Kubernetes minor, e.g. 1.35")
 	binary := fs.String("binary", "", "image: static binary")
 	tag := fs.String("tag", "", "image: image reference")
 	user := fs.String("user", testbed.DexUsers[0].Email, "token: Dex user")
@@ -65,6 +69,14 @@ func run() int {
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		usage()
 		return 2
+	}
+	// A toolchain given neither by flag nor env follows the (possibly
+	// flag-given) version.
+	cfg.KubeMinor = strings.TrimPrefix(cfg.KubeMinor, "v")
+	if *binDir != "" {
+		cfg.BinDir = *binDir
+	} else if os.Getenv(testbed.EnvBinDir) == "" {
+		cfg.BinDir = testbed.ToolchainDir(cfg.KubeMinor)
 	}
 	// A state dir given neither by flag nor env follows the (possibly flag-given) name.
 	if *stateDir != "" {
