@@ -6,7 +6,7 @@
 #
 # It reuses nothing the tests depend on, with one exception it says out loud: the test
 # bed's Kubernetes toolchain (kube-apiserver, kubelet, etcd, Dex; ~15 minutes cold),
-# which is built from its own module (e2e/tools) and keyed by that module's go.sum.
+# which is built from the Go modules in e2e/tools and keyed by their go.mod and go.sum.
 #   PINNIPED_FRESH_TOOLCHAIN=reuse (default)  reuse $HOME/.cache/pinniped-e2e if it exists
 #   PINNIPED_FRESH_TOOLCHAIN=cold             build the toolchain too, in the empty HOME
 #   PINNIPED_FRESH_TOOLCHAIN=/some/dir        use that toolchain cache

@@ -104,8 +104,12 @@ func testMain(m *testing.M) int {
 		// A bed of another Kubernetes would have its results taken for
 		// this one's (the version matrix runs one after another).
 		if want := cfg.KubeMinor; want != "" && !strings.HasPrefix(bed.Config().KubeVersion, "v"+want+".") {
+			have := bed.Config().KubeVersion
+			if have == "" {
+				have = "of a version it did not record"
+			}
 			return failMain(fmt.Errorf("test bed %q is up with Kubernetes %s but %s=%s: tear it down (go run ./e2e/cmd/testbed down --name %s) or use another %s",
-				cfg.Name, bed.Config().KubeVersion, testbed.EnvKubeVersion, want, cfg.Name, testbed.EnvName))
+				cfg.Name, have, testbed.EnvKubeVersion, want, cfg.Name, testbed.EnvName))
 		}
 		if want, err := filepath.EvalSymlinks(cfg.BinDir); err == nil && os.Getenv(testbed.EnvBinDir) != "" && want != bed.Config().BinDir {
 			return failMain(fmt.Errorf("test bed %q is up with the toolchain in %s but %s=%s: tear it down (go run ./e2e/cmd/testbed down --name %s) or use another %s",

@@ -4,7 +4,7 @@
 # time (the figures and timings of one run must not skew another's), then
 # one table, versions x checks, with the commit and the date.
 #
-# It takes hours (a toolchain build of ~10 min per minor the first time, then
+# It takes hours (a toolchain build of 10-14 min per minor the first time, then
 # ~10-15 min per minor and profile), so it stays out of `make test` and is
 # resumable: each (minor, profile) run's result is kept under
 # $PINNIPED_MATRIX_DIR/<commit>/ and a run that passed is not repeated for the
@@ -43,13 +43,27 @@ run_re="^($(
 	echo "${checks[*]}"
 ))\$"
 
-commit=$(git rev-parse --short=12 HEAD)
-if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
-	commit="$commit-dirty"
+# The results are kept per state of the code they ran on: the last commit
+# of everything but the table this writes (committing the table must not
+# make the next run start again), plus a hash of uncommitted changes.
+table=docs/tested-versions.md
+commit=$(git log -1 --format=%h --abbrev=12 -- . ":!$table")
+if [[ -n $(git status --porcelain --untracked-files=no -- . ":!$table") ]]; then
+	commit="$commit-dirty-$(git diff HEAD -- . ":!$table" | sha256sum | cut -c1-12)"
 fi
 dir="${PINNIPED_MATRIX_DIR:-/var/lib/pinniped-e2e/matrix}/$commit"
 mkdir -p "$dir"
-versions=${PINNIPED_MATRIX_VERSIONS:-$(cd e2e/tools/kube && ls -d 1.* | sort -V)}
+versions=${PINNIPED_MATRIX_VERSIONS:-$(cd e2e/tools/kube && echo 1.* | tr ' ' '\n' | sort -V)}
+checked=
+for v in $versions; do
+	v=${v#v}
+	if [[ ! -f e2e/tools/kube/$v/go.mod ]]; then
+		echo "e2e/matrix.sh: Kubernetes $v: no toolchain; the minors are: $(cd e2e/tools/kube && echo 1.*)" >&2
+		exit 2
+	fi
+	checked+="$v "
+done
+versions=$checked
 profiles=${PINNIPED_MATRIX_PROFILES:-kubeadm managed}
 start=$SECONDS
 status=0
@@ -89,5 +103,5 @@ for v in $versions; do
 done
 echo "e2e/matrix.sh: done in $((SECONDS - start))s" >&2
 go run ./e2e/cmd/matrixtable --dir "$dir" --commit "$commit" --versions "$versions" --profiles "$profiles" \
-	--checks "${checks[*]}" --markdown "${PINNIPED_MATRIX_TABLE:-docs/tested-versions.md}"
+	--checks "${checks[*]}" --kube-dir e2e/tools/kube --markdown "${PINNIPED_MATRIX_TABLE:-$table}"
 exit $status

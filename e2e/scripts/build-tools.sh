@@ -5,7 +5,7 @@
 # e2e/tools/kube/<minor>, and what every version shares (etcd and pause from
 # e2e/tools; Dex, the test Supervisor and oidcop from modules of their own).
 # Each part is cached under its own version and a hash of its module, so only
-# the first run of a version pays its build (about 8 minutes).
+# the first run of a version pays its build (10-14 minutes on 2 cores).
 #
 # Prints the binary directory on the last line of stdout.
 #   PINNIPED_E2E_KUBE_VERSION  the Kubernetes minor, e.g. 1.35 (default: the
@@ -41,11 +41,13 @@ k8s_version="$(cd "$kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 shared="$cache/shared/$(cd "$tools" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 bin="$cache/bin/$k8s_version-$(cd "$kube" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 mkdir -p "$bin" "$shared"
-# One toolchain build at a time: make test starts this early in the
+# One build of a toolchain at a time: make test starts this early in the
 # background on idle CPU (.ci/test.sh), and e2e/run.sh's own call then waits
 # here for it to finish (getting the CPU the wait leaves free) instead of
-# building the same binaries again beside it.
-exec 9>"$cache/.build.lock"
+# building the same binaries again beside it. A lock per version and one for
+# the shared tools (always taken in that order): a version already built is
+# not held up by another one's build.
+exec 9>"$bin/.build.lock"
 flock 9
 
 # Heavy builds take turns on this 2-core machine: each build below runs under
@@ -75,6 +77,8 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pr
 	kubectl; do # kubectl at the cluster's version, so tests never depend on (or skew against) a host kubectl
 	build "$bin" "$cmd" "$kube" "k8s.io/kubernetes/cmd/$cmd" "$kube_ldflags"
 done
+exec 8>"$shared/.build.lock"
+flock 8
 build "$shared" etcd "$tools" go.etcd.io/etcd/server/v3 "-s -w"
 build "$shared" pause "$tools" ./cmd/pause "-s -w" "$tools/cmd/pause"
 # Dex has its own module: its dependencies are newer than Kubernetes' and must not

@@ -22,8 +22,28 @@ minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$here/tools/kube/1.$minor"
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+mkdir -p "$here/tools/kube"
+# Beside the modules, on the same file system, so the files move into
+# place by rename.
+work="$(mktemp -d "$here/tools/kube/.new-XXXXXX")"
+# Questions to the proxy are asked outside any module, so no go.sum of ours
+# records them.
+ask="$(mktemp -d)"
+trap 'rm -rf "$work" "$ask"' EXIT
+
+# served MODULE@VERSION: true when the proxy hands out its source; false
+# when it says that version is not available; stops the script otherwise.
+served() {
+	local out
+	if out=$(cd "$ask" && go mod download -json "$1" 2>/dev/null); then
+		return 0
+	fi
+	if grep -qE '"Error": ".*(403 Forbidden|404 Not Found|410 Gone|not available|unknown revision)' <<<"$out"; then
+		return 1
+	fi
+	echo "kube-module.sh: $1: the module proxy could not be asked: $out" >&2
+	exit 1
+}
 # The release's go.mod, through the Go module proxy as every module comes.
 (cd "$here/tools" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$version") >"$work/download.json"
 gomod="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p' "$work/download.json")"
@@ -44,25 +64,28 @@ mkdir -p "$work/module"
 		go_line=1.24.0
 	fi
 	echo "go $go_line"
-	grep -E '^godebug ' "$upstream"
+	grep -E '^godebug ' "$upstream" || true
 	echo
 	echo "require k8s.io/kubernetes $version"
 	echo
 	# A staging module the proxy does not serve whole at the release's own
 	# version (k8s.io/endpointslice v0.32.13's source is not) takes the
-	# newest patch release of the same minor it does serve, said in the
-	# file. One it serves no release of at all (the samples) no binary
-	# needs: it keeps the release's version, and go mod tidy below fails if
-	# a binary does need it after all.
+	# newest patch release of the same minor before it that the proxy does
+	# serve, said in the file. Only the proxy's "not available" counts as
+	# not served: any other failure (the network) stops here. One it serves
+	# no such release of (a sample module no binary builds) keeps the
+	# release's version, and go mod tidy below fails if a binary needs it.
 	for mod in $(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/[a-z0-9-]*$#\1#p' "$upstream"); do
 		want="v0.$minor.$patch"
-		if ! (cd "$work" && go mod download "$mod@$want" 2>/dev/null); then
-			got=$( (cd "$work" && go list -m -versions "$mod" 2>/dev/null || true) | tr ' ' '\n' |
-				grep -E "^v0\.$minor\.[0-9]+$" | sort -V | awk -v p="$patch" -F. '$3 < p' | tail -n1 || true)
-			if [[ -n $got ]]; then
-				echo "// $mod $want is not served by the module proxy: $got, the newest patch release before it."
-				want=$got
-			fi
+		if ! served "$mod@$want"; then
+			for got in $( (cd "$ask" && go list -m -versions "$mod" 2>/dev/null || true) | tr ' ' '\n' |
+				grep -E "^v0\.$minor\.[0-9]+$" | sort -rV | awk -v p="$patch" -F. '$3 < p' || true); do
+				if served "$mod@$got"; then
+					echo "// $mod $want is not served by the module proxy: $got, the newest patch release before it that is."
+					want=$got
+					break
+				fi
+			done
 		fi
 		echo "replace $mod => $mod $want"
 	done
@@ -74,8 +97,8 @@ mkdir -p "$work/module"
 	echo ")"
 } >"$work/module/go.mod"
 (cd "$work/module" && GOFLAGS=-mod=mod go mod tidy)
+# go.sum first, go.mod last: a module's go.mod is what says it is there.
 mkdir -p "$dir"
-mv "$work/module/go.sum" "$dir/go.sum.new"
+mv "$work/module/go.sum" "$dir/go.sum"
 mv "$work/module/go.mod" "$dir/go.mod"
-mv "$dir/go.sum.new" "$dir/go.sum"
 echo "$dir/go.mod: Kubernetes $version" >&2

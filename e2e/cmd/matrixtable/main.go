@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ func run(args []string, stdout io.Writer, now func() time.Time) error {
 	profiles := fs.String("profiles", "kubeadm managed", "profiles, in order")
 	checks := fs.String("checks", "", "the tests that are the checks, in order")
 	markdown := fs.String("markdown", "", "also write the table, with how it was made, to this file")
+	kubeDir := fs.String("kube-dir", "", "the toolchains' modules (e2e/tools/kube), listed in the Markdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,13 +55,21 @@ func run(args []string, stdout io.Writer, now func() time.Time) error {
 		}
 	}
 	table := m.table()
-	if _, err := io.WriteString(stdout, table); err != nil {
+	if _, err := fmt.Fprintf(stdout, "Kubernetes version matrix at commit %s, %s:\n%s", m.Commit, m.Date.Format("2006-01-02 15:04 UTC"), table); err != nil {
 		return err
 	}
-	if *markdown != "" {
-		return writeFile(*markdown, m.document(table))
+	if *markdown == "" {
+		return nil
 	}
-	return nil
+	toolchains := ""
+	if *kubeDir != "" {
+		t, err := toolchainTable(*kubeDir)
+		if err != nil {
+			return err
+		}
+		toolchains = t
+	}
+	return writeFile(*markdown, m.document(table, toolchains))
 }
 
 type matrix struct {
@@ -93,24 +103,25 @@ func readRun(base string, checks []string) (row, error) {
 	if raw, err := os.ReadFile(base + ".release"); err == nil {
 		r.Release = strings.TrimPrefix(strings.TrimSpace(string(raw)), "Kubernetes ")
 	}
+	outcomes := map[string]string{}
 	f, err := os.Open(base + ".json")
-	if errors.Is(err, os.ErrNotExist) {
-		return r, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
 		return r, err
-	}
-	defer f.Close()
-	outcomes, err := readEvents(f)
-	if err != nil {
-		return r, fmt.Errorf("%s.json: %w", base, err)
+	default:
+		defer f.Close()
+		if outcomes, err = readEvents(f); err != nil {
+			return r, fmt.Errorf("%s.json: %w", base, err)
+		}
 	}
 	for _, c := range checks {
-		if o, ok := outcomes[c]; ok {
+		switch o, ok := outcomes[c]; {
+		case ok:
 			r.Results[c] = o
-		} else if r.State != "not run" {
-			// Asked for and never reported: the run stopped before it
-			// (a failed bring-up, a timeout).
+		case r.State != "not run":
+			// Asked for and never reported: the run stopped before it (a
+			// toolchain that did not build, a failed bring-up, a timeout).
 			r.Results[c] = "no result"
 		}
 	}
@@ -167,13 +178,20 @@ func (m matrix) table() string {
 			}
 			b.WriteString(" " + mark(o) + " |")
 		}
-		took := "–"
-		if r.Took > 0 {
-			took = r.Took.Round(time.Minute).String()
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", r.State, strings.TrimSuffix(took, "0s"))
+		fmt.Fprintf(&b, " %s | %s |\n", r.State, minutes(r.Took))
 	}
 	return b.String()
+}
+
+// minutes is d as "12m" or "1h5m"; "<1m" under half a minute, "–" for none.
+func minutes(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < 30*time.Second:
+		return "<1m"
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
 
 func mark(outcome string) string {
@@ -187,7 +205,7 @@ func mark(outcome string) string {
 	}
 }
 
-func (m matrix) document(table string) string {
+func (m matrix) document(table, toolchains string) string {
 	return fmt.Sprintf(`# Tested on: the Kubernetes version matrix
 
 Written by `+"`make e2e-matrix`"+` (e2e/matrix.sh) at commit %s on %s: the core end-to-end
@@ -197,7 +215,43 @@ included); e2e/matrix.sh says what each covers. "–" is a check not run, "no re
 the run never reached.
 
 %s
-`, m.Commit, m.Date.Format("2006-01-02 15:04 UTC"), table)
+%s`, m.Commit, m.Date.Format("2006-01-02 15:04 UTC"), table, toolchains)
+}
+
+// toolchainTable lists each minor's release and what its module says the
+// module proxy did not serve (e2e/scripts/kube-module.sh's comments).
+func toolchainTable(dir string) (string, error) {
+	mods, err := filepath.Glob(filepath.Join(dir, "1.*", "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	sort.Slice(mods, func(i, j int) bool { return minorOf(mods[i]) < minorOf(mods[j]) })
+	var b strings.Builder
+	b.WriteString("## The toolchains\n\nEach built from the Go module proxy by e2e/scripts/build-tools.sh, from its module in\n" +
+		"`e2e/tools/kube/<minor>`.\n\n| minor | release | not served by the module proxy, and what was taken instead |\n|---|---|---|\n")
+	for _, p := range mods {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		release, notes := "", []string{}
+		for _, l := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "require" && f[1] == "k8s.io/kubernetes" {
+				release = f[2]
+			}
+			if strings.HasPrefix(l, "// ") && strings.Contains(l, " is not served by the module proxy: ") {
+				notes = append(notes, strings.TrimPrefix(l, "// "))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", filepath.Base(filepath.Dir(p)), release, strings.Join(notes, "; "))
+	}
+	return b.String(), nil
+}
+
+// minorOf is 37 for ".../1.37/go.mod".
+func minorOf(modPath string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(modPath)), "1."))
+	return n
 }
 
 // writeFile writes the file whole or leaves the old one.

@@ -9,12 +9,18 @@ import (
 	"time"
 )
 
-// A run's events give each check's outcome; a check the run never reached
-// says so, a minor not run is dashes, and non-event lines are skipped.
+// A run's events give each check's outcome; a check a failed run never
+// reached says so (also when the run left no events, its toolchain not
+// built), a minor not run is dashes, and non-event lines are skipped. The
+// Markdown lists the toolchains and what the proxy did not serve.
 func TestTable(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -28,23 +34,34 @@ func TestTable(t *testing.T) {
 `)
 	write("1.37-kubeadm.failed", "725\n")
 	write("1.37-kubeadm.release", "Kubernetes v1.37.2\n")
+	write("1.35-kubeadm.failed", "12\n")
+	write("kube/1.37/go.mod", "module x\n\nrequire k8s.io/kubernetes v1.37.2\n")
+	write("kube/1.9/go.mod", "module x\n\nrequire k8s.io/kubernetes v1.9.1\n\n// k8s.io/a v0.9.1 is not served by the module proxy: v0.9.0, the newest.\nreplace k8s.io/a => k8s.io/a v0.9.0\n")
 	var out bytes.Buffer
 	md := filepath.Join(dir, "table.md")
-	err := run([]string{"--dir", dir, "--commit", "abc", "--versions", "1.36 1.37", "--profiles", "kubeadm",
-		"--checks", "TestA TestB TestC", "--markdown", md}, &out, func() time.Time { return time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC) })
+	err := run([]string{"--dir", dir, "--commit", "abc", "--versions", "1.35 1.36 1.37", "--profiles", "kubeadm",
+		"--checks", "TestA TestB TestC", "--kube-dir", filepath.Join(dir, "kube"), "--markdown", md},
+		&out, func() time.Time { return time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `| Kubernetes | profile | A | B | C | run | took |
+	table := `| Kubernetes | profile | A | B | C | run | took |
 |---|---|---|---|---|---|---|
+| 1.35 | kubeadm | no result | no result | no result | failed | <1m |
 | 1.36 | kubeadm | – | – | – | not run | – |
 | v1.37.2 | kubeadm | **FAIL** | pass | no result | failed | 12m |
 `
-	if out.String() != want {
+	if want := "Kubernetes version matrix at commit abc, 2026-12-07 03:00 UTC:\n" + table; out.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
 	}
 	doc, err := os.ReadFile(md)
-	if err != nil || !strings.Contains(string(doc), "commit abc on 2026-12-07 03:00 UTC") || !strings.Contains(string(doc), want) {
-		t.Fatalf("markdown: %v\n%s", err, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"commit abc on 2026-12-07 03:00 UTC", table,
+		"| 1.9 | v1.9.1 | k8s.io/a v0.9.1 is not served by the module proxy: v0.9.0, the newest. |\n| 1.37 | v1.37.2 |  |\n"} {
+		if !strings.Contains(string(doc), want) {
+			t.Fatalf("markdown lacks %q:\n%s", want, doc)
+		}
 	}
 }

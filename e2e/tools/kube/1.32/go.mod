@@ -217,7 +217,7 @@ replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.32.13
 
 replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.32.13
 
-// k8s.io/endpointslice v0.32.13 is not served by the module proxy: v0.32.12, the newest patch release before it.
+// k8s.io/endpointslice v0.32.13 is not served by the module proxy: v0.32.12, the newest patch release before it that is.
 replace k8s.io/endpointslice => k8s.io/endpointslice v0.32.12
 
 replace k8s.io/externaljwt => k8s.io/externaljwt v0.32.13
@@ -242,7 +242,7 @@ replace k8s.io/mount-utils => k8s.io/mount-utils v0.32.13
 
 replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.32.13
 
-// k8s.io/sample-apiserver v0.32.13 is not served by the module proxy: v0.32.3, the newest patch release before it.
+// k8s.io/sample-apiserver v0.32.13 is not served by the module proxy: v0.32.3, the newest patch release before it that is.
 replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.32.3
 
 replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.32.13

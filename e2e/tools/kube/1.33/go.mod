@@ -243,7 +243,7 @@ replace k8s.io/mount-utils => k8s.io/mount-utils v0.33.13
 
 replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.33.13
 
-// k8s.io/sample-apiserver v0.33.13 is not served by the module proxy: v0.33.5, the newest patch release before it.
+// k8s.io/sample-apiserver v0.33.13 is not served by the module proxy: v0.33.5, the newest patch release before it that is.
 replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.33.5
 
 replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.33.13
