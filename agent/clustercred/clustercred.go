@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
@@ -74,12 +77,21 @@ func certificateCarries(u user.Info) error {
 type CA struct {
 	CA  *certauthority.CA
 	TTL time.Duration
+	// DropsUID, when set, says why the API server that reads these
+	// certificates would not see a UID in them (CertUIDUnread). A user
+	// with a UID is then refused, as the CSR API's signer refuses one,
+	// rather than handed a certificate that names someone with less.
+	DropsUID string
 }
 
 // Issue implements Source.
 func (c *CA) Issue(_ context.Context, u user.Info) (*Credential, error) {
 	if err := certificateCarries(u); err != nil {
 		return nil, err
+	}
+	if c.DropsUID != "" && u.GetUID() != "" {
+		return nil, fmt.Errorf("%s, and the authenticator maps one (claimMappings.uid): "+
+			"remove it, upgrade the cluster, or log in through the impersonation proxy, whose certificates carry it", c.DropsUID)
 	}
 	ttl := c.TTL
 	if ttl == 0 {
@@ -119,4 +131,24 @@ func (s *Switch) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 		return nil, ErrNoStrategy
 	}
 	return (*p).Issue(ctx, u)
+}
+
+// CertUIDUnread says why an API server of version v (or whose version could
+// not be read: err) would not read a UID from a client certificate, or ""
+// when it does. kube-apiserver reads the UID attribute of a certificate's
+// subject from Kubernetes 1.33 (AllowParsingUserUIDFromCertAuth, on by
+// default); an older one ignores it, and the user would arrive without it.
+func CertUIDUnread(v *version.Info, err error) string {
+	if err != nil {
+		return fmt.Sprintf("the cluster's Kubernetes version could not be read (%v), so a certificate's UID may not reach it", err)
+	}
+	major, errMajor := strconv.Atoi(strings.TrimSuffix(v.Major, "+"))
+	minor, errMinor := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	switch {
+	case errMajor != nil || errMinor != nil:
+		return fmt.Sprintf("the cluster's Kubernetes version %q.%q could not be read, so a certificate's UID may not reach it", v.Major, v.Minor)
+	case major == 1 && minor < 33:
+		return fmt.Sprintf("Kubernetes %s reads no UID from client certificates (1.33 and later do)", v.GitVersion)
+	}
+	return ""
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/version"
+
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
@@ -23,7 +25,10 @@ import (
 // Strategy keeps the cluster signing key in memory and makes it the active
 // issuer while it works; otherwise exchanges fall back to the CSR API.
 type Strategy struct {
-	fetch    func(context.Context) (*certauthority.CA, error)
+	fetch func(context.Context) (*certauthority.CA, error)
+	// version reads the API server's version: whether it reads a UID
+	// from the certificates this strategy issues.
+	version  func() (*version.Info, error)
 	enabled  bool
 	issuers  *clustercred.Switch
 	fallback clustercred.Source
@@ -45,8 +50,9 @@ type Strategy struct {
 // An agent without an image is disabled: Status says so and Run must not
 // be started.
 func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
-	return &Strategy{fetch: agent.Fetch, enabled: agent.Image != "", issuers: issuers, fallback: fallback, ttl: ttl,
-		log: log, changed: changed, after: time.After}
+	serverVersion := func() (*version.Info, error) { return agent.Kube.Discovery().ServerVersion() }
+	return &Strategy{fetch: agent.Fetch, version: serverVersion, enabled: agent.Image != "", issuers: issuers,
+		fallback: fallback, ttl: ttl, log: log, changed: changed, after: time.After}
 }
 
 // Run fetches the key until ctx ends.
@@ -71,8 +77,13 @@ func (s *Strategy) Run(ctx context.Context) {
 // to wait before the next.
 func (s *Strategy) apply(ca *certauthority.CA, err error) time.Duration {
 	if err == nil {
-		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl})
+		// Read with each key: the control plane may have been upgraded.
+		dropsUID := clustercred.CertUIDUnread(s.version())
+		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl, DropsUID: dropsUID})
 		s.log.Info("loaded the cluster signing key into memory")
+		if dropsUID != "" {
+			s.log.Info("users with a UID are refused certificates of the cluster signing key", "reason", dropsUID)
+		}
 		return 15 * time.Minute
 	}
 	s.issuers.Set(s.fallback)

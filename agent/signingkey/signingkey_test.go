@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
@@ -47,6 +49,9 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 		fetch: func(context.Context) (*certauthority.CA, error) {
 			r := <-results
 			return r.ca, r.err
+		},
+		version: func() (*version.Info, error) {
+			return &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, nil
 		},
 		enabled: true, issuers: switcher, fallback: csrFallback{}, ttl: 5 * time.Minute,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: func() { changed <- struct{}{} },
@@ -108,5 +113,42 @@ func TestDisabledWithoutAnImage(t *testing.T) {
 	}
 	if s := New(&kubecertagent.Agent{Image: "img"}, &clustercred.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {}); !s.enabled {
 		t.Fatal("an agent with an image is disabled")
+	}
+}
+
+// On a cluster whose API server reads no UID from client certificates
+// (before 1.33), the signing key's certificates are refused to a user with
+// a UID, who would otherwise arrive without it; others still get them.
+func TestOldClusterRefusesUIDCertificates(t *testing.T) {
+	ca, err := certauthority.New("cluster signer", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		v       *version.Info
+		err     error
+		refused bool
+	}{
+		{v: &version.Info{Major: "1", Minor: "32", GitVersion: "v1.32.13"}, refused: true},
+		{v: &version.Info{Major: "1", Minor: "32+", GitVersion: "v1.32.9-eks-1"}, refused: true},
+		{v: &version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.13"}},
+		{v: &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}},
+		{err: errors.New("connection refused"), refused: true},
+		{v: &version.Info{Major: "", Minor: ""}, refused: true},
+	} {
+		switcher := &clustercred.Switch{}
+		s := &Strategy{version: func() (*version.Info, error) { return c.v, c.err }, issuers: switcher, fallback: csrFallback{},
+			ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		s.apply(ca, nil)
+		if _, err := switcher.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); err != nil {
+			t.Errorf("%+v %v: alice without a UID refused: %v", c.v, c.err, err)
+		}
+		_, err := switcher.Issue(context.Background(), &user.DefaultInfo{Name: "alice", UID: "4711"})
+		if (err != nil) != c.refused {
+			t.Errorf("%+v %v: alice with a UID: %v, want refused %v", c.v, c.err, err, c.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "claimMappings.uid") {
+			t.Errorf("refusal does not say what to change: %v", err)
+		}
 	}
 }
