@@ -8,6 +8,7 @@ package signingkey
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,7 @@ type Strategy struct {
 	fetch func(context.Context) (*certauthority.CA, error)
 	// version reads the API server's version: whether it reads a UID
 	// from the certificates this strategy issues.
-	version  func() (*version.Info, error)
+	version  func(context.Context) (*version.Info, error)
 	enabled  bool
 	issuers  *clustercred.Switch
 	fallback clustercred.Source
@@ -50,7 +51,17 @@ type Strategy struct {
 // An agent without an image is disabled: Status says so and Run must not
 // be started.
 func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
-	serverVersion := func() (*version.Info, error) { return agent.Kube.Discovery().ServerVersion() }
+	serverVersion := func(ctx context.Context) (*version.Info, error) {
+		raw, err := agent.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		if err != nil {
+			return nil, err
+		}
+		var v version.Info
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("read /version: %w", err)
+		}
+		return &v, nil
+	}
 	return &Strategy{fetch: agent.Fetch, version: serverVersion, enabled: agent.Image != "", issuers: issuers,
 		fallback: fallback, ttl: ttl, log: log, changed: changed, after: time.After}
 }
@@ -68,17 +79,19 @@ func (s *Strategy) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.after(s.apply(ca, err)):
+		case <-s.after(s.apply(ctx, ca, err)):
 		}
 	}
 }
 
 // apply makes the outcome of one fetch the active issuer and says how long
 // to wait before the next.
-func (s *Strategy) apply(ca *certauthority.CA, err error) time.Duration {
+func (s *Strategy) apply(ctx context.Context, ca *certauthority.CA, err error) time.Duration {
 	if err == nil {
 		// Read with each key: the control plane may have been upgraded.
-		dropsUID := clustercred.CertUIDUnread(s.version())
+		versionCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		dropsUID := clustercred.CertUIDUnread(s.version(versionCtx))
+		cancel()
 		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl, DropsUID: dropsUID})
 		s.log.Info("loaded the cluster signing key into memory")
 		if dropsUID != "" {

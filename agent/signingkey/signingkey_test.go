@@ -50,7 +50,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 			r := <-results
 			return r.ca, r.err
 		},
-		version: func() (*version.Info, error) {
+		version: func(context.Context) (*version.Info, error) {
 			return &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, nil
 		},
 		enabled: true, issuers: switcher, fallback: csrFallback{}, ttl: 5 * time.Minute,
@@ -137,9 +137,9 @@ func TestOldClusterRefusesUIDCertificates(t *testing.T) {
 		{v: &version.Info{Major: "", Minor: ""}, refused: true},
 	} {
 		switcher := &clustercred.Switch{}
-		s := &Strategy{version: func() (*version.Info, error) { return c.v, c.err }, issuers: switcher, fallback: csrFallback{},
+		s := &Strategy{version: func(context.Context) (*version.Info, error) { return c.v, c.err }, issuers: switcher, fallback: csrFallback{},
 			ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		s.apply(ca, nil)
+		s.apply(context.Background(), ca, nil)
 		if _, err := switcher.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); err != nil {
 			t.Errorf("%+v %v: alice without a UID refused: %v", c.v, c.err, err)
 		}
