@@ -52,7 +52,9 @@ type Strategy struct {
 // be started.
 func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
 	serverVersion := func(ctx context.Context) (*version.Info, error) {
-		raw, err := agent.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		// The agent's lean clientset has no discovery client: core/v1's REST
+		// client asks any path.
+		raw, err := agent.Kube.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 		if err != nil {
 			return nil, err
 		}

@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
 	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+	"github.com/pinniped-kit/pinniped/agent/kubeclient"
 	"github.com/pinniped-kit/pinniped/agent/strategy"
 )
 
@@ -150,5 +154,27 @@ func TestOldClusterRefusesUIDCertificates(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "claimMappings.uid") {
 			t.Errorf("refusal does not say what to change: %v", err)
 		}
+	}
+}
+
+// The strategy reads the version through the agent's own lean clientset,
+// which has no discovery client.
+func TestVersionIsReadThroughTheAgentsClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"major":"1","minor":"32","gitVersion":"v1.32.13"}`))
+	}))
+	defer srv.Close()
+	kube, err := kubeclient.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(&kubecertagent.Agent{Kube: kube}, &clustercred.Switch{}, csrFallback{}, time.Minute, slog.Default(), func() {})
+	v, err := s.version(context.Background())
+	if err != nil || v.GitVersion != "v1.32.13" || v.Minor != "32" {
+		t.Fatalf("version %+v, %v", v, err)
 	}
 }
