@@ -82,7 +82,7 @@ type matrix struct {
 type row struct {
 	Minor, Profile string
 	Release        string        // v1.37.2, from the toolchain's kube-apiserver
-	State          string        // passed, failed, not run
+	State          string        // passed, failed, interrupted, not run
 	Took           time.Duration // the run's wall clock
 	Results        map[string]string
 }
@@ -114,12 +114,16 @@ func readRun(base string, checks []string) (row, error) {
 		if outcomes, err = readEvents(f); err != nil {
 			return r, fmt.Errorf("%s.json: %w", base, err)
 		}
+		if r.State == "not run" {
+			// Events but no outcome: the run was stopped part way.
+			r.State = "interrupted"
+		}
 	}
 	for _, c := range checks {
 		switch o, ok := outcomes[c]; {
 		case ok:
 			r.Results[c] = o
-		case r.State != "not run":
+		case r.State == "passed" || r.State == "failed":
 			// Asked for and never reported: the run stopped before it (a
 			// toolchain that did not build, a failed bring-up, a timeout).
 			r.Results[c] = "no result"
@@ -212,7 +216,8 @@ Written by `+"`make e2e-matrix`"+` (e2e/matrix.sh) at commit %s on %s: the core 
 checks on each Kubernetes minor the test bed has a toolchain for, both profiles, one bed at a
 time, on a 2-core machine. Each column is one test of the e2e suite, run whole (its subtests
 included); e2e/matrix.sh says what each covers. "–" is a check not run, "no result" one
-the run never reached.
+a finished run never reached; an interrupted run shows what it reported before it was
+stopped.
 
 %s
 %s`, m.Commit, m.Date.Format("2006-01-02 15:04 UTC"), table, toolchains)
@@ -236,8 +241,11 @@ func toolchainTable(dir string) (string, error) {
 		}
 		release, notes := "", []string{}
 		for _, l := range strings.Split(string(raw), "\n") {
-			if f := strings.Fields(l); len(f) == 3 && f[0] == "require" && f[1] == "k8s.io/kubernetes" {
-				release = f[2]
+			// "require k8s.io/kubernetes v1.37.2", or the same inside a
+			// require block, as go mod tidy writes it.
+			f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(l), "require "))
+			if len(f) >= 2 && f[0] == "k8s.io/kubernetes" && strings.HasPrefix(f[1], "v") {
+				release = f[1]
 			}
 			if strings.HasPrefix(l, "// ") && strings.Contains(l, " is not served by the module proxy: ") {
 				notes = append(notes, strings.TrimPrefix(l, "// "))

@@ -35,7 +35,8 @@ func TestTable(t *testing.T) {
 	write("1.37-kubeadm.failed", "725\n")
 	write("1.37-kubeadm.release", "Kubernetes v1.37.2\n")
 	write("1.35-kubeadm.failed", "12\n")
-	write("kube/1.37/go.mod", "module x\n\nrequire k8s.io/kubernetes v1.37.2\n")
+	write("1.36-kubeadm.json", `{"Action":"pass","Test":"TestB"}`+"\n")
+	write("kube/1.37/go.mod", "module x\n\nrequire (\n\tk8s.io/kubernetes v1.37.2\n\tk8s.io/api v0.37.2 // indirect\n)\n")
 	write("kube/1.9/go.mod", "module x\n\nrequire k8s.io/kubernetes v1.9.1\n\n// k8s.io/a v0.9.1 is not served by the module proxy: v0.9.0, the newest.\nreplace k8s.io/a => k8s.io/a v0.9.0\n")
 	var out bytes.Buffer
 	md := filepath.Join(dir, "table.md")
@@ -48,7 +49,7 @@ func TestTable(t *testing.T) {
 	table := `| Kubernetes | profile | A | B | C | run | took |
 |---|---|---|---|---|---|---|
 | 1.35 | kubeadm | no result | no result | no result | failed | <1m |
-| 1.36 | kubeadm | – | – | – | not run | – |
+| 1.36 | kubeadm | – | pass | – | interrupted | – |
 | v1.37.2 | kubeadm | **FAIL** | pass | no result | failed | 12m |
 `
 	if want := "Kubernetes version matrix at commit abc, 2026-12-07 03:00 UTC:\n" + table; out.String() != want {
