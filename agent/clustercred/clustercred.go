@@ -135,20 +135,26 @@ func (s *Switch) Issue(ctx context.Context, u user.Info) (*Credential, error) {
 
 // CertUIDUnread says why an API server of version v (or whose version could
 // not be read: err) would not read a UID from a client certificate, or ""
-// when it does. kube-apiserver reads the UID attribute of a certificate's
-// subject from Kubernetes 1.33 (AllowParsingUserUIDFromCertAuth, on by
-// default); an older one ignores it, and the user would arrive without it.
+// when it should. kube-apiserver reads the UID attribute of a certificate's
+// subject from Kubernetes 1.33 (AllowParsingUserUIDFromCertAuth, beta and
+// on by default); an older one ignores it, and the user would arrive
+// without it. A server emulating an older version counts as that version.
+// (An administrator can still turn the gate off, which no version shows.)
 func CertUIDUnread(v *version.Info, err error) string {
 	if err != nil {
 		return fmt.Sprintf("the cluster's Kubernetes version could not be read (%v), so a certificate's UID may not reach it", err)
 	}
-	major, errMajor := strconv.Atoi(strings.TrimSuffix(v.Major, "+"))
-	minor, errMinor := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	majorS, minorS := v.Major, v.Minor
+	if v.EmulationMajor != "" || v.EmulationMinor != "" {
+		majorS, minorS = v.EmulationMajor, v.EmulationMinor
+	}
+	major, errMajor := strconv.Atoi(strings.TrimSuffix(majorS, "+"))
+	minor, errMinor := strconv.Atoi(strings.TrimSuffix(minorS, "+"))
 	switch {
 	case errMajor != nil || errMinor != nil:
-		return fmt.Sprintf("the cluster's Kubernetes version %q.%q could not be read, so a certificate's UID may not reach it", v.Major, v.Minor)
+		return fmt.Sprintf("the cluster's Kubernetes version %q.%q could not be read, so a certificate's UID may not reach it", majorS, minorS)
 	case major == 1 && minor < 33:
-		return fmt.Sprintf("Kubernetes %s reads no UID from client certificates (1.33 and later do)", v.GitVersion)
+		return fmt.Sprintf("Kubernetes %s (as %d.%d) reads no UID from client certificates (1.33 and later do)", v.GitVersion, major, minor)
 	}
 	return ""
 }

@@ -41,6 +41,10 @@ type Strategy struct {
 	// after is time.After, replaced in tests so the loop need not sleep.
 	after func(time.Duration) <-chan time.Time
 
+	// lastVersion is the API server's version as last read (Run's
+	// goroutine only).
+	lastVersion *version.Info
+
 	mu      sync.Mutex
 	lastErr error
 	fetched bool
@@ -56,7 +60,7 @@ func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clust
 		// client asks any path.
 		raw, err := agent.Kube.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read /version: %w", err)
 		}
 		var v version.Info
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -91,15 +95,28 @@ func (s *Strategy) Run(ctx context.Context) {
 func (s *Strategy) apply(ctx context.Context, ca *certauthority.CA, err error) time.Duration {
 	if err == nil {
 		// Read with each key: the control plane may have been upgraded.
+		// A failed read keeps what the last one found (an API server
+		// restarting for an upgrade is the likely cause), and is tried
+		// again soon; with nothing read yet, a UID is refused meanwhile.
 		versionCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		dropsUID := clustercred.CertUIDUnread(s.version(versionCtx))
+		v, verr := s.version(versionCtx)
 		cancel()
+		next := 15 * time.Minute
+		dropsUID := clustercred.CertUIDUnread(v, verr)
+		if verr != nil {
+			next = 30 * time.Second
+			if s.lastVersion != nil {
+				dropsUID = clustercred.CertUIDUnread(s.lastVersion, nil)
+			}
+		} else {
+			s.lastVersion = v
+		}
 		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl, DropsUID: dropsUID})
 		s.log.Info("loaded the cluster signing key into memory")
 		if dropsUID != "" {
 			s.log.Info("users with a UID are refused certificates of the cluster signing key", "reason", dropsUID)
 		}
-		return 15 * time.Minute
+		return next
 	}
 	s.issuers.Set(s.fallback)
 	s.log.Info("cluster signing key not available; using the CSR API", "reason", err.Error())

@@ -139,6 +139,8 @@ func TestOldClusterRefusesUIDCertificates(t *testing.T) {
 		{v: &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}},
 		{err: errors.New("connection refused"), refused: true},
 		{v: &version.Info{Major: "", Minor: ""}, refused: true},
+		{v: &version.Info{Major: "1", Minor: "34", EmulationMajor: "1", EmulationMinor: "32", GitVersion: "v1.34.4"}, refused: true},
+		{v: &version.Info{Major: "1", Minor: "35", EmulationMajor: "1", EmulationMinor: "34", GitVersion: "v1.35.4"}},
 	} {
 		switcher := &clustercred.Switch{}
 		s := &Strategy{version: func(context.Context) (*version.Info, error) { return c.v, c.err }, issuers: switcher, fallback: csrFallback{},
@@ -176,5 +178,42 @@ func TestVersionIsReadThroughTheAgentsClient(t *testing.T) {
 	v, err := s.version(context.Background())
 	if err != nil || v.GitVersion != "v1.32.13" || v.Minor != "32" {
 		t.Fatalf("version %+v, %v", v, err)
+	}
+}
+
+// A failed read of the version keeps what the last one found, and is
+// retried soon; with nothing read yet, a UID is refused.
+func TestVersionReadFailureKeepsTheLastOne(t *testing.T) {
+	ca, err := certauthority.New("cluster signer", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer *version.Info
+	switcher := &clustercred.Switch{}
+	s := &Strategy{version: func(context.Context) (*version.Info, error) {
+		if answer == nil {
+			return nil, errors.New("connection refused")
+		}
+		return answer, nil
+	}, issuers: switcher, fallback: csrFallback{}, ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	withUID := &user.DefaultInfo{Name: "alice", UID: "4711"}
+	for i, c := range []struct {
+		answer  *version.Info
+		wait    time.Duration
+		refused bool
+	}{
+		{nil, 30 * time.Second, true},
+		{&version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, 15 * time.Minute, false},
+		{nil, 30 * time.Second, false},
+		{&version.Info{Major: "1", Minor: "32", GitVersion: "v1.32.13"}, 15 * time.Minute, true},
+		{nil, 30 * time.Second, true},
+	} {
+		answer = c.answer
+		if got := s.apply(context.Background(), ca, nil); got != c.wait {
+			t.Errorf("load %d: next in %v, want %v", i, got, c.wait)
+		}
+		if _, err := switcher.Issue(context.Background(), withUID); (err != nil) != c.refused {
+			t.Errorf("load %d: %v, want refused %v", i, err, c.refused)
+		}
 	}
 }
