@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -86,6 +88,9 @@ func TestHelm(t *testing.T) {
 			t.Logf("helm upgrade rolled out %s in %s", next, time.Since(began).Round(100*time.Millisecond))
 			time.Sleep(5 * time.Second)
 		})
+		if cfg.Profile == testbed.ProfileKubeadm {
+			helmHelperPodSettings(t, helm, filepath.Join(charts, "pinniped"))
+		}
 		uninstall(t)
 	})
 
@@ -111,4 +116,51 @@ func TestHelm(t *testing.T) {
 			t.Fatalf("the refused install changed the agent: managed-by %q", got)
 		}
 	})
+}
+
+// helmHelperPodSettings: the helper pod's user, group and Deployment
+// strategy are the chart's to set. As a user that does not own kubeadm's
+// root-owned key the helper cannot read it, and the signing-key strategy
+// says so (logins go on through the CSR API meanwhile); back as root it
+// reads the key again. The helper's Deployment takes each strategy, also
+// the switch from Recreate back to RollingUpdate.
+func helmHelperPodSettings(t *testing.T, helm, chart string) {
+	t.Helper()
+	upgrade := func(set ...string) {
+		t.Helper()
+		Run(t, nil, helm, append([]string{"upgrade", "pinniped", chart, "--reuse-values", "--wait", "--timeout=4m"}, set...)...)
+		Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+	}
+	helper := func(want string) {
+		t.Helper()
+		Eventually(t, 3*time.Minute, "the helper's Deployment: "+want, func(context.Context) error {
+			out, err := RunE(nil, "kubectl", "-n", "pinniped", "get", "deployment", "pinniped-kube-cert-agent", "-o",
+				`jsonpath={.spec.strategy.type} {.spec.template.spec.containers[0].securityContext.runAsUser}:{.spec.template.spec.containers[0].securityContext.runAsGroup}`)
+			if err != nil || out != want {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+	}
+	signingKey := func(want, message string) {
+		t.Helper()
+		Eventually(t, 4*time.Minute, "the signing-key strategy: "+want+" "+message, func(context.Context) error {
+			out, _ := RunE(nil, "kubectl", "get", "credentialissuers.config.concierge.pinniped.dev", "-o",
+				`jsonpath={range .items[0].status.strategies[*]}{.type}={.status}: {.message}{"\n"}{end}`)
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "KubeClusterSigningCertificate="+want+":") && strings.Contains(line, message) {
+					return nil
+				}
+			}
+			return errors.New(out)
+		})
+	}
+
+	upgrade("--set", "kubeCertAgentRunAsUser=65532", "--set", "kubeCertAgentRunAsGroup=65533", "--set", "kubeCertAgentDeploymentStrategy=Recreate")
+	helper("Recreate 65532:65533")
+	signingKey("Error", "permission denied")
+
+	upgrade("--set", "kubeCertAgentRunAsUser=0", "--set", "kubeCertAgentRunAsGroup=0", "--set", "kubeCertAgentDeploymentStrategy=")
+	helper("RollingUpdate 0:0")
+	signingKey("Success", "")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
@@ -83,6 +84,9 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.DurationVar(&o.CertTTL, "credential-ttl", clustercred.DefaultTTL, fmt.Sprintf("lifetime of issued client certificates, from %s to %s (the CSR strategy raises it to %s, the API's minimum); see docs/security.md before raising it",
 		credentialttl.Format(credentialttl.Min), credentialttl.Format(credentialttl.Max), credentialttl.Format(credentialttl.MinCSR)))
 	f.StringVar(&o.KubeCertAgentImage, "kube-cert-agent-image", "", "image of the helper pod that reads the cluster signing key (normally the agent's own image; empty disables that strategy)")
+	f.Int64Var(&o.KubeCertAgentPod.RunAsUser, helperpod.FlagRunAsUser, 0, helperpod.UsageRunAsUser)
+	f.Int64Var(&o.KubeCertAgentPod.RunAsGroup, helperpod.FlagRunAsGroup, 0, helperpod.UsageRunAsGroup)
+	f.StringVar(&o.KubeCertAgentPod.Strategy, helperpod.FlagStrategy, "", helperpod.UsageStrategy)
 	f.StringVar(&o.ProxyListenAddress, "proxy-listen", fmt.Sprintf(":%d", objectnames.ProxyPort), "address of the impersonation proxy (TLS), served when the CredentialIssuer enables it")
 	f.StringVar(&o.ProxyServiceAccount, "proxy-service-account", objectnames.ProxyServiceAccount, "ServiceAccount, allowed only to impersonate, whose short-lived tokens the proxy forwards with")
 	f.StringVar(&o.ProxyCredential, "proxy-credential", proxycredential.Default, "what the impersonation proxy's TokenCredentialRequest returns: token (a bearer token valid only at this proxy; a renewal does not cut a client's open watches, logs and exec sessions) or certificate (a client certificate, for clients that need one)")

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 )
 
@@ -50,6 +51,9 @@ type Agent struct {
 	Namespace string
 	Name      string // of the helper Deployment
 	Image     string // the agent's own image; it has the `kube-cert-agent` command
+	// Pod is who the helper runs as and its Deployment's strategy; the
+	// zero value is root and Kubernetes' default strategy.
+	Pod helperpod.Settings
 	// Manage is true on the leader, which creates and updates the Deployment.
 	Manage func() bool
 	Now    func() time.Time
@@ -159,9 +163,10 @@ func hostFile(kcm *corev1.Pod, path string) (string, error) {
 
 // ensureDeployment runs one helper pod on the controller manager's node
 // that mounts only the two signing files, read-only, and nothing else of
-// the node's; it runs as root only because the key is root's (0600), with
-// no capabilities, a read-only root filesystem, the runtime's default
-// seccomp profile, and no ServiceAccount token.
+// the node's; by default it runs as root only because kubeadm's key is
+// root's (0600), and always with no capabilities, a read-only root
+// filesystem, the runtime's default seccomp profile, and no ServiceAccount
+// token.
 func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath, keyPath string) error {
 	fileType := corev1.HostPathFile
 	var volumes []corev1.Volume
@@ -175,11 +180,20 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 			HostPath: &corev1.HostPathVolumeSource{Path: onHost, Type: &fileType}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: f.name, MountPath: f.path, ReadOnly: true})
 	}
-	one, no, yes, root := int32(1), false, true, int64(0)
+	one, no, yes := int32(1), false, true
+	user, group := a.Pod.RunAsUser, a.Pod.RunAsGroup
+	// An empty type is defaulted by the API server to RollingUpdate with its
+	// parameters; Recreate must carry none (a switch from RollingUpdate
+	// would be refused if the old parameters stayed).
+	strategy := appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}
+	if a.Pod.Strategy == helperpod.Recreate {
+		strategy.Type = appsv1.RecreateDeploymentStrategyType
+	}
 	want := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: podLabels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
+			Strategy: strategy,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kube-cert-agent.pinniped.dev": "v1"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
@@ -199,10 +213,11 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 						Args:            []string{"kube-cert-agent", "sleep"},
 						VolumeMounts:    mounts,
 						SecurityContext: &corev1.SecurityContext{
-							RunAsUser:                &root,
+							RunAsUser:                &user,
+							RunAsGroup:               &group,
 							AllowPrivilegeEscalation: &no,
 							ReadOnlyRootFilesystem:   &yes,
-							// Root reads the root-owned key as its owner; no capability is needed.
+							// The key's owner reads it as its owner; no capability is needed.
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 						Resources: corev1.ResourceRequirements{
@@ -224,6 +239,9 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 		return err
 	}
 	got.Spec.Template = want.Spec.Template
+	if got.Spec.Strategy.Type != want.Spec.Strategy.Type {
+		got.Spec.Strategy = want.Spec.Strategy
+	}
 	got.Spec.Replicas = want.Spec.Replicas // back from disableHelper
 	got.Labels = want.Labels
 	_, err = deployments.Update(ctx, got, metav1.UpdateOptions{})

@@ -17,10 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 )
 
 // A replica that wins the election while it waits creates the helper then,
@@ -185,6 +188,53 @@ func TestHelperMountsOnlyTheSigningFiles(t *testing.T) {
 	d, _ = kube.AppsV1().Deployments("pinniped").Get(context.Background(), "pinniped-kube-cert-agent", metav1.GetOptions{})
 	if *d.Spec.Replicas != 1 || len(d.Spec.Template.Spec.Volumes) != 2 {
 		t.Fatalf("the helper did not come back: %+v", d.Spec)
+	}
+}
+
+// The helper runs as the user and group it is given (root by default), and
+// its Deployment takes the strategy it is given, also on an existing
+// Deployment: a switch to Recreate drops RollingUpdate's parameters, which
+// the API server refuses beside Recreate.
+func TestHelperPodSettings(t *testing.T) {
+	kube := fake.NewClientset()
+	ctx := context.Background()
+	kcm := kubeadmControllerManager()
+	cert, key := signingFiles(kcm)
+	get := func() *appsv1.Deployment {
+		t.Helper()
+		d, err := kube.AppsV1().Deployments("pinniped").Get(ctx, "helper", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "helper", Image: "agent:v1"}
+	if err := a.ensureDeployment(ctx, kcm, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	d := get()
+	sc := d.Spec.Template.Spec.Containers[0].SecurityContext
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsGroup == nil || *sc.RunAsGroup != 0 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Fatalf("default: user %v group %v strategy %+v; want root and RollingUpdate", sc.RunAsUser, sc.RunAsGroup, d.Spec.Strategy)
+	}
+	// As the API server defaults it.
+	quarter := intstr.FromString("25%")
+	d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: &quarter, MaxUnavailable: &quarter}
+	if _, err := kube.AppsV1().Deployments("pinniped").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	a.Pod = helperpod.Settings{RunAsUser: 1000, RunAsGroup: 2000, Strategy: helperpod.Recreate}
+	if err := a.ensureDeployment(ctx, kcm, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	d = get()
+	sc = d.Spec.Template.Spec.Containers[0].SecurityContext
+	if *sc.RunAsUser != 1000 || *sc.RunAsGroup != 2000 {
+		t.Errorf("user %d group %d, want 1000 and 2000", *sc.RunAsUser, *sc.RunAsGroup)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate != nil {
+		t.Errorf("strategy %+v, want Recreate alone", d.Spec.Strategy)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
@@ -62,6 +63,9 @@ type Options struct {
 	LeaseName          string
 	PodName            string
 	KubeCertAgentImage string
+	// KubeCertAgentPod is who the helper pod runs as, and its
+	// Deployment's strategy.
+	KubeCertAgentPod helperpod.Settings
 	// ProxyListenAddress is where the impersonation proxy listens when the
 	// CredentialIssuer enables it.
 	ProxyListenAddress string
@@ -89,6 +93,9 @@ func (o *Options) Validate() error {
 	}
 	if err := groupsuffix.Validate(groupsuffix.OrDefault(o.GroupSuffix)); err != nil {
 		errs = append(errs, fmt.Errorf("--api-group-suffix: %w", err))
+	}
+	if err := o.KubeCertAgentPod.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress, "--proxy-listen": o.ProxyListenAddress} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -180,7 +187,7 @@ func (a *agent) build() error {
 	a.csr = &clustercred.CSR{Client: a.kube, TTL: o.CertTTL}
 	a.issuers.Set(a.csr)
 	a.signingKey = signingkey.New(&kubecertagent.Agent{Kube: a.kube, Rest: a.restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
-		Image: o.KubeCertAgentImage, Manage: a.leading.Load},
+		Image: o.KubeCertAgentImage, Pod: o.KubeCertAgentPod, Manage: a.leading.Load},
 		a.issuers, a.csr, o.CertTTL, a.log.With("strategy", "KubeClusterSigningCertificate"), a.kickStatus)
 	a.metrics = metrics.New(a.log.With("logger", "audit"), o.LogIdentities)
 	a.metrics.ProxyAudit = o.ProxyAudit

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -90,6 +91,9 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.StringVar(&o.WebhookCA, "webhook-ca-bundle", "", "PEM file of CAs that sign the webhook's certificate")
 	fs.StringVar(&o.Render.AuthenticatorName, "authenticator-name", "default", "name of the created JWTAuthenticator or WebhookAuthenticator")
 	fs.BoolVar(&o.KubeCertAgent, "kube-cert-agent", true, "let the agent read the cluster signing key through a helper pod beside kube-controller-manager (false: never; the CSR API or the impersonation proxy is used, and the agent gets none of the permissions the helper needs; see docs/security.md)")
+	fs.Int64Var(&o.Render.KubeCertAgentPod.RunAsUser, helperpod.FlagRunAsUser, 0, helperpod.UsageRunAsUser)
+	fs.Int64Var(&o.Render.KubeCertAgentPod.RunAsGroup, helperpod.FlagRunAsGroup, 0, helperpod.UsageRunAsGroup)
+	fs.StringVar(&o.Render.KubeCertAgentPod.Strategy, helperpod.FlagStrategy, "", helperpod.UsageStrategy)
 	fs.StringVar(&o.Render.GroupSuffix, "api-group-suffix", groupsuffix.Default, "suffix of the agent's API groups, <prefix>.concierge.<suffix> (upstream's api_group_suffix); another value than the default lets this install run beside one that has it, in another --namespace")
 	fs.Var(ttlFlag{&o.Render.CredentialTTL}, "credential-ttl", fmt.Sprintf(
 		"lifetime of the client certificates the agent issues, from %s to %s (default %s; the CSR strategy uses at least %s). "+

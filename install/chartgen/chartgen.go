@@ -22,12 +22,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/install/render"
 )
 
@@ -52,6 +54,9 @@ const (
 	sWebhook    = "https://zzwebhook"
 	sAuthName   = "zzauthenticator"
 	sTTL        = 7*time.Hour + 13*time.Minute + 29*time.Second
+	sRunAsUser  = 1234567891
+	sRunAsGroup = 1234567892
+	sStrategy   = "zzstrategy"
 	holePrefix  = "zzhole-"
 )
 
@@ -65,8 +70,9 @@ func sentinels(kubeCertAgent bool) render.Config {
 		OIDCIssuer: sIssuer, OIDCAudience: sAudience, WebhookEndpoint: sWebhook, AuthenticatorName: sAuthName,
 		CPURequest: "1", MemoryRequest: "1", MemoryLimit: "1",
 		CredentialTTL: sTTL, ProxyCredential: sProxyCred, ProxyAudit: sProxyAudit,
-		NoKubeCertAgent: !kubeCertAgent,
-		GroupSuffix:     sSuffix,
+		NoKubeCertAgent:  !kubeCertAgent,
+		KubeCertAgentPod: helperpod.Settings{RunAsUser: sRunAsUser, RunAsGroup: sRunAsGroup, Strategy: sStrategy},
+		GroupSuffix:      sSuffix,
 	}
 }
 
@@ -135,6 +141,11 @@ var lineRules = []lineRule{
 	{has: "--credential-ttl=", cond: ".Values.credentialTTL", from: credentialttl.Format(sTTL), to: "{{ .Values.credentialTTL }}"},
 	{has: "--proxy-credential=", cond: ".Values.proxyCredential", from: sProxyCred, to: "{{ .Values.proxyCredential }}"},
 	{has: "--proxy-audit=", cond: ".Values.proxyAudit", from: sProxyAudit, to: "{{ .Values.proxyAudit }}"},
+	// IDs are numbers in values, which Helm reads as floats: int64 keeps
+	// 1000000 from becoming 1e+06. Zero is the agent's default, no flag.
+	{has: "--" + helperpod.FlagRunAsUser + "=", cond: ".Values.kubeCertAgentRunAsUser", from: strconv.Itoa(sRunAsUser), to: "{{ .Values.kubeCertAgentRunAsUser | int64 }}"},
+	{has: "--" + helperpod.FlagRunAsGroup + "=", cond: ".Values.kubeCertAgentRunAsGroup", from: strconv.Itoa(sRunAsGroup), to: "{{ .Values.kubeCertAgentRunAsGroup | int64 }}"},
+	{has: "--" + helperpod.FlagStrategy + "=", cond: ".Values.kubeCertAgentDeploymentStrategy", from: sStrategy, to: "{{ .Values.kubeCertAgentDeploymentStrategy }}"},
 	{has: render.SuffixLabel + ": ", cond: `include "pinniped.suffixLabel" .`, from: sSuffix, to: `{{ include "pinniped.suffixLabel" . | quote }}`},
 }
 
@@ -233,7 +244,7 @@ func Generate() ([]File, error) {
 		}
 	}
 	for _, f := range files {
-		for _, s := range []string{sNamespace, sImage, sPullPolicy, sSuffix, sVersion, sProxyCred, sProxyAudit, sIssuer, sAudience, sWebhook, sAuthName, holePrefix, credentialttl.Format(sTTL)} {
+		for _, s := range []string{sNamespace, sImage, sPullPolicy, sSuffix, sVersion, sProxyCred, sProxyAudit, sStrategy, strconv.Itoa(sRunAsUser), strconv.Itoa(sRunAsGroup), sIssuer, sAudience, sWebhook, sAuthName, holePrefix, credentialttl.Format(sTTL)} {
 			if bytes.Contains(f.Data, []byte(s)) {
 				return nil, fmt.Errorf("%s: a placeholder is left: %s", f.Path, firstLineWith(f.Data, s))
 			}

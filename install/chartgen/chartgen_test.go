@@ -116,6 +116,12 @@ func TestHelmTemplateEqualsInstall(t *testing.T) {
 				"image": map[string]any{"repository": "registry.example.com/mirror/pinniped-agent", "digest": digest, "pullPolicy": "Always"}},
 		},
 		{
+			name: "helper pod",
+			flags: []string{"--kube-cert-agent-run-as-user=1000000", "--kube-cert-agent-run-as-group=65534",
+				"--kube-cert-agent-deployment-strategy=Recreate"},
+			values: map[string]any{"kubeCertAgentRunAsUser": 1000000, "kubeCertAgentRunAsGroup": 65534, "kubeCertAgentDeploymentStrategy": "Recreate"},
+		},
+		{
 			name:      "suffix and namespace",
 			flags:     []string{"--api-group-suffix=example.com", "--namespace=pinniped-example"},
 			namespace: "pinniped-example",
@@ -177,6 +183,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"ttl too short":       {"credentialTTL=30s"},
 		"ttl too long":        {"credentialTTL=48h"},
 		"issuer without host": {"oidc.issuer=https:///dex", "oidc.audience=a"},
+		"helper user < 0":     {"kubeCertAgentRunAsUser=-1"},
+		"helper group > max":  {"kubeCertAgentRunAsGroup=2147483648"},
+		"helper user as text": {"kubeCertAgentRunAsUser=root"},
+		"helper strategy":     {"kubeCertAgentDeploymentStrategy=recreate"},
+		"helper turned off":   {"kubeCertAgent=false", "kubeCertAgentDeploymentStrategy=Recreate"},
 	} {
 		args := []string{"template", "pinniped", filepath.Join(chartDir, chartgen.AgentChart), "-n", "pinniped"}
 		for _, s := range set {
@@ -313,6 +324,7 @@ func TestEveryConfigFieldHasAValue(t *testing.T) {
 		"AuthenticatorName": "authenticatorName", "UsernameClaim": "oidc.usernameClaim", "GroupsClaim": "oidc.groupsClaim",
 		"CPURequest": "resources", "MemoryRequest": "resources", "MemoryLimit": "resources", "CredentialTTL": "credentialTTL",
 		"ProxyCredential": "proxyCredential", "ProxyAudit": "proxyAudit", "NoKubeCertAgent": "kubeCertAgent", "GroupSuffix": "apiGroupSuffix",
+		"KubeCertAgentPod": "kubeCertAgentRunAsUser, kubeCertAgentRunAsGroup, kubeCertAgentDeploymentStrategy",
 	}
 	typ := reflect.TypeFor[render.Config]()
 	for i := range typ.NumField() {

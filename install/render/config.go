@@ -18,6 +18,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/agent/apis/httpsurl"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
@@ -63,6 +64,10 @@ type Config struct {
 	// of the permissions it needs. Clients use the CSR API or the
 	// impersonation proxy instead.
 	NoKubeCertAgent bool
+	// KubeCertAgentPod is who the helper pod runs as and its Deployment's
+	// strategy (the agent's --kube-cert-agent-* flags); the zero value
+	// renders no flag.
+	KubeCertAgentPod helperpod.Settings
 	// GroupSuffix is upstream's api_group_suffix: the agent's API groups
 	// become <prefix>.concierge.<GroupSuffix>. Empty (or pinniped.dev) is
 	// the default, rendered exactly as before suffixes existed. Under
@@ -196,6 +201,13 @@ func (c *Config) Validate() error {
 		if err := proxycredential.Check(c.ProxyCredential); err != nil {
 			errs = append(errs, fmt.Errorf("--proxy-credential: %w", err))
 		}
+	}
+	if err := c.KubeCertAgentPod.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.NoKubeCertAgent && !c.KubeCertAgentPod.IsDefault() {
+		errs = append(errs, fmt.Errorf("--%s, --%s and --%s set up the helper pod that --kube-cert-agent=false turns off: drop them, or the false",
+			helperpod.FlagRunAsUser, helperpod.FlagRunAsGroup, helperpod.FlagStrategy))
 	}
 	switch c.ProxyAudit {
 	case "", "all", "changes", "none":

@@ -240,6 +240,9 @@ func agentArgs(c *Config) []string {
 		helperImage = "" // the agent's way of saying: never read the key
 	}
 	args := []string{"serve", "--namespace=" + c.Namespace, "--kube-cert-agent-image=" + helperImage}
+	if !c.NoKubeCertAgent {
+		args = append(args, c.KubeCertAgentPod.Args()...)
+	}
 	if c.CredentialTTL != 0 {
 		args = append(args, "--credential-ttl="+credentialttl.Format(c.CredentialTTL))
 	}

@@ -94,3 +94,13 @@ from 1m to 24h), which would leave its pods restarting.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Refuses helper pod settings without the helper (render.Config.Validate
+refuses the same flags of pinniped install): they would do nothing.
+*/}}
+{{- define "pinniped.checkKubeCertAgent" -}}
+{{- if and (not .Values.kubeCertAgent) (or .Values.kubeCertAgentRunAsUser .Values.kubeCertAgentRunAsGroup .Values.kubeCertAgentDeploymentStrategy) -}}
+{{- fail "kubeCertAgentRunAsUser, kubeCertAgentRunAsGroup and kubeCertAgentDeploymentStrategy set up the helper pod that kubeCertAgent: false turns off: drop them, or the false" -}}
+{{- end -}}
+{{- end -}}
