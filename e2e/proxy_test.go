@@ -509,10 +509,26 @@ func testHeaderSmuggling(t *testing.T, strategy proxyStrategy, alice testbed.Dex
 		isAlice(p+"Proxy-Connection naming the user", whoami(withAuth, map[string][]string{"Proxy-Connection": {"Impersonate-User"}}))
 	}
 
-	// Without a certificate, forged identity headers make nobody anyone.
+	// Without a certificate, forged identity headers make nobody anyone:
+	// the API server decides the anonymous request as if it came directly,
+	// with its own anonymous-auth setting.
 	anon := whoami(anonymous, map[string][]string{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}})
-	if anon.code != http.StatusForbidden || !strings.Contains(anon.body, "system:anonymous") {
+	if Bed.Config().AnonymousHealthOnly() {
+		if anon.code != http.StatusUnauthorized {
+			t.Errorf("anonymous with X-Remote-*: HTTP %d %s, want the API server's 401: it allows anonymous requests only to health endpoints", anon.code, anon.body)
+		}
+	} else if anon.code != http.StatusForbidden || !strings.Contains(anon.body, "system:anonymous") {
 		t.Errorf("anonymous with X-Remote-*: HTTP %d %s, want the API server's 403 for system:anonymous", anon.code, anon.body)
+	}
+	// A health endpoint stays open to anonymous requests through the proxy
+	// as it is directly, whatever the setting.
+	if resp, err := anonymous.Get(strategy.Endpoint + "/readyz"); err != nil {
+		t.Errorf("anonymous /readyz through the proxy: %v", err)
+	} else {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("anonymous /readyz through the proxy: HTTP %d, want 200 as directly", resp.StatusCode)
+		}
 	}
 	if s := whoami(anonymous, map[string][]string{"Authorization": {"Bearer forged"}}); s.code != http.StatusUnauthorized {
 		t.Errorf("forged bearer token: HTTP %d %s", s.code, s.body)

@@ -318,9 +318,10 @@ func (a *agent) proxyAndLeader(ctx context.Context) error {
 		map[string]string{"app.kubernetes.io/name": objectnames.Agent})
 
 	ci := &credentialissuer.Controller{Dynamic: a.dyn, Kube: a.kube, Rest: a.restConfig, Name: o.CredentialIssuerName, Trigger: a.statusTrigger,
-		GroupSuffix: o.GroupSuffix,
-		Log:         a.log.With("controller", "credentialissuer"),
-		Probers:     strategies(a.signingKey.Status, proxyController.Sync, csrProbe(a.csr)),
+		GroupSuffix:       o.GroupSuffix,
+		AnonymousExchange: credentialissuer.AnonymousExchangeCheck(a.restConfig, o.GroupSuffix),
+		Log:               a.log.With("controller", "credentialissuer"),
+		Probers:           strategies(a.signingKey.Status, proxyController.Sync, csrProbe(a.csr)),
 	}
 	go leaderelection.Run(ctx, a.kube, leaderelection.Config{Namespace: o.Namespace, LeaseName: o.LeaseName, Identity: o.PodName},
 		&a.leading, a.log, func(ctx context.Context) {

@@ -142,6 +142,16 @@ func (c Config) KubeMinorNumber() int {
 	return n
 }
 
+// AnonymousHealthOnly reports whether the bed's kube-apiserver allows
+// anonymous requests only to health endpoints: the managed profile follows
+// GKE, which does so from 1.35 (EKS from 1.32); kubeadm keeps
+// kube-apiserver's default, anonymous requests allowed. There, nobody
+// without a credential reaches the TokenCredentialRequest API, and the
+// exchange works only through the impersonation proxy.
+func (c Config) AnonymousHealthOnly() bool {
+	return c.Profile == ProfileManaged && c.KubeMinorNumber() >= 35
+}
+
 // readKubeVersion asks the toolchain's kube-apiserver which release it is,
 // and checks it is the minor asked for.
 func (c Config) readKubeVersion() (string, error) {

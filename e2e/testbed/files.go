@@ -271,15 +271,27 @@ rules:
 	if cfg.KubeMinorNumber() < 34 {
 		authnAPI = "v1beta1"
 	}
+	// See AnonymousHealthOnly. (The field is beta, on by default, from
+	// 1.32; GA in 1.34.)
+	anonymous := ""
+	if cfg.AnonymousHealthOnly() {
+		anonymous = `anonymous:
+  enabled: true
+  conditions:
+  - path: /livez
+  - path: /readyz
+  - path: /healthz
+`
+	}
 	files["apiserver/authentication-config.yaml"] = fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/%s
 kind: AuthenticationConfiguration
-jwt:
+%sjwt:
 - issuer:
     url: %s
     audiences: [%s]
     certificateAuthority: %q
   claimMappings:
-%s`, authnAPI, cfg.DirectIssuer(), DirectAudience, string(bedCA), indent(DirectClaimMappings, "    "))
+%s`, authnAPI, anonymous, cfg.DirectIssuer(), DirectAudience, string(bedCA), indent(DirectClaimMappings, "    "))
 
 	for name, content := range files {
 		p := filepath.Join(cfg.StateDir, name)

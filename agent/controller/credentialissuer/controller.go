@@ -39,6 +39,11 @@ type Controller struct {
 	Trigger <-chan struct{}
 	// GroupSuffix is the agent's API group suffix; empty means the default.
 	GroupSuffix string
+	// AnonymousExchange says whether clients without a credential can reach
+	// the TokenCredentialRequest API through the API server (nil: not
+	// checked; see AnonymousExchangeCheck). Where they cannot, a strategy
+	// whose only frontend is that API is of no use to them.
+	AnonymousExchange func(context.Context) error
 }
 
 // Run probes and writes status until ctx ends.
@@ -76,6 +81,12 @@ type SyncResult struct {
 func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 	now := metav1.NewTime(c.now().UTC())
 	server, ca := c.frontendInfo(ctx)
+	var anonErr error
+	if c.AnonymousExchange != nil {
+		anonCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		anonErr = c.AnonymousExchange(anonCtx)
+		cancel()
+	}
 	var strategies []configv1alpha1.CredentialIssuerStrategy
 	var r SyncResult
 	for _, p := range c.Probers {
@@ -100,6 +111,11 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 			r.AnyWorking = true
 			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success
 			s.Message, s.Frontend = working.Message, working.Frontend
+		case anonErr != nil:
+			// It issues, but nobody without a credential can ask it to:
+			// saying Success would send clients (ours and upstream's) to an
+			// exchange that answers 401, instead of to the proxy.
+			s.Status, s.Reason, s.Message = configv1alpha1.ErrorStrategyStatus, configv1alpha1.ErrorDuringSetupStrategyReason, anonErr.Error()
 		default:
 			r.AnyWorking = true
 			s.Status, s.Reason = configv1alpha1.SuccessStrategyStatus, p.Success

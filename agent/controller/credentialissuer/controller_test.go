@@ -2,7 +2,10 @@ package credentialissuer_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +104,42 @@ func TestPendingIsReported(t *testing.T) {
 	}
 	if s := statusOf(t, dyn); len(s) != 1 || s[0].Reason != configv1alpha1.PendingStrategyReason || !strings.Contains(s[0].Message, "load balancer") {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// A strategy whose frontend is the TokenCredentialRequest API is reported
+// as an error where the API server refuses anonymous requests there (HTTP
+// 401, as with anonymous access only to health endpoints), so that clients
+// choose the impersonation proxy; with anonymous requests allowed (403 for
+// system:anonymous) it works. The probe asks the login API's group version
+// under the agent's suffix, without the agent's credentials.
+func TestAnonymousExchangeRefused(t *testing.T) {
+	for _, tc := range []struct {
+		code        int
+		wantSuccess bool
+	}{{http.StatusUnauthorized, false}, {http.StatusForbidden, true}, {http.StatusOK, true}} {
+		var gotPath, gotAuth string
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			gotPath, gotAuth = r.URL.Path, r.Header.Get("Authorization")
+			w.WriteHeader(tc.code)
+		}))
+		cfg := &rest.Config{Host: srv.URL, BearerToken: "agent-token", TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+		c, dyn := newController(t, nil, strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType,
+			Success: configv1alpha1.FetchedKeyStrategyReason, Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
+			Probe: func(context.Context) (*strategy.Working, error) { return nil, nil }})
+		c.AnonymousExchange = credentialissuer.AnonymousExchangeCheck(cfg, "example.com")
+		r := c.SyncOnce(context.Background())
+		srv.Close()
+		s := statusOf(t, dyn)[0]
+		if gotPath != "/apis/login.concierge.example.com/v1alpha1" || gotAuth != "" {
+			t.Errorf("probe asked %q with Authorization %q; want the login API's group version, anonymously", gotPath, gotAuth)
+		}
+		if tc.wantSuccess != (s.Status == configv1alpha1.SuccessStrategyStatus) || tc.wantSuccess != r.AnyWorking {
+			t.Errorf("HTTP %d: %+v (working %v)", tc.code, s, r.AnyWorking)
+		}
+		if !tc.wantSuccess && (s.Reason != configv1alpha1.ErrorDuringSetupStrategyReason || s.Frontend != nil ||
+			!strings.Contains(s.Message, "refuses anonymous requests") || !strings.Contains(s.Message, "impersonation proxy")) {
+			t.Errorf("HTTP %d: %+v; want an error that names the impersonation proxy", tc.code, s)
+		}
 	}
 }
