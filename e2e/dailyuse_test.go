@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
@@ -57,8 +60,10 @@ func foreignText(screen string) bool {
 
 // startFullScreen runs the client as alice through kubeconfig's exec plugin
 // (her password login unattended, a credential cache of its own) until the
-// test ends, once it has its first answer.
-func startFullScreen(t *testing.T, pinniped string) *fullScreen {
+// test ends, once it has its first answer. A noisy one's plugin writes a
+// line to the terminal at each renewal: the control that shows a stray
+// line is seen.
+func startFullScreen(t *testing.T, pinniped string, noisy bool) *fullScreen {
 	t.Helper()
 	alice := testbed.DexUsers[0]
 	kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
@@ -70,6 +75,9 @@ func startFullScreen(t *testing.T, pinniped string) *fullScreen {
 	f := &fullScreen{log: filepath.Join(dir, "credentials.log"), errors: filepath.Join(dir, "errors.log"), started: time.Now(), stop: make(chan struct{}), stopped: make(chan struct{})}
 	entry := raw.AuthInfos[raw.Contexts[raw.CurrentContext].AuthInfo].Exec
 	entry.Command = countingPlugin(t, dir, entry.Command, f.log)
+	if noisy {
+		entry.Command = noisyPlugin(t, dir, entry.Command)
+	}
 	entry.Env = append(entry.Env,
 		clientcmdapi.ExecEnvVar{Name: "XDG_CONFIG_HOME", Value: filepath.Join(dir, "config")},
 		clientcmdapi.ExecEnvVar{Name: "PINNIPED_USERNAME", Value: alice.Email},
@@ -83,6 +91,31 @@ func startFullScreen(t *testing.T, pinniped string) *fullScreen {
 	go f.watch()
 	t.Cleanup(f.halt)
 	return f
+}
+
+// noisyPlugin wraps command so that it writes one line to stderr (the
+// client's terminal) whenever it hands over a credential other than the
+// last one: what a renewal that talks would do.
+func noisyPlugin(t *testing.T, dir, command string) string {
+	t.Helper()
+	last := filepath.Join(dir, "noisy-last")
+	for _, p := range []string{command, last} {
+		if strings.ContainsAny(p, "'\n") {
+			t.Fatalf("path %q cannot be quoted for sh", p)
+		}
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+out=$('%s' "$@") || exit
+sum=$(printf '%%s' "$out" | sha256sum | cut -c1-16)
+if [ -f '%s' ] && [ "$(cat '%s')" != "$sum" ]; then echo "pinniped: renewed the credential" >&2; fi
+printf '%%s' "$sum" > '%s'
+printf '%%s\n' "$out"
+`, command, last, last, last)
+	wrapper := filepath.Join(dir, "noisy-plugin")
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil { //nolint:gosec // G306: an executable for this test's user only
+		t.Fatal(err)
+	}
+	return wrapper
 }
 
 func (f *fullScreen) watch() {
@@ -121,6 +154,15 @@ func (f *fullScreen) halt() {
 // any reason but client-go's own (rotationCut).
 func (f *fullScreen) finish(t *testing.T, renewals int) {
 	t.Helper()
+	summary, err := f.verdict(renewals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(summary)
+}
+
+// verdict is finish's judgement: what it saw, or why it fails.
+func (f *fullScreen) verdict(renewals int) (string, error) {
 	for time.Since(f.started) < 4*time.Minute && len(credentialsSeen(f.log)) <= renewals {
 		time.Sleep(time.Second)
 	}
@@ -128,20 +170,20 @@ func (f *fullScreen) finish(t *testing.T, renewals int) {
 	f.halt()
 	final, err := f.term.ScreenE() // not Screen: that would fail the parent test from here
 	if err != nil {
-		t.Fatalf("reading the client's last screen: %v", err)
+		return "", fmt.Errorf("reading the client's last screen: %w", err)
 	}
 	n := len(credentialsSeen(f.log))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.err != nil:
-		t.Fatalf("reading the client's screen: %v", f.err)
+		return "", fmt.Errorf("reading the client's screen: %w", f.err)
 	case f.foreign != "":
-		t.Fatalf("foreign text on the client's screen:\n%s", f.foreign)
+		return "", fmt.Errorf("foreign text on the client's screen:\n%s", f.foreign)
 	case foreignText(final):
-		t.Fatalf("foreign text on the client's last screen:\n%s", final)
+		return "", fmt.Errorf("foreign text on the client's last screen:\n%s", final)
 	case n <= renewals:
-		t.Fatalf("only %d credentials in 4 minutes: the renewals this test is about did not happen", n)
+		return "", fmt.Errorf("only %d credentials in 4 minutes: the renewals this test is about did not happen", n)
 	}
 	errs, _ := os.ReadFile(f.errors)
 	failed := strings.Split(strings.TrimSpace(string(errs)), "\n")
@@ -158,17 +200,18 @@ func (f *fullScreen) finish(t *testing.T, renewals int) {
 	for _, line := range failed {
 		var ok bool
 		if renewed, ok = rotationCut(line, renewed); !ok {
-			t.Fatalf("a call failed across the renewals, and not as client-go's certificate rotation fails one:\n%s\nthe client's errors:\n%s\nnew credentials from the plugin at %v", final, errs, news)
+			return "", fmt.Errorf("a call failed across the renewals, and not as client-go's certificate rotation fails one:\n%s\nthe client's errors:\n%s\nnew credentials from the plugin at %v", final, errs, news)
 		}
 	}
 	// The screen was read first: a call failing after it may be in the log.
 	if m := failedOnScreen.FindStringSubmatch(final); m == nil || (m[1] != strconv.Itoa(len(failed)) && m[1] != strconv.Itoa(len(failed)-1)) {
-		t.Fatalf("the client's screen and its error log disagree:\n%s\n%s", final, errs)
+		return "", fmt.Errorf("the client's screen and its error log disagree:\n%s\n%s", final, errs)
 	}
+	summary := fmt.Sprintf("%d credentials (%d renewals), %d screens read, none with foreign text:\n%s", n, n-1, f.screens, final)
 	if len(failed) > 0 {
-		t.Logf("client-go's certificate rotation failed %d call(s) at a renewal, as it does without pinniped proxy:\n%s", len(failed), errs)
+		summary = fmt.Sprintf("client-go's certificate rotation failed %d call(s) at a renewal, as it does without pinniped proxy:\n%s\n%s", len(failed), errs, summary)
 	}
-	t.Logf("%d credentials (%d renewals), %d screens read, none with foreign text:\n%s", n, n-1, f.screens, final)
+	return summary, nil
 }
 
 var failedOnScreen = regexp.MustCompile(`failed (\d+)`)
@@ -204,8 +247,11 @@ func rotationCut(line string, renewals []time.Time) ([]time.Time, bool) {
 // the first one starts. At most one browser opens; every other call fails
 // fast with one line saying a login waits and the command that logs in
 // ahead; a person's `pinniped login --context` then serves them all from
-// the cache. (The cool-off is shortened to 2 minutes, and the calls to 50
-// over 40 s, so the test takes about a minute.)
+// the cache. It runs with the default cool-off (5 minutes), and shows what
+// follows when that runs out: the record of the waiting login is dated
+// back past it (rather than the test waiting 5 minutes), and the next
+// call starts one new login, one browser, while the calls beside it fail
+// fast again. (50 calls over 40 s: the test takes about two minutes.)
 func TestNoPromptStorm(t *testing.T) {
 	if Bed.Config().Profile != testbed.ProfileKubeadm {
 		t.Skip("the cool-off is the CLI's alone, the same whatever the cluster")
@@ -225,73 +271,113 @@ func TestNoPromptStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "config")
-	env := append(BedEnv(), "KUBECONFIG="+kc, "XDG_CONFIG_HOME="+config, "BROWSER="+opener, "PINNIPED_LOGIN_COOLOFF=2m")
+	// No PINNIPED_LOGIN_COOLOFF: the default, as users have it.
+	env := append(BedEnv(), "KUBECONFIG="+kc, "XDG_CONFIG_HOME="+config, "BROWSER="+opener)
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "PINNIPED_LOGIN_COOLOFF=") {
+			t.Fatalf("the environment sets %s: this test is about the default", e)
+		}
+	}
 
-	type call struct {
-		took   time.Duration
-		err    error
-		stderr string
-	}
-	var mu sync.Mutex
-	var calls []call
-	var wg sync.WaitGroup
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "kubectl", "get", "namespaces", "-o", "name")
-			cmd.Env = env
-			// What an IDE does at its timeout: the call, plugin and all, is gone.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			start := time.Now()
-			err := cmd.Run()
-			mu.Lock()
-			calls = append(calls, call{time.Since(start), err, stderr.String()})
-			mu.Unlock()
-		}()
-		if i >= 4 { // the first five at once, as an IDE starting up
-			time.Sleep(800 * time.Millisecond)
+	// storm runs n calls as an IDE does (the first five at once, then one
+	// every 0.8 s, each given up after 20 s), checks that wantOpened
+	// browsers have opened in all and that every call but the one that
+	// opened a browser failed fast with the line saying what to do, and
+	// says how many did.
+	storm := func(n, wantOpened int) (fast int) {
+		t.Helper()
+		type call struct {
+			took   time.Duration
+			err    error
+			stderr string
 		}
-	}
-	wg.Wait()
-	opened, _ := os.ReadFile(opens)
-	if n := strings.Count(string(opened), "\n"); n != 1 {
-		t.Fatalf("%d browsers opened for 50 calls nobody watches, want 1", n)
-	}
-	fast, slow := 0, 0
-	for _, c := range calls {
-		switch {
-		case c.err == nil:
-			t.Fatalf("a call succeeded although nobody logged in:\n%s", c.stderr)
-		case c.took >= 15*time.Second:
-			slow++ // the one that opened the browser, given up by the "IDE"
-		case !strings.Contains(c.stderr, "a login is waiting for you") || !strings.Contains(c.stderr, "pinniped login --context "+contextName):
-			t.Fatalf("a call failed without the one line saying what to do (after %v):\n%s", c.took, c.stderr)
-		case c.took > 5*time.Second:
-			t.Fatalf("a call took %v to say a login is waiting; it must fail fast:\n%s", c.took, c.stderr)
-		default:
-			fast++
+		var mu sync.Mutex
+		var calls []call
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, "kubectl", "get", "namespaces", "-o", "name")
+				cmd.Env = env
+				// What an IDE does at its timeout: the call, plugin and all, is gone.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				start := time.Now()
+				err := cmd.Run()
+				mu.Lock()
+				calls = append(calls, call{time.Since(start), err, stderr.String()})
+				mu.Unlock()
+			}()
+			if i >= 4 {
+				time.Sleep(800 * time.Millisecond)
+			}
 		}
+		wg.Wait()
+		opened, _ := os.ReadFile(opens)
+		if got := strings.Count(string(opened), "\n"); got != wantOpened {
+			t.Fatalf("%d browsers opened in all, want %d", got, wantOpened)
+		}
+		slow := 0
+		for _, c := range calls {
+			switch {
+			case c.err == nil:
+				t.Fatalf("a call succeeded although nobody logged in:\n%s", c.stderr)
+			case c.took >= 15*time.Second:
+				slow++ // the one that opened the browser, given up by the "IDE"
+			case !strings.Contains(c.stderr, "a login is waiting for you") || !strings.Contains(c.stderr, "pinniped login --context "+contextName):
+				t.Fatalf("a call failed without the one line saying what to do (after %v):\n%s", c.took, c.stderr)
+			case c.took > 5*time.Second:
+				t.Fatalf("a call took %v to say a login is waiting; it must fail fast:\n%s", c.took, c.stderr)
+			default:
+				fast++
+			}
+		}
+		if slow > 1 {
+			t.Fatalf("%d calls waited out their timeout, want only the one that opened the browser", slow)
+		}
+		return fast
 	}
-	if slow > 1 {
-		t.Fatalf("%d calls waited out their timeout, want only the one that opened the browser", slow)
+	fast := storm(50, 1)
+	t.Logf("50 calls: 1 browser, %d answered at once with the cool-off's line, the rest waited (the browser's)", fast)
+
+	// The cool-off runs out: the record of the waiting login says it
+	// started longer ago than the default allows, as it will 5 minutes
+	// on. The next call starts one new login, one more browser; the
+	// calls beside it fail fast again, under the new record.
+	var records []string
+	_ = filepath.WalkDir(config, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".waiting") {
+			records = append(records, path)
+		}
+		return nil
+	})
+	if len(records) != 1 {
+		t.Fatalf("%d records of a waiting login under %s, want 1: %v", len(records), config, records)
 	}
-	t.Logf("50 calls: 1 browser, %d answered at once with the cool-off's line, %d waited (the browser's)", fast, slow)
+	backdated, err := json.Marshal(map[string]time.Time{"started": time.Now().Add(-login.DefaultCoolOff - time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(records[0], backdated, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fast = storm(10, 2)
+	t.Logf("after the cool-off: 10 calls, 1 more browser, %d answered at once again", fast)
 
 	// A person logs in ahead; then every call is served from the cache.
-	login := startBrowserCommand(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config, "PINNIPED_LOGIN_COOLOFF=2m"}, nil,
+	ahead := startBrowserCommand(t, []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + config}, nil,
 		pinniped, "login", "--context", contextName)
 	bctx, cancel := Browser(t, context.Background())
 	defer cancel()
-	dexLogin(t, bctx, login.URL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
-	login.wait(t, 60*time.Second, func() string { return pageState(bctx) })
-	if !strings.Contains(login.stderr.String(), "is logged in") {
-		t.Fatalf("pinniped login --context said:\n%s", login.stderr.String())
+	dexLogin(t, bctx, ahead.URL, chromedp.WaitVisible(`//h1[contains(., "Logged in")]`))
+	ahead.wait(t, 60*time.Second, func() string { return pageState(bctx) })
+	if !strings.Contains(ahead.stderr.String(), "is logged in") {
+		t.Fatalf("pinniped login --context said:\n%s", ahead.stderr.String())
 	}
 	for i := range 5 {
 		cmd := exec.CommandContext(context.Background(), "kubectl", "get", "namespaces", "-o", "name")
@@ -303,7 +389,7 @@ func TestNoPromptStorm(t *testing.T) {
 			t.Fatalf("call %d after the login ahead: %v\n%s%s", i, err, out, stderr.String())
 		}
 	}
-	if opened, _ := os.ReadFile(opens); strings.Count(string(opened), "\n") != 1 {
+	if opened, _ := os.ReadFile(opens); strings.Count(string(opened), "\n") != 2 {
 		t.Fatal("a browser opened for a call after the login ahead")
 	}
 }

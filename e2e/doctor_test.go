@@ -189,6 +189,44 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 
+	// kubectl 1.35 runs only the credential plugins its kuberc allows when
+	// it says credentialPluginPolicy: Allowlist, spelled name: in 1.35 and
+	// command: from 1.36 (both, different, is an error there). The bed's
+	// own kubectl, of the bed's version, runs the kubeconfig pinniped
+	// wrote under each form, and doctor agrees with it each time.
+	t.Run("kubectl's credential plugin allowlist", func(t *testing.T) {
+		minor := cfg.KubeMinorNumber()
+		if minor < 35 {
+			t.Skipf("kubectl 1.%d has no credential plugin policy (kuberc's credentialPluginPolicy is from 1.35)", minor)
+		}
+		front := execCommand(t, kubeconfig)
+		field := map[bool]string{true: "name", false: "command"}[minor == 35]
+		kuberc := filepath.Join(t.TempDir(), "kuberc")
+		kenv := append(append([]string{}, env...), "KUBERC="+kuberc)
+		for _, tc := range []struct {
+			name, entry string
+			allowed     bool
+		}{
+			{"pinniped listed as " + field, fmt.Sprintf("- %s: %s", field, front), true},
+			{"only another plugin listed", fmt.Sprintf("- %s: /usr/local/bin/kubelogin", field), false},
+			// 1.35 knows only name (kubelogin here); 1.36 refuses the entry.
+			{"both spellings, different", fmt.Sprintf("- name: /usr/local/bin/kubelogin\n  command: %s", front), false},
+		} {
+			if err := os.WriteFile(kuberc, []byte("apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\n"+
+				"credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n"+tc.entry+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := RunE(kenv, "kubectl", "get", "namespaces")
+			if ran := err == nil && strings.Contains(out, "kube-system"); ran != tc.allowed {
+				t.Errorf("%s: kubectl 1.%d ran pinniped: %v, want %v (%v)\n%s", tc.name, minor, ran, tc.allowed, err, out)
+			}
+			c := runDoctor(t, pinniped, kenv).check(t, "exec.policy")
+			if (c.Status == "OK") != tc.allowed || (!tc.allowed && c.Status != "FAIL") {
+				t.Errorf("%s: doctor says %s %s %s, kubectl allowed: %v", tc.name, c.Status, c.Detail, c.Fix, tc.allowed)
+			}
+		}
+	})
+
 	otherCA := base64.StdEncoding.EncodeToString(mustRead(t, cfg.ClusterCAFile()))
 	engineless := filepath.Join(t.TempDir(), "pinniped")
 	Run(t, nil, "cp", pinniped, engineless)
@@ -318,4 +356,18 @@ func kubeconfigServer(t *testing.T, kubeconfig string) string {
 		t.Fatal(err)
 	}
 	return cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server
+}
+
+// execCommand is the command of the kubeconfig's exec credential plugin.
+func execCommand(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	if user == nil || user.Exec == nil {
+		t.Fatalf("%s has no exec plugin", kubeconfig)
+	}
+	return user.Exec.Command
 }

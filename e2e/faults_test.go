@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
@@ -295,10 +296,25 @@ type tcrResult struct {
 
 // tcrLoad posts TokenCredentialRequests for alice through kube-apiserver
 // from workers goroutines until stop is closed, each on a connection of
-// its own, retrying up to five times what may pass a moment later.
-func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
+// its own, retrying up to maxRetries times what may pass a moment later;
+// one that still fails then failed for good.
+func tcrLoad(t *testing.T, workers, maxRetries int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
 	t.Helper()
 	url, body, pool := exchangeRequest(t)
+	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if Bed.Config().AnonymousHealthOnly() {
+		// The API server lets no anonymous request through to the
+		// exchange: it is made as the bed's admin, on the same path
+		// through kube-apiserver to the aggregated API.
+		rc, err := Bed.RESTConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tlsConfig, err = rest.TLSConfigFor(rc); err != nil || tlsConfig == nil {
+			t.Fatalf("the admin's TLS settings: %v", err)
+		}
+		tlsConfig.MinVersion = tls.VersionTLS12
+	}
 	// once sends one request; a 201 counts only when it holds a
 	// credential (a refusal is a 201 too, with a message).
 	once := func(c *http.Client) (int, error) {
@@ -333,7 +349,7 @@ func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig.Clone()}}
 			for {
 				select {
 				case <-stop:
@@ -343,7 +359,7 @@ func tcrLoad(t *testing.T, workers int, stop <-chan struct{}) (*tcrResult, *sync
 				res.sent.Add(1)
 				status, err := once(c)
 				// A refusal (an answer meant) is not retried, as the CLI does not.
-				for try := 0; try < 5 && ((err != nil && status == 0) || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
+				for try := 0; try < maxRetries && ((err != nil && status == 0) || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
 					res.retried.Add(1)
 					time.Sleep(200 * time.Millisecond << try)
 					status, err = once(c)
@@ -563,7 +579,7 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 	if crdHasField() {
 		t.Fatal("the CRD kept the field the test removed")
 	}
-	underLoad(t, env, "an upgrade and a rollback", nil, func() {
+	underRollout(t, env, "an upgrade and a rollback", func() {
 		for _, img := range []string{next, first} {
 			began := time.Now()
 			args := installArgs(t)
@@ -582,6 +598,24 @@ func TestUpgradeAndRollbackUnderLoad(t *testing.T) {
 			}
 			t.Logf("rolled out %s in %s", img, time.Since(began).Round(100*time.Millisecond))
 			time.Sleep(5 * time.Second)
+		}
+	})
+
+	// The control: the same loads, held to the same rules, over a rollout
+	// that stops every replica before it starts new ones (Recreate) must
+	// fail them; if they passed, the check above could catch nothing.
+	// (The installation is removed after the test.)
+	t.Run("control: a rollout with no replica serving fails the check", func(t *testing.T) {
+		Kubectl(t, "-n", "pinniped", "patch", "deployment", "pinniped-agent", "--type=merge", "-p", `{"spec":{"strategy":{"type":"Recreate","rollingUpdate":null}}}`)
+		o := runUnderLoad(t, env, "a Recreate rollout", rolloutRules, func() {
+			Kubectl(t, "-n", "pinniped", "rollout", "restart", "deployment/pinniped-agent")
+			Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")
+			time.Sleep(5 * time.Second)
+		})
+		if f := o.failures(); len(f) == 0 {
+			t.Errorf("the loads saw nothing wrong over a rollout that stopped every replica: they cannot catch a disruptive rollout")
+		} else {
+			t.Logf("as it must, the check failed over the Recreate rollout:\n%s", strings.Join(f, "\n"))
 		}
 	})
 }
@@ -626,12 +660,66 @@ func proxyFirst(t *testing.T) {
 // user) and a TokenCredentialRequest load run, with 5 s of load before
 // it; it logs what was sent, retried and failed, and fails the test if a
 // kubectl call failed (unless excused says why it had to) or an exchange
-// failed for good.
+// failed for good after five retries. For faults that kill replicas.
 func underLoad(t *testing.T, env []string, what string, excused func(loadFailure) string, fault func()) {
+	t.Helper()
+	runUnderLoad(t, env, what, loadRules{tcrWorkers: 2, maxRetries: 5, minTCR: 10, excused: excused}, fault).check(t)
+}
+
+// underRollout is underLoad for a planned change (an upgrade, a
+// rollback), which must cost clients nothing: twice the exchange load,
+// no excuse, and an exchange that needs a second retry failed.
+func underRollout(t *testing.T, env []string, what string, fault func()) {
+	t.Helper()
+	runUnderLoad(t, env, what, rolloutRules, fault).check(t)
+}
+
+// rolloutRules are underRollout's.
+var rolloutRules = loadRules{tcrWorkers: 4, maxRetries: 1, minTCR: 20}
+
+// loadRules are what a run of the loads is held to.
+type loadRules struct {
+	tcrWorkers, maxRetries int
+	minTCR                 int64 // exchanges at least, or the load proved little
+	excused                func(loadFailure) string
+}
+
+// loadOutcome is what one run of the loads saw.
+type loadOutcome struct {
+	what                 string
+	table                string
+	kubectlSent, tcrSent int64
+	kubectlFailed        []string // not excused
+	tcrFailed            int64
+	tcrFailures          []string
+	minTCR               int64
+}
+
+// failures says what broke the rules; empty when nothing did.
+func (o loadOutcome) failures() []string {
+	var out []string
+	if len(o.kubectlFailed) != 0 || o.kubectlSent < 10 {
+		out = append(out, fmt.Sprintf("%d of %d kubectl calls failed during %s:\n%s", len(o.kubectlFailed), o.kubectlSent, o.what, strings.Join(o.kubectlFailed[:min(len(o.kubectlFailed), 5)], "\n")))
+	}
+	if o.tcrFailed != 0 || o.tcrSent < o.minTCR {
+		out = append(out, fmt.Sprintf("%d of %d exchanges (at least %d wanted) failed for good during %s:\n%s", o.tcrFailed, o.tcrSent, o.minTCR, o.what, strings.Join(o.tcrFailures, "\n")))
+	}
+	return out
+}
+
+func (o loadOutcome) check(t *testing.T) {
+	t.Helper()
+	for _, f := range o.failures() {
+		t.Error(f)
+	}
+}
+
+// runUnderLoad runs fault under the loads and says what they saw.
+func runUnderLoad(t *testing.T, env []string, what string, rules loadRules, fault func()) loadOutcome {
 	t.Helper()
 	stop := make(chan struct{})
 	res, wg := kubectlLoad(t, 2, env, stop)
-	tcr, tcrWG := tcrLoad(t, 2, stop)
+	tcr, tcrWG := tcrLoad(t, rules.tcrWorkers, rules.maxRetries, stop)
 	// However the test ends, the loads end with it.
 	stopLoads := sync.OnceFunc(func() { close(stop); wg.Wait(); tcrWG.Wait() })
 	t.Cleanup(stopLoads)
@@ -640,30 +728,25 @@ func underLoad(t *testing.T, env []string, what string, excused func(loadFailure
 	fault()
 	stopLoads()
 	took := time.Since(start).Round(time.Second)
-	var failed []string
+	o := loadOutcome{what: what, kubectlSent: res.sent.Load(), tcrSent: tcr.sent.Load(), tcrFailed: tcr.failed.Load(), tcrFailures: tcr.failures, minTCR: rules.minTCR}
 	excuses := map[string]int{}
 	for _, f := range res.failures {
-		if why := ""; excused != nil {
-			if why = excused(f); why != "" {
+		if why := ""; rules.excused != nil {
+			if why = rules.excused(f); why != "" {
 				excuses[why]++
 				continue
 			}
 		}
-		failed = append(failed, f.String())
+		o.kubectlFailed = append(o.kubectlFailed, f.String())
 	}
-	table := fmt.Sprintf("over %s, %s:\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
-		"| kubectl through the exec plugin (an exchange each) | %d | (inside the CLI) | %d |\n| TokenCredentialRequest through kube-apiserver | %d | %d | %d |",
-		took, what, res.sent.Load(), len(failed), tcr.sent.Load(), tcr.retried.Load(), tcr.failed.Load())
+	o.table = fmt.Sprintf("over %s, %s (an exchange retried at most %d times):\n| load | sent | retried by the client | failed |\n|---|---|---|---|\n"+
+		"| kubectl through the exec plugin (an exchange each) | %d | (inside the CLI) | %d |\n| TokenCredentialRequest through kube-apiserver (%d workers) | %d | %d | %d |",
+		took, what, rules.maxRetries, o.kubectlSent, len(o.kubectlFailed), rules.tcrWorkers, o.tcrSent, tcr.retried.Load(), o.tcrFailed)
 	for why, n := range excuses {
-		table += fmt.Sprintf("\n(%d more kubectl calls failed, excused: %s)", n, why)
+		o.table += fmt.Sprintf("\n(%d more kubectl calls failed, excused: %s)", n, why)
 	}
-	t.Log(table)
-	if len(failed) != 0 || res.sent.Load() < 10 {
-		t.Errorf("%d of %d kubectl calls failed during %s:\n%s", len(failed), res.sent.Load(), what, strings.Join(failed[:min(len(failed), 5)], "\n"))
-	}
-	if tcr.failed.Load() != 0 || tcr.sent.Load() < 10 {
-		t.Errorf("%d of %d exchanges failed for good during %s:\n%s", tcr.failed.Load(), tcr.sent.Load(), what, strings.Join(tcr.failures, "\n"))
-	}
+	t.Log(o.table)
+	return o
 }
 
 // freshLogins is the user's environment for kubectl with kubeconfig kc,

@@ -78,7 +78,7 @@ func TestHelm(t *testing.T) {
 
 		next := AgentImageVersion(t, "v99.0.0-e2e-helm")
 		_, nextTag, _ := strings.Cut(next, ":")
-		underLoad(t, env, "a helm upgrade to another build", nil, func() {
+		underRollout(t, env, "a helm upgrade to another build", func() {
 			began := time.Now()
 			Run(t, nil, helm, "upgrade", "pinniped", filepath.Join(charts, "pinniped"), "--reuse-values", "--set-string", "image.tag="+nextTag, "--wait", "--timeout=4m")
 			Run(t, nil, "kubectl", "-n", "pinniped", "rollout", "status", "deployment/pinniped-agent", "--timeout=3m")

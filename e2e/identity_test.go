@@ -192,8 +192,17 @@ spec:
 	in.authenticator = "direct"
 	in.waitProxyToken(t, strategy, mint(probe))
 
+	// Where the API server lets anonymous requests reach only health
+	// endpoints, nobody without a credential reaches its
+	// TokenCredentialRequest API: the paths that start there are not a
+	// user's (the managed rows of 1.32-1.34 take them).
+	vias := []string{"api", "proxy"}
+	if cfg.AnonymousHealthOnly() {
+		vias = []string{"proxy"}
+		t.Log("the API server allows anonymous requests only to health endpoints: no exchange through it")
+	}
 	// pinniped proxy, with one context per identity and credential path.
-	kc, contexts := identityKubeconfig(t, pinniped, apiServer, proxy, mint)
+	kc, contexts := identityKubeconfig(t, pinniped, map[string]endpoint{"api": apiServer, "proxy": proxy}, vias, mint)
 	proxied, stateDir := startLocalProxyUntil(t, pinniped, kc, func(c state.Context) bool { return c.State == "ready" || localProxyRefused(c) })
 
 	type outcome struct {
@@ -209,14 +218,16 @@ spec:
 			t.Fatalf("%s: kube-apiserver itself refused the token: %s", c.label, o.direct.refused)
 		}
 		// The TokenCredentialRequest at the API server: a certificate.
-		cred, msg := in.tcr(t, apiServer, tok)
-		if len(cred.Cert) == 0 {
-			o.paths = append(o.paths, pathResult{path: "TokenCredentialRequest", refused: "exchange: " + msg})
-		} else {
-			auth := clientAuth{cert: string(cred.Cert), key: string(cred.Key)}
-			o.paths = append(o.paths, apiServer.request(ctx, t, "certificate", auth, false))
-			for _, v := range proxyVariants {
-				o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, certificate, "+v.name, auth.with(v), v.upgrade))
+		if slices.Contains(vias, "api") {
+			cred, msg := in.tcr(t, apiServer, tok)
+			if len(cred.Cert) == 0 {
+				o.paths = append(o.paths, pathResult{path: "TokenCredentialRequest", refused: "exchange: " + msg})
+			} else {
+				auth := clientAuth{cert: string(cred.Cert), key: string(cred.Key)}
+				o.paths = append(o.paths, apiServer.request(ctx, t, "certificate", auth, false))
+				for _, v := range proxyVariants {
+					o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, certificate, "+v.name, auth.with(v), v.upgrade))
+				}
 			}
 		}
 		// The TokenCredentialRequest at the proxy: its own token.
@@ -228,7 +239,7 @@ spec:
 				o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, token, "+v.name, clientAuth{token: pcred.Token}.with(v), v.upgrade))
 			}
 		}
-		for _, via := range []string{"api", "proxy"} {
+		for _, via := range vias {
 			o.paths = append(o.paths, localProxyRequest(ctx, t, proxied, stateDir, contexts[i][via], "pinniped proxy to the "+via))
 		}
 		outcomes = append(outcomes, o)
@@ -438,17 +449,19 @@ func (in installation) tcr(t *testing.T, e endpoint, token string) (cred proxyCr
 	return cred, message
 }
 
-// identityKubeconfig is a kubeconfig with two contexts per identity case,
-// each a `pinniped login static` of the case's token: one at the API
-// server (a certificate), one at the impersonation proxy (its token).
-func identityKubeconfig(t *testing.T, pinniped string, apiServer, proxy endpoint, mint func(identityCase) string) (string, []map[string]string) {
+// identityKubeconfig is a kubeconfig with a context per identity case and
+// each of vias, each a `pinniped login static` of the case's token: "api"
+// at the API server (a certificate), "proxy" at the impersonation proxy
+// (its token).
+func identityKubeconfig(t *testing.T, pinniped string, endpoints map[string]endpoint, vias []string, mint func(identityCase) string) (string, []map[string]string) {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	var names []map[string]string
 	for i, c := range identityCases {
 		tok := mint(c)
 		byVia := map[string]string{}
-		for via, e := range map[string]endpoint{"api": apiServer, "proxy": proxy} {
+		for _, via := range vias {
+			e := endpoints[via]
 			name := fmt.Sprintf("id-%02d-%s", i, via)
 			cfg.Clusters[name] = &clientcmdapi.Cluster{Server: e.url, CertificateAuthorityData: e.ca}
 			cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
@@ -462,7 +475,7 @@ func identityKubeconfig(t *testing.T, pinniped string, apiServer, proxy endpoint
 		}
 		names = append(names, byVia)
 	}
-	cfg.CurrentContext = names[0]["api"]
+	cfg.CurrentContext = names[0][vias[0]]
 	path := filepath.Join(t.TempDir(), "identities.kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -72,6 +73,15 @@ spec:
 			if len(rep.Cuts) != 0 {
 				t.Errorf("through the impersonation proxy, credential renewals cut %d streams, want none:\n%s", len(rep.Cuts), rep.Summary())
 			}
+			t.Run("control: certificates through the same proxy", func(t *testing.T) {
+				// What tokens spare: a client certificate of the proxy's
+				// signer, new at each renewal, through the same proxy. The
+				// harness must see client-go cut the streams.
+				rep := runLongClient(t, rotatingCertKubeconfig(t, strategy), 1, nil)
+				if len(rep.Cuts) == 0 {
+					t.Errorf("renewed client certificates through the proxy cut nothing: the harness is blind:\n%s", rep.Summary())
+				}
+			})
 		})
 		return
 	}
@@ -79,7 +89,13 @@ spec:
 	// A full-screen client beside the others, all along: the renewals of
 	// its own exec plugin, which writes to its terminal, draw nothing
 	// there (issue 31's quiet renewals).
-	screen := startFullScreen(t, pinniped)
+	screen := startFullScreen(t, pinniped, false)
+	// The control: the same client, whose plugin writes one line at each
+	// renewal; the same check must see it.
+	noisy := startFullScreen(t, pinniped, true)
+	// kubectl's own stderr: a call after the cached credential expired
+	// (a real renewal, not a new cache key) writes nothing there.
+	quiet := startExpiredRenewal(t, pinniped)
 
 	t.Run("control", func(t *testing.T) {
 		// alice's direct kubeconfig: a client certificate per renewal. One
@@ -98,23 +114,167 @@ spec:
 		// certificate they started with.
 		kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
 		proxied, stateDir := startLocalProxy(t, pinniped, kc)
+		// Each renewal the proxy counts must bring a credential that
+		// expires later than the last one, or the count proves nothing.
+		seen := map[string][]time.Time{} // context: expiry at each renewal count
+		var went []string
 		rep := runLongClient(t, proxied, 3, func() int {
 			st, err := state.Read(stateDir)
 			if err != nil || st == nil {
 				return 0
 			}
 			n := 0
-			for _, c := range st.Contexts {
+			for slug, c := range st.Contexts {
 				n += max(c.Renewals-1, 0) // the first credential is no renewal
+				exp := seen[slug]
+				if c.Renewals > len(exp) && !c.Expires.IsZero() {
+					if len(exp) > 0 && !c.Expires.After(exp[len(exp)-1]) {
+						went = append(went, fmt.Sprintf("%s: renewal %d expires %s, not after %s", slug, c.Renewals, c.Expires, exp[len(exp)-1]))
+					}
+					seen[slug] = append(exp, c.Expires)
+				}
 			}
 			return n
 		})
 		if len(rep.Cuts) != 0 {
 			t.Errorf("through pinniped proxy, credential renewals cut %d streams, want none:\n%s", len(rep.Cuts), rep.Summary())
 		}
+		total := 0
+		for _, exp := range seen {
+			total += len(exp)
+		}
+		if len(went) != 0 || total < 4 {
+			t.Errorf("the upstream credential's expiry at the proxy's renewals (%d seen, want 4 and each later): %v %v", total, seen, went)
+		}
 	})
 
 	t.Run("quiet full-screen client", func(t *testing.T) { screen.finish(t, 2) })
+	t.Run("control: a full-screen client whose plugin talks at a renewal", func(t *testing.T) {
+		if _, err := noisy.verdict(1); err == nil || !strings.Contains(err.Error(), "foreign text") || !strings.Contains(err.Error(), "renewed the credential") {
+			t.Errorf("the screen check missed the line a renewal wrote: %v", err)
+		}
+	})
+	t.Run("kubectl's stderr on a renewal of an expired credential", func(t *testing.T) { quiet(t) })
+}
+
+// rotatingCertKubeconfig is a kubeconfig for alice at the impersonation
+// proxy whose exec plugin hands over a client certificate of the proxy's
+// signer that changes each minute, with a one-minute expiry: certificate
+// renewals at the proxy, as a --proxy-credential=certificate install has.
+func rotatingCertKubeconfig(t *testing.T, strategy proxyStrategy) string {
+	t.Helper()
+	alice := testbed.DexUsers[0]
+	dir := t.TempDir()
+	current := filepath.Join(dir, "credential.json")
+	start := time.Now()
+	// Issued here, on the test's goroutine; the switcher only renames. Each
+	// is in place a few seconds before the one before it expires.
+	const minutes = 6
+	for i := range minutes {
+		cred := signerCredential(t, ourInstall, alice.Email, "", alice.Groups)
+		raw, err := json.Marshal(map[string]any{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+			"status": map[string]any{"clientCertificateData": string(cred.Cert), "clientKeyData": string(cred.Key),
+				"expirationTimestamp": start.Add(time.Duration(i+1)*time.Minute + 5*time.Second).UTC().Format(time.RFC3339)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("credential-%d.json", i)), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	place := func(i int) error {
+		return os.Link(filepath.Join(dir, fmt.Sprintf("credential-%d.json", i)), current+".new") //nolint:gosec // the test's own files
+	}
+	swap := func(i int) {
+		_ = os.Remove(current + ".new")
+		if place(i) == nil {
+			_ = os.Rename(current+".new", current)
+		}
+	}
+	swap(0)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for i := 1; i < minutes; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Until(start.Add(time.Duration(i) * time.Minute))):
+				swap(i)
+			}
+		}
+	}()
+	plugin := filepath.Join(dir, "plugin")
+	if strings.ContainsAny(current, "'\n") {
+		t.Fatalf("path %q cannot be quoted for sh", current)
+	}
+	if err := os.WriteFile(plugin, []byte(fmt.Sprintf("#!/bin/sh\ncat '%s'\n", current)), 0o700); err != nil { //nolint:gosec // G306: an executable for this test's user only
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: strategy.Endpoint, CertificateAuthorityData: strategy.CA}
+	cfg.AuthInfos["alice"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1",
+		Command: plugin, InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "alice"}
+	cfg.CurrentContext = "proxy"
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// startExpiredRenewal logs alice in through kubectl now and returns the
+// check to run once the credential has expired (a minute or more later):
+// kubectl then renews it, and its stderr stays empty.
+func startExpiredRenewal(t *testing.T, pinniped string) func(t *testing.T) {
+	t.Helper()
+	alice := testbed.DexUsers[0]
+	kc := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file")
+	dir := t.TempDir()
+	raw, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "credentials.log")
+	entry := raw.AuthInfos[raw.Contexts[raw.CurrentContext].AuthInfo].Exec
+	entry.Command = countingPlugin(t, dir, entry.Command, log)
+	if err := clientcmd.WriteToFile(*raw, kc); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kc, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+		"PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
+	call := func(t *testing.T) (string, string) {
+		t.Helper()
+		cmd := exec.CommandContext(context.Background(), "kubectl", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		cmd.Env = append(BedEnv(), env...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubectl auth whoami: %v\n%s", err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	if who, _ := call(t); who != alice.Email {
+		t.Fatalf("the first login: kubectl says %q", who)
+	}
+	first := time.Now()
+	return func(t *testing.T) {
+		// The agent of this test issues 1-minute credentials.
+		if wait := time.Until(first.Add(70 * time.Second)); wait > 0 {
+			time.Sleep(wait)
+		}
+		who, stderr := call(t)
+		if who != alice.Email {
+			t.Fatalf("after the expiry: kubectl says %q", who)
+		}
+		if n := len(credentialsSeen(log)); n < 2 {
+			t.Fatalf("%d credentials: the second call renewed nothing, so it proves nothing", n)
+		}
+		if stderr != "" {
+			t.Errorf("a renewal of an expired credential that needs nobody wrote to kubectl's stderr:\n%s", stderr)
+		}
+	}
 }
 
 // startLocalProxy runs `pinniped proxy` for kubeconfig kc as alice (her

@@ -298,6 +298,57 @@ spec:
 		}
 	})
 
+	// From 1.36 kube-apiserver's impersonation is constrained (KEP-5284,
+	// beta, on by default): it asks for impersonate-on: verbs first, then
+	// the legacy impersonate verb the proxy's ServiceAccount holds. Every
+	// check of this test ran under it on such a bed; this says that it did.
+	t.Run("the API server's impersonation mode is the version's default", func(t *testing.T) {
+		minor := Bed.Config().KubeMinorNumber()
+		metrics := Kubectl(t, "get", "--raw", "/metrics")
+		on := strings.Contains(metrics, `kubernetes_feature_enabled{name="ConstrainedImpersonation",stage="BETA"} 1`)
+		if on != (minor >= 36) {
+			t.Errorf("ConstrainedImpersonation on: %v on 1.%d, want %v", on, minor, minor >= 36)
+		}
+	})
+
+	// Kubernetes 1.35 authorizes exec over WebSocket (a GET) as create, as
+	// SPDY's POST always was: a user with get alone on pods/exec is
+	// refused from then on, and allowed a WebSocket exec before. Through
+	// the proxy the answer is the API server's own on every version: the
+	// same user gets the same answer directly and through it.
+	t.Run("exec with get alone: the API server's answer, through the proxy too", func(t *testing.T) {
+		user := "exec-get-only@example.com"
+		Kubectl(t, "-n", proxyNS, "create", "role", "exec-get-only", "--verb=get,list", "--resource=pods,pods/exec,pods/portforward")
+		Kubectl(t, "-n", proxyNS, "create", "rolebinding", "exec-get-only", "--role=exec-get-only", "--user="+user)
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "-n", proxyNS, "delete", "role,rolebinding", "exec-get-only") })
+		pair := signerCredential(t, ourInstall, user, "", nil)
+		dir := t.TempDir()
+		certFile, keyFile := filepath.Join(dir, "user.crt"), filepath.Join(dir, "user.key")
+		if err := os.WriteFile(certFile, pair.Cert, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, pair.Key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		proxied := []string{"--kubeconfig=/dev/null", "--server=" + strategy.Endpoint, "--certificate-authority=" + caFile,
+			"--client-certificate=" + certFile, "--client-key=" + keyFile}
+		direct := []string{"--as=" + user} // the bed's admin, as the user
+		minor := Bed.Config().KubeMinorNumber()
+		for _, mode := range []struct{ name, env string }{{"websocket", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"}, {"spdy", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}} {
+			e := []string{mode.env}
+			execArgs := []string{"-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello"}
+			_, derr := RunE(e, "kubectl", append(slices.Clone(direct), execArgs...)...)
+			_, perr := RunE(e, "kubectl", append(slices.Clone(proxied), execArgs...)...)
+			wantAllowed := mode.name == "websocket" && minor < 35
+			if (derr == nil) != wantAllowed {
+				t.Errorf("%s exec with get alone, directly on 1.%d: allowed %v, want %v (%v)", mode.name, minor, derr == nil, wantAllowed, derr)
+			}
+			if (perr == nil) != (derr == nil) {
+				t.Errorf("%s exec with get alone: directly allowed %v, through the proxy %v (%v)", mode.name, derr == nil, perr == nil, perr)
+			}
+		}
+	})
+
 	t.Run("logs -f streams", func(t *testing.T) {
 		s := startStream(t, env, "kubectl", "-n", proxyNS, "logs", "-f", "--tail=1", "ticker")
 		first := s.waitLine(t, 15*time.Second, func(l string) bool { return strings.HasPrefix(l, "tick ") })
@@ -354,6 +405,19 @@ subjects:
 		sa := []string{"--kubeconfig=/dev/null", "--server=" + strategy.Endpoint, "--certificate-authority=" + caFile, "--token=" + token}
 		if who := Run(t, nil, "kubectl", append(sa, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")...); who != "system:serviceaccount:"+proxyNS+":robot" {
 			t.Fatalf("whoami with a ServiceAccount token: %q", who)
+		}
+		// The API server sets the token's credential ID as an extra
+		// (authentication.kubernetes.io/credential-id, "JTI=..."); the
+		// proxy forwards the token, so the same user with the same extras
+		// arrives through it as directly.
+		direct := []string{"--kubeconfig=/dev/null", "--server=" + Bed.Config().APIServerURL(), "--certificate-authority=" + Bed.Config().ClusterCAFile(), "--token=" + token}
+		extras := `jsonpath={.status.userInfo.extra}`
+		want := Run(t, nil, "kubectl", append(direct, "auth", "whoami", "-o", extras)...)
+		if !strings.Contains(want, "authentication.kubernetes.io/credential-id") || !strings.Contains(want, "JTI=") {
+			t.Errorf("the API server set no credential ID for a ServiceAccount token: %s", want)
+		}
+		if got := Run(t, nil, "kubectl", append(sa, "auth", "whoami", "-o", extras)...); got != want {
+			t.Errorf("extras through the proxy %s, directly %s", got, want)
 		}
 		if out := Run(t, nil, "kubectl", append(sa, "-n", proxyNS, "get", "pods", "-o", "name")...); !strings.Contains(out, "pod/ticker") {
 			t.Fatalf("get pods as the ServiceAccount: %q", out)

@@ -71,7 +71,7 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 	if err := yaml.Unmarshal(raw, &pref); err != nil {
 		return warn(err.Error(), fmt.Sprintf("%s does not parse, and kubectl refuses it too: fix it (kubectl kuberc view shows it)", path))
 	}
-	entry := "credentialPluginAllowlist:\n  - name: " + r.front
+	entry := "credentialPluginAllowlist:\n  - command: " + r.front + "\n(kubectl 1.35 spells it name:)"
 	if pref.Allowlist != nil && pref.Policy != "Allowlist" {
 		// client-go's ValidatePluginPolicy: kubectl runs no plugin at all.
 		return fail(fmt.Sprintf("credentialPluginAllowlist without credentialPluginPolicy: Allowlist in %s", path),
@@ -88,6 +88,23 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		return warn(fmt.Sprintf("credentialPluginPolicy: %q in %s", pref.Policy, path),
 			"kubectl knows AllowAll, DenyAll and Allowlist: fix the policy")
 	}
+	for i, a := range pref.Allowlist {
+		// kubectl 1.36's conversion: both spellings with different values
+		// are an error, and so (client-go's validateAllowlist) is a path
+		// filepath.Clean would change; either way kubectl runs no plugin.
+		if a.Name != "" && a.Command != "" && a.Name != a.Command {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s has both name: %s and command: %s", i+1, path, a.Name, a.Command),
+				fmt.Sprintf("kubectl 1.36 and later refuse the file over it (name is command's deprecated spelling): keep one, such as\n  - command: %s", r.front))
+		}
+		name := a.Command
+		if name == "" {
+			name = a.Name
+		}
+		if name != "" && filepath.Clean(name) != name {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s is not a clean path: %s", i+1, path, name),
+				fmt.Sprintf("kubectl refuses every credential plugin over it (\"non-normalized file path\"): write it as %s", filepath.Clean(name)))
+		}
+	}
 	for _, a := range pref.Allowlist {
 		name := a.Command
 		if name == "" {
@@ -103,5 +120,5 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		}
 	}
 	return fail(fmt.Sprintf("%s allows only the credential plugins it lists, and not %s", path, r.front),
-		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not allowed\"): add this entry to credentialPluginAllowlist in %s\n  - name: %s", path, r.front))
+		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not permitted by the credential plugin allowlist\"): add this entry to credentialPluginAllowlist in %s\n  - command: %s\n(kubectl 1.35 spells it name:)", path, r.front))
 }
