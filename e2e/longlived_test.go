@@ -192,9 +192,11 @@ func rotatingCertKubeconfig(t *testing.T, strategy proxyStrategy) string {
 		}
 	}
 	swap(0)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
+	stop, done := make(chan struct{}), make(chan struct{})
+	// Joined before TempDir's own cleanup (registered earlier, run later).
+	t.Cleanup(func() { close(stop); <-done })
 	go func() {
+		defer close(done)
 		for i := 1; i < minutes; i++ {
 			select {
 			case <-stop:

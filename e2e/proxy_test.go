@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -305,7 +306,7 @@ spec:
 	t.Run("the API server's impersonation mode is the version's default", func(t *testing.T) {
 		minor := Bed.Config().KubeMinorNumber()
 		metrics := Kubectl(t, "get", "--raw", "/metrics")
-		on := strings.Contains(metrics, `kubernetes_feature_enabled{name="ConstrainedImpersonation",stage="BETA"} 1`)
+		on := regexp.MustCompile(`(?m)^kubernetes_feature_enabled\{name="ConstrainedImpersonation",stage="[A-Z]*"\} 1$`).MatchString(metrics)
 		if on != (minor >= 36) {
 			t.Errorf("ConstrainedImpersonation on: %v on 1.%d, want %v", on, minor, minor >= 36)
 		}
@@ -334,18 +335,49 @@ spec:
 			"--client-certificate=" + certFile, "--client-key=" + keyFile}
 		direct := []string{"--as=" + user} // the bed's admin, as the user
 		minor := Bed.Config().KubeMinorNumber()
-		for _, mode := range []struct{ name, env string }{{"websocket", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"}, {"spdy", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}} {
+		modes := []struct{ name, env string }{{"websocket", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"}, {"spdy", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}}
+		execArgs := []string{"-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello"}
+		// A refusal is the API server's 403, nothing else (a wrong CA or
+		// a missing pod would fail too, for another reason).
+		outcome := func(out string, err error) string {
+			switch {
+			case err == nil && strings.TrimSpace(out) == "hello":
+				return "allowed"
+			case err != nil && strings.Contains(strings.ToLower(err.Error()), "forbidden"):
+				return "forbidden"
+			}
+			return fmt.Sprintf("neither (%q %v)", out, err)
+		}
+		for _, mode := range modes {
 			e := []string{mode.env}
-			execArgs := []string{"-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello"}
-			_, derr := RunE(e, "kubectl", append(slices.Clone(direct), execArgs...)...)
-			_, perr := RunE(e, "kubectl", append(slices.Clone(proxied), execArgs...)...)
-			wantAllowed := mode.name == "websocket" && minor < 35
-			if (derr == nil) != wantAllowed {
-				t.Errorf("%s exec with get alone, directly on 1.%d: allowed %v, want %v (%v)", mode.name, minor, derr == nil, wantAllowed, derr)
+			dout, derr := RunE(e, "kubectl", append(slices.Clone(direct), execArgs...)...)
+			pout, perr := RunE(e, "kubectl", append(slices.Clone(proxied), execArgs...)...)
+			want := "forbidden"
+			if mode.name == "websocket" && minor < 35 {
+				want = "allowed"
 			}
-			if (perr == nil) != (derr == nil) {
-				t.Errorf("%s exec with get alone: directly allowed %v, through the proxy %v (%v)", mode.name, derr == nil, perr == nil, perr)
+			if got := outcome(dout, derr); got != want {
+				t.Errorf("%s exec with get alone, directly on 1.%d: %s, want %s", mode.name, minor, got, want)
 			}
+			if got := outcome(pout, perr); got != want {
+				t.Errorf("%s exec with get alone, through the proxy on 1.%d: %s, want %s as directly", mode.name, minor, got, want)
+			}
+		}
+		// The control: with create as well, both ways work, so the
+		// refusals above were about the verb alone.
+		Kubectl(t, "-n", proxyNS, "create", "role", "exec-create", "--verb=create", "--resource=pods/exec")
+		Kubectl(t, "-n", proxyNS, "create", "rolebinding", "exec-create", "--role=exec-create", "--user="+user)
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "-n", proxyNS, "delete", "role,rolebinding", "exec-create") })
+		for _, mode := range modes {
+			e := []string{mode.env}
+			Eventually(t, 20*time.Second, mode.name+" exec with get and create, directly and through the proxy", func(context.Context) error {
+				for way, args := range map[string][]string{"directly": direct, "through the proxy": proxied} {
+					if got := outcome(RunE(e, "kubectl", append(slices.Clone(args), execArgs...)...)); got != "allowed" {
+						return fmt.Errorf("%s: %s", way, got)
+					}
+				}
+				return nil
+			})
 		}
 	})
 

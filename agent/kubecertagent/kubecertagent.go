@@ -182,6 +182,13 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 	}
 	one, no, yes := int32(1), false, true
 	user, group := a.Pod.RunAsUser, a.Pod.RunAsGroup
+	// Another user than root is there to satisfy a policy that forbids
+	// root pods; such policies (Pod Security's restricted level among
+	// them) also want the pod to say it never runs as root.
+	var nonRoot *bool
+	if user != 0 {
+		nonRoot = &yes
+	}
 	// An empty type is defaulted by the API server to RollingUpdate with its
 	// parameters; Recreate must carry none (a switch from RollingUpdate
 	// would be refused if the old parameters stayed).
@@ -215,6 +222,7 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsUser:                &user,
 							RunAsGroup:               &group,
+							RunAsNonRoot:             nonRoot,
 							AllowPrivilegeEscalation: &no,
 							ReadOnlyRootFilesystem:   &yes,
 							// The key's owner reads it as its owner; no capability is needed.

@@ -214,7 +214,7 @@ func TestHelperPodSettings(t *testing.T) {
 	}
 	d := get()
 	sc := d.Spec.Template.Spec.Containers[0].SecurityContext
-	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsGroup == nil || *sc.RunAsGroup != 0 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsGroup == nil || *sc.RunAsGroup != 0 || sc.RunAsNonRoot != nil || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
 		t.Fatalf("default: user %v group %v strategy %+v; want root and RollingUpdate", sc.RunAsUser, sc.RunAsGroup, d.Spec.Strategy)
 	}
 	// As the API server defaults it.
@@ -230,8 +230,8 @@ func TestHelperPodSettings(t *testing.T) {
 	}
 	d = get()
 	sc = d.Spec.Template.Spec.Containers[0].SecurityContext
-	if *sc.RunAsUser != 1000 || *sc.RunAsGroup != 2000 {
-		t.Errorf("user %d group %d, want 1000 and 2000", *sc.RunAsUser, *sc.RunAsGroup)
+	if *sc.RunAsUser != 1000 || *sc.RunAsGroup != 2000 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("user %d group %d non-root %v, want 1000, 2000 and true", *sc.RunAsUser, *sc.RunAsGroup, sc.RunAsNonRoot)
 	}
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate != nil {
 		t.Errorf("strategy %+v, want Recreate alone", d.Spec.Strategy)

@@ -272,10 +272,10 @@ func TestEachBrokenLinkIsNamed(t *testing.T) {
 		"issuer clock 90s behind the cluster's": {func(b *bed) { b.idp.skew = -90 * time.Second }, "clock.issuer", Warn,
 			[]string{"1m30s behind the cluster's", "refuses those that live less than about 1m30s", `the JWTAuthenticator "dex" has spec.allowedClockSkew of at least 1m30s`}},
 		"kubectl denies every plugin": {func(b *bed) { writeKuberc(b, "credentialPluginPolicy: DenyAll") }, "exec.policy", Fail,
-			[]string{"refuses every credential plugin", "credentialPluginPolicy: Allowlist", "credentialPluginAllowlist:\n  - command: /", "kubectl 1.35 spells it name:"}},
+			[]string{"refuses every credential plugin", "credentialPluginPolicy: Allowlist", "credentialPluginAllowlist:\n  - name: /"}},
 		"pinniped not on kubectl's allowlist": {func(b *bed) {
 			writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/local/bin/kubelogin")
-		}, "exec.policy", Fail, []string{"kubectl refuses pinniped", "add this entry to credentialPluginAllowlist", "\n  - command: /"}},
+		}, "exec.policy", Fail, []string{"kubectl refuses pinniped", "add this entry to credentialPluginAllowlist", "\n  - name: /"}},
 		"engine missing": {func(b *bed) { _ = removeEngine(b) }, "exec.engine", Fail, []string{"pinniped-engine is missing", "same release archive"}},
 		"builds differ": {func(b *bed) { b.builds["pinniped-engine"] = Build{Version: "v0.8.0", Revision: "fedcba9876543210"} },
 			"exec.versions", Fail, []string{"v0.8.0", "different builds"}},
@@ -596,7 +596,6 @@ func TestPluginPolicy(t *testing.T) {
 		"allow all":  "credentialPluginPolicy: AllowAll",
 		"full path":  "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/bin/other\n- name: FRONT",
 		"on $PATH":   "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: pinniped",
-		"by command": "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: FRONT",
 		"both, same": "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: FRONT\n  command: FRONT",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -614,14 +613,18 @@ func TestPluginPolicy(t *testing.T) {
 	// kubectl 1.36 refuses an entry spelled both ways with different
 	// values, and client-go one that is not a clean path.
 	for body, fix := range map[string]string{
-		"credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/bin/other\n  command: FRONT": "keep one, such as\n  - command: ",
+		"credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: /usr/bin/other\n  command: FRONT": "keep one, such as\n  - name: ",
 		"credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: /usr//bin/../bin/pinniped":     "write it as /usr/bin/pinniped",
 	} {
 		b := newBed(t)
 		writeKuberc(b, strings.ReplaceAll(body, "FRONT", b.front))
 		want(t, b.report(), "exec.policy", Fail, fix)
 	}
+	// command: alone is 1.36's spelling: kubectl 1.35 reads an empty entry.
 	b := newBed(t)
+	writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: "+b.front)
+	want(t, b.report(), "exec.policy", Warn, "for kubectl 1.35 too", "  - name: "+b.front)
+	b = newBed(t)
 	b.env["KUBERC"] = "off"
 	writeKuberc(b, "credentialPluginPolicy: DenyAll")
 	b.env["KUBERC"] = "off"

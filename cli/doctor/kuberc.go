@@ -71,7 +71,9 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 	if err := yaml.Unmarshal(raw, &pref); err != nil {
 		return warn(err.Error(), fmt.Sprintf("%s does not parse, and kubectl refuses it too: fix it (kubectl kuberc view shows it)", path))
 	}
-	entry := "credentialPluginAllowlist:\n  - command: " + r.front + "\n(kubectl 1.35 spells it name:)"
+	// name: is what every kubectl with a plugin policy reads (1.35 knows
+	// no other; 1.36 took command: as its new spelling and still reads it).
+	entry := "credentialPluginAllowlist:\n  - name: " + r.front
 	if pref.Allowlist != nil && pref.Policy != "Allowlist" {
 		// client-go's ValidatePluginPolicy: kubectl runs no plugin at all.
 		return fail(fmt.Sprintf("credentialPluginAllowlist without credentialPluginPolicy: Allowlist in %s", path),
@@ -89,12 +91,14 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 			"kubectl knows AllowAll, DenyAll and Allowlist: fix the policy")
 	}
 	for i, a := range pref.Allowlist {
-		// kubectl 1.36's conversion: both spellings with different values
-		// are an error, and so (client-go's validateAllowlist) is a path
-		// filepath.Clean would change; either way kubectl runs no plugin.
+		// kubectl 1.36's conversion refuses both spellings with different
+		// values, and client-go's validateAllowlist a path filepath.Clean
+		// would change. With the file named by $KUBERC kubectl then fails
+		// every command; with the default file it warns and reads none of
+		// it (every plugin may run, and the policy is lost).
 		if a.Name != "" && a.Command != "" && a.Name != a.Command {
 			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s has both name: %s and command: %s", i+1, path, a.Name, a.Command),
-				fmt.Sprintf("kubectl 1.36 and later refuse the file over it (name is command's deprecated spelling): keep one, such as\n  - command: %s", r.front))
+				fmt.Sprintf("kubectl 1.36 and later refuse the file over it (command: is name:'s new spelling), and kubectl 1.35 reads only the name: keep one, such as\n  - name: %s", r.front))
 		}
 		name := a.Command
 		if name == "" {
@@ -102,7 +106,7 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		}
 		if name != "" && filepath.Clean(name) != name {
 			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s is not a clean path: %s", i+1, path, name),
-				fmt.Sprintf("kubectl refuses every credential plugin over it (\"non-normalized file path\"): write it as %s", filepath.Clean(name)))
+				fmt.Sprintf("kubectl refuses the whole allowlist over it (\"non-normalized file path\"): write it as %s", filepath.Clean(name)))
 		}
 	}
 	for _, a := range pref.Allowlist {
@@ -110,15 +114,25 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		if name == "" {
 			name = a.Name
 		}
+		allowed := ""
 		if name == r.front {
-			return ok("allowed by %s (%s)", path, name)
-		}
-		if !strings.ContainsRune(name, filepath.Separator) {
+			allowed = name
+		} else if !strings.ContainsRune(name, filepath.Separator) {
 			if p, err := r.d.LookPath(name); err == nil && p == r.front {
-				return ok("allowed by %s (%s, found at %s)", path, name, p)
+				allowed = name + ", found at " + p
 			}
 		}
+		if allowed == "" {
+			continue
+		}
+		if a.Name == "" {
+			// kubectl 1.35 reads no command: such an entry is an empty one
+			// there, and client-go then refuses every plugin.
+			return warn(fmt.Sprintf("allowed by %s (command: %s), which kubectl 1.35 does not read", path, allowed),
+				fmt.Sprintf("for kubectl 1.35 too, spell the entry name: (1.36 and later read it as well):\n  - name: %s", r.front))
+		}
+		return ok("allowed by %s (%s)", path, allowed)
 	}
 	return fail(fmt.Sprintf("%s allows only the credential plugins it lists, and not %s", path, r.front),
-		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not permitted by the credential plugin allowlist\"): add this entry to credentialPluginAllowlist in %s\n  - command: %s\n(kubectl 1.35 spells it name:)", path, r.front))
+		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not permitted by the credential plugin allowlist\"): add this entry to credentialPluginAllowlist in %s\n  - name: %s", path, r.front))
 }

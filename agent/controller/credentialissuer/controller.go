@@ -44,6 +44,10 @@ type Controller struct {
 	// checked; see AnonymousExchangeCheck). Where they cannot, a strategy
 	// whose only frontend is that API is of no use to them.
 	AnonymousExchange func(context.Context) error
+
+	// anonymousRefused is the last verdict of AnonymousExchange that said
+	// something (an *AnonymousRefusedError, or nil).
+	anonymousRefused error
 }
 
 // Run probes and writes status until ctx ends.
@@ -73,7 +77,7 @@ func (c *Controller) Run(ctx context.Context) {
 
 // SyncResult summarises one round of probes.
 type SyncResult struct {
-	AnyWorking bool // at least one strategy can issue credentials
+	AnyWorking bool // at least one strategy can issue credentials (to someone)
 	Pending    bool // at least one strategy is still being set up
 }
 
@@ -81,12 +85,7 @@ type SyncResult struct {
 func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 	now := metav1.NewTime(c.now().UTC())
 	server, ca := c.frontendInfo(ctx)
-	var anonErr error
-	if c.AnonymousExchange != nil {
-		anonCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		anonErr = c.AnonymousExchange(anonCtx)
-		cancel()
-	}
+	anonErr := c.anonymousVerdict(ctx)
 	var strategies []configv1alpha1.CredentialIssuerStrategy
 	var r SyncResult
 	for _, p := range c.Probers {
@@ -114,7 +113,10 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 		case anonErr != nil:
 			// It issues, but nobody without a credential can ask it to:
 			// saying Success would send clients (ours and upstream's) to an
-			// exchange that answers 401, instead of to the proxy.
+			// exchange that answers 401, instead of to the proxy. It still
+			// counts as working for how often to look again: nothing here
+			// is about to change.
+			r.AnyWorking = true
 			s.Status, s.Reason, s.Message = configv1alpha1.ErrorStrategyStatus, configv1alpha1.ErrorDuringSetupStrategyReason, anonErr.Error()
 		default:
 			r.AnyWorking = true

@@ -111,35 +111,47 @@ func TestPendingIsReported(t *testing.T) {
 // as an error where the API server refuses anonymous requests there (HTTP
 // 401, as with anonymous access only to health endpoints), so that clients
 // choose the impersonation proxy; with anonymous requests allowed (403 for
-// system:anonymous) it works. The probe asks the login API's group version
-// under the agent's suffix, without the agent's credentials.
+// system:anonymous, 405, 200) it works. An answer that says neither (a
+// 429, a 503, no answer) keeps the last verdict, either way. The probe
+// asks for the exchange's own resource under the agent's suffix, without
+// the agent's credentials.
 func TestAnonymousExchangeRefused(t *testing.T) {
-	for _, tc := range []struct {
+	code := http.StatusUnauthorized
+	var gotPath, gotAuth string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotPath, gotAuth = r.URL.Path, r.Header.Get("Authorization")
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, BearerToken: "agent-token", TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	c, dyn := newController(t, nil, strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType,
+		Success: configv1alpha1.FetchedKeyStrategyReason, Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
+		Probe: func(context.Context) (*strategy.Working, error) { return nil, nil }})
+	c.AnonymousExchange = credentialissuer.AnonymousExchangeCheck(cfg, "example.com")
+	for _, step := range []struct {
 		code        int
 		wantSuccess bool
-	}{{http.StatusUnauthorized, false}, {http.StatusForbidden, true}, {http.StatusOK, true}} {
-		var gotPath, gotAuth string
-		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			gotPath, gotAuth = r.URL.Path, r.Header.Get("Authorization")
-			w.WriteHeader(tc.code)
-		}))
-		cfg := &rest.Config{Host: srv.URL, BearerToken: "agent-token", TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-		c, dyn := newController(t, nil, strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType,
-			Success: configv1alpha1.FetchedKeyStrategyReason, Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
-			Probe: func(context.Context) (*strategy.Working, error) { return nil, nil }})
-		c.AnonymousExchange = credentialissuer.AnonymousExchangeCheck(cfg, "example.com")
+	}{
+		{http.StatusUnauthorized, false},
+		{http.StatusTooManyRequests, false}, // cannot tell: still refused
+		{http.StatusForbidden, true},
+		{http.StatusServiceUnavailable, true}, // cannot tell: still allowed
+		{http.StatusMethodNotAllowed, true},
+		{http.StatusUnauthorized, false},
+		{http.StatusOK, true},
+	} {
+		code = step.code
 		r := c.SyncOnce(context.Background())
-		srv.Close()
 		s := statusOf(t, dyn)[0]
-		if gotPath != "/apis/login.concierge.example.com/v1alpha1" || gotAuth != "" {
-			t.Errorf("probe asked %q with Authorization %q; want the login API's group version, anonymously", gotPath, gotAuth)
+		if gotPath != "/apis/login.concierge.example.com/v1alpha1/tokencredentialrequests" || gotAuth != "" {
+			t.Errorf("probe asked %q with Authorization %q; want the exchange's resource, anonymously", gotPath, gotAuth)
 		}
-		if tc.wantSuccess != (s.Status == configv1alpha1.SuccessStrategyStatus) || tc.wantSuccess != r.AnyWorking {
-			t.Errorf("HTTP %d: %+v (working %v)", tc.code, s, r.AnyWorking)
+		if step.wantSuccess != (s.Status == configv1alpha1.SuccessStrategyStatus) || !r.AnyWorking {
+			t.Errorf("HTTP %d: %+v (working %v), want success %v", step.code, s, r.AnyWorking, step.wantSuccess)
 		}
-		if !tc.wantSuccess && (s.Reason != configv1alpha1.ErrorDuringSetupStrategyReason || s.Frontend != nil ||
+		if !step.wantSuccess && (s.Reason != configv1alpha1.ErrorDuringSetupStrategyReason || s.Frontend != nil ||
 			!strings.Contains(s.Message, "refuses anonymous requests") || !strings.Contains(s.Message, "impersonation proxy")) {
-			t.Errorf("HTTP %d: %+v; want an error that names the impersonation proxy", tc.code, s)
+			t.Errorf("HTTP %d: %+v; want an error that names the impersonation proxy", step.code, s)
 		}
 	}
 }
