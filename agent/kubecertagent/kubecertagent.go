@@ -8,6 +8,8 @@ package kubecertagent
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,13 +170,30 @@ func hostFile(kcm *corev1.Pod, path string) (string, error) {
 // filesystem, the runtime's default seccomp profile, and no ServiceAccount
 // token.
 func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath, keyPath string) error {
+	want, err := a.wantDeployment(kcm, certPath, keyPath)
+	if err != nil {
+		return errors.Join(err, a.disableHelper(ctx))
+	}
+	return a.applyDeployment(ctx, want)
+}
+
+// specAnnotation carries a hash of the helper's pod template on the pod: a
+// running helper is this agent's only if it runs the template this agent
+// wants (its image, and who it runs as), so a replica never reads the key
+// through a helper an earlier configuration made, and waits instead for
+// the leader to replace it.
+const specAnnotation = "kube-cert-agent.pinniped.dev/template"
+
+// wantDeployment is the helper's Deployment for kcm's signing files, its
+// pod template stamped with specAnnotation.
+func (a *Agent) wantDeployment(kcm *corev1.Pod, certPath, keyPath string) (*appsv1.Deployment, error) {
 	fileType := corev1.HostPathFile
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	for _, f := range []struct{ name, path string }{{"signing-cert", certPath}, {"signing-key", keyPath}} {
 		onHost, err := hostFile(kcm, f.path)
 		if err != nil {
-			return errors.Join(err, a.disableHelper(ctx))
+			return nil, err
 		}
 		volumes = append(volumes, corev1.Volume{Name: f.name, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: onHost, Type: &fileType}}})
@@ -237,6 +256,18 @@ func (a *Agent) ensureDeployment(ctx context.Context, kcm *corev1.Pod, certPath,
 			},
 		},
 	}
+	raw, err := json.Marshal(want.Spec.Template)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	want.Spec.Template.Annotations = map[string]string{specAnnotation: hex.EncodeToString(sum[:8])}
+	return want, nil
+}
+
+// applyDeployment creates the helper's Deployment, or makes the existing
+// one want.
+func (a *Agent) applyDeployment(ctx context.Context, want *appsv1.Deployment) error {
 	deployments := a.Kube.AppsV1().Deployments(a.Namespace)
 	got, err := deployments.Get(ctx, a.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -288,12 +319,19 @@ const helperWait = 90 * time.Second
 // fetching before the election is decided; otherwise the new leader would
 // wait out the whole bound for a Deployment nobody creates.
 func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod, certPath, keyPath string) (string, error) {
+	want, err := a.wantDeployment(kcm, certPath, keyPath)
+	if err != nil {
+		if a.Manage == nil || a.Manage() {
+			err = errors.Join(err, a.disableHelper(ctx))
+		}
+		return "", err
+	}
 	ensured := false
-	return a.readyPod(ctx, helperWait, func() (bool, error) {
+	return a.readyPod(ctx, helperWait, want.Spec.Template.Annotations[specAnnotation], func() (bool, error) {
 		if ensured || (a.Manage != nil && !a.Manage()) {
 			return false, nil
 		}
-		if err := a.ensureDeployment(ctx, kcm, certPath, keyPath); err != nil {
+		if err := a.applyDeployment(ctx, want); err != nil {
 			// The previous leader may be writing it at this moment.
 			if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 				return false, nil
@@ -306,9 +344,10 @@ func (a *Agent) helperPod(ctx context.Context, kcm *corev1.Pod, certPath, keyPat
 	})
 }
 
-// readyPod polls for a running helper pod of this agent's image, calling
-// each before every poll; each may restart the wait.
-func (a *Agent) readyPod(ctx context.Context, wait time.Duration, each func() (restart bool, err error)) (string, error) {
+// readyPod polls for a running helper pod of the template whose hash is
+// template (specAnnotation), calling each before every poll; each may
+// restart the wait.
+func (a *Agent) readyPod(ctx context.Context, wait time.Duration, template string, each func() (restart bool, err error)) (string, error) {
 	deadline := time.Now().Add(wait)
 	poll := a.PollInterval
 	if poll == 0 {
@@ -327,7 +366,7 @@ func (a *Agent) readyPod(ctx context.Context, wait time.Duration, each func() (r
 			return "", err
 		}
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.Containers[0].Image == a.Image {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Annotations[specAnnotation] == template {
 				return p.Name, nil
 			}
 		}

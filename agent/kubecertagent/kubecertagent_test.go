@@ -64,6 +64,48 @@ func TestFollowerOnlyWaits(t *testing.T) {
 	}
 }
 
+// A running helper of another configuration (the same image, another user)
+// is not this agent's: a replica reads no key through it, and the leader
+// replaces it. Here the replica leads from its third poll, as a new
+// replica of an upgrade does once the old leader's lease runs out.
+func TestHelperOfAnotherConfigurationIsReplaced(t *testing.T) {
+	kube := fake.NewClientset()
+	kcm := kubeadmControllerManager()
+	cert, key := "/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	old := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1"}
+	kube.PrependReactor("create", "deployments", startPod(t, kube))
+	if _, err := old.helperPod(ctx, kcm, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment controller's part for an update: the old pod goes,
+	// the new template's runs.
+	kube.PrependReactor("update", "deployments", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		d := action.(clienttesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		_ = kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "pinniped", d.Name+"-abc")
+		return startPod(t, kube)(clienttesting.NewCreateAction(appsv1.SchemeGroupVersion.WithResource("deployments"), d.Namespace, d))
+	})
+	var polls atomic.Int32
+	a := &Agent{Kube: kube, Namespace: "pinniped", Name: "pinniped-kube-cert-agent", Image: "agent:v1",
+		Pod:    helperpod.Settings{RunAsUser: 1000, RunAsGroup: 1000},
+		Manage: func() bool { return polls.Add(1) > 2 }, PollInterval: 5 * time.Millisecond}
+	pod, err := a.helperPod(ctx, kcm, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if polls.Load() < 3 {
+		t.Fatalf("the helper of the old configuration was taken after %d polls", polls.Load())
+	}
+	got, err := kube.CoreV1().Pods("pinniped").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := got.Spec.Containers[0].SecurityContext.RunAsUser; u == nil || *u != 1000 {
+		t.Fatalf("read through a helper running as %v, want 1000", u)
+	}
+}
+
 // A new leader racing the previous one to the Deployment tries again at
 // the next poll instead of giving up on the signing key.
 func TestLeaderRetriesAfterACreateRace(t *testing.T) {
@@ -91,7 +133,7 @@ func startPod(t *testing.T, kube *fake.Clientset) clienttesting.ReactionFunc {
 	return func(action clienttesting.Action) (bool, runtime.Object, error) {
 		d := action.(clienttesting.CreateAction).GetObject().(*appsv1.Deployment)
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-abc", Namespace: d.Namespace, Labels: d.Spec.Template.Labels},
+			ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-abc", Namespace: d.Namespace, Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations},
 			Spec:       d.Spec.Template.Spec,
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 		}
