@@ -69,7 +69,25 @@ func run(args []string, stdout io.Writer, now func() time.Time) error {
 		}
 		toolchains = t
 	}
-	return writeFile(*markdown, m.document(table, toolchains))
+	return writeFile(*markdown, m.document(table, toolchains)+keptNotes(*markdown))
+}
+
+// notesMarker opens the part of the document people write (what a run
+// found, what was shown on purpose): a new table keeps it as it is.
+const notesMarker = "<!-- Written by hand from here on: make e2e-matrix keeps it. -->"
+
+// keptNotes is the hand-written part of the document at path, from the
+// marker on; empty when there is none.
+func keptNotes(path string) string {
+	old, err := os.ReadFile(path) //nolint:gosec // the document this writes
+	if err != nil {
+		return ""
+	}
+	_, notes, found := strings.Cut(string(old), notesMarker)
+	if !found {
+		return ""
+	}
+	return "\n" + notesMarker + notes
 }
 
 type matrix struct {

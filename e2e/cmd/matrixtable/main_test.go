@@ -40,6 +40,8 @@ func TestTable(t *testing.T) {
 	write("kube/1.9/go.mod", "module x\n\nrequire k8s.io/kubernetes v1.9.1\n\n// k8s.io/a v0.9.1 is not served by the module proxy: v0.9.0, the newest.\nreplace k8s.io/a => k8s.io/a v0.9.0\n")
 	var out bytes.Buffer
 	md := filepath.Join(dir, "table.md")
+	// An earlier document: its table goes, the notes after the marker stay.
+	write("table.md", "# old\n| 1.30 | old row |\n"+notesMarker+"\n## What a run found\n\nkept as written\n")
 	err := run([]string{"--dir", dir, "--commit", "abc", "--versions", "1.35 1.36 1.37", "--profiles", "kubeadm",
 		"--checks", "TestA TestB TestC", "--kube-dir", filepath.Join(dir, "kube"), "--markdown", md},
 		&out, func() time.Time { return time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC) })
@@ -64,5 +66,8 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(string(doc), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, doc)
 		}
+	}
+	if strings.Contains(string(doc), "old row") || !strings.HasSuffix(string(doc), "\n"+notesMarker+"\n## What a run found\n\nkept as written\n") {
+		t.Fatalf("the old table stayed, or the notes did not:\n%s", doc)
 	}
 }
