@@ -136,8 +136,11 @@ func helmHelperPodSettings(t *testing.T, helm, chart string) {
 		Eventually(t, 3*time.Minute, "the helper's Deployment: "+want, func(context.Context) error {
 			out, err := RunE(nil, "kubectl", "-n", "pinniped", "get", "deployment", "pinniped-kube-cert-agent", "-o",
 				`jsonpath={.spec.strategy.type} {.spec.template.spec.containers[0].securityContext.runAsUser}:{.spec.template.spec.containers[0].securityContext.runAsGroup}`)
-			if err != nil || out != want {
-				return fmt.Errorf("%q %v", out, err)
+			if err != nil {
+				return err
+			}
+			if out != want {
+				return fmt.Errorf("%q", out)
 			}
 			return nil
 		})
