@@ -298,7 +298,7 @@ type tcrResult struct {
 // from workers goroutines until stop is closed, each on a connection of
 // its own, retrying up to maxRetries times what may pass a moment later;
 // one that still fails then failed for good.
-func tcrLoad(t *testing.T, workers, maxRetries int, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
+func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
 	t.Helper()
 	url, body, pool := exchangeRequest(t)
 	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
@@ -361,11 +361,7 @@ func tcrLoad(t *testing.T, workers, maxRetries int, stop <-chan struct{}) (*tcrR
 				// A refusal (an answer meant) is not retried, as the CLI does not.
 				for try := 0; try < maxRetries && ((err != nil && status == 0) || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout); try++ {
 					res.retried.Add(1)
-					// The first wait is long enough for an endpoint
-					// change to reach kube-proxy and the aggregator on a
-					// busy machine: one retry then covers a replica that
-					// went away; needing a second means nothing served.
-					time.Sleep(time.Second << try)
+					time.Sleep(firstWait << try)
 					status, err = once(c)
 				}
 				if err != nil || status != http.StatusCreated {
@@ -669,7 +665,7 @@ func proxyFirst(t *testing.T) {
 // failed for good after five retries. For faults that kill replicas.
 func underLoad(t *testing.T, env []string, what string, excused func(loadFailure) string, fault func()) {
 	t.Helper()
-	runUnderLoad(t, env, what, loadRules{tcrWorkers: 2, maxRetries: 5, minTCR: 10, excused: excused}, fault).check(t)
+	runUnderLoad(t, env, what, loadRules{tcrWorkers: 2, maxRetries: 5, firstWait: 200 * time.Millisecond, minTCR: 10, excused: excused}, fault).check(t)
 }
 
 // underRollout is underLoad for a planned change (an upgrade, a
@@ -680,13 +676,17 @@ func underRollout(t *testing.T, env []string, what string, fault func()) {
 	runUnderLoad(t, env, what, rolloutRules, fault).check(t)
 }
 
-// rolloutRules are underRollout's.
-var rolloutRules = loadRules{tcrWorkers: 4, maxRetries: 1, minTCR: 20}
+// rolloutRules are underRollout's. The one retry waits long enough for an
+// endpoint change to reach kube-proxy and the aggregator on a busy
+// machine: it covers a replica that went away; needing a second means
+// nothing served.
+var rolloutRules = loadRules{tcrWorkers: 4, maxRetries: 1, firstWait: time.Second, minTCR: 20}
 
 // loadRules are what a run of the loads is held to.
 type loadRules struct {
 	tcrWorkers, maxRetries int
-	minTCR                 int64 // exchanges at least, or the load proved little
+	firstWait              time.Duration // before the first retry; it doubles
+	minTCR                 int64         // exchanges at least, or the load proved little
 	excused                func(loadFailure) string
 }
 
@@ -725,7 +725,7 @@ func runUnderLoad(t *testing.T, env []string, what string, rules loadRules, faul
 	t.Helper()
 	stop := make(chan struct{})
 	res, wg := kubectlLoad(t, 2, env, stop)
-	tcr, tcrWG := tcrLoad(t, rules.tcrWorkers, rules.maxRetries, stop)
+	tcr, tcrWG := tcrLoad(t, rules.tcrWorkers, rules.maxRetries, rules.firstWait, stop)
 	// However the test ends, the loads end with it.
 	stopLoads := sync.OnceFunc(func() { close(stop); wg.Wait(); tcrWG.Wait() })
 	t.Cleanup(stopLoads)

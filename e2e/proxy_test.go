@@ -28,6 +28,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
@@ -335,32 +341,62 @@ spec:
 			"--client-certificate=" + certFile, "--client-key=" + keyFile}
 		direct := []string{"--as=" + user} // the bed's admin, as the user
 		minor := Bed.Config().KubeMinorNumber()
-		modes := []struct{ name, env string }{{"websocket", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"}, {"spdy", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}}
-		execArgs := []string{"-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello"}
 		// A refusal is the API server's 403, nothing else (a wrong CA or
 		// a missing pod would fail too, for another reason).
 		outcome := func(out string, err error) string {
 			switch {
 			case err == nil && strings.TrimSpace(out) == "hello":
 				return "allowed"
-			case err != nil && strings.Contains(strings.ToLower(err.Error()), "forbidden"):
+			case err != nil && (strings.Contains(strings.ToLower(err.Error()), "forbidden") || strings.Contains(err.Error(), "403")):
 				return "forbidden"
 			}
 			return fmt.Sprintf("neither (%q %v)", out, err)
 		}
-		for _, mode := range modes {
-			e := []string{mode.env}
-			dout, derr := RunE(e, "kubectl", append(slices.Clone(direct), execArgs...)...)
-			pout, perr := RunE(e, "kubectl", append(slices.Clone(proxied), execArgs...)...)
+		// kubectl falls back from a refused WebSocket to SPDY, which would
+		// answer for it: the WebSocket exec is client-go's executor alone.
+		admin, err := Bed.RESTConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		asUser := rest.CopyConfig(admin)
+		asUser.Impersonate = rest.ImpersonationConfig{UserName: user}
+		atProxy := &rest.Config{Host: strategy.Endpoint, TLSClientConfig: rest.TLSClientConfig{CAData: strategy.CA, CertData: pair.Cert, KeyData: pair.Key}}
+		wsExec := func(cfg *rest.Config) (string, error) {
+			c, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return "", err
+			}
+			req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace(proxyNS).Name("ticker").SubResource("exec").
+				VersionedParams(&corev1.PodExecOptions{Command: []string{"testserver", "echo", "hello"}, Stdout: true}, scheme.ParameterCodec)
+			ex, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, req.URL().String())
+			if err != nil {
+				return "", err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out})
+			return out.String(), err
+		}
+		spdyExec := func(args []string) (string, error) {
+			return RunE([]string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}, "kubectl",
+				append(slices.Clone(args), "-n", proxyNS, "exec", "ticker", "--", "testserver", "echo", "hello")...)
+		}
+		type ways struct{ direct, proxy func() (string, error) }
+		modes := map[string]ways{
+			"websocket": {func() (string, error) { return wsExec(asUser) }, func() (string, error) { return wsExec(atProxy) }},
+			"spdy":      {func() (string, error) { return spdyExec(direct) }, func() (string, error) { return spdyExec(proxied) }},
+		}
+		for name, w := range modes {
 			want := "forbidden"
-			if mode.name == "websocket" && minor < 35 {
+			if name == "websocket" && minor < 35 {
 				want = "allowed"
 			}
-			if got := outcome(dout, derr); got != want {
-				t.Errorf("%s exec with get alone, directly on 1.%d: %s, want %s", mode.name, minor, got, want)
+			if got := outcome(w.direct()); got != want {
+				t.Errorf("%s exec with get alone, directly on 1.%d: %s, want %s", name, minor, got, want)
 			}
-			if got := outcome(pout, perr); got != want {
-				t.Errorf("%s exec with get alone, through the proxy on 1.%d: %s, want %s as directly", mode.name, minor, got, want)
+			if got := outcome(w.proxy()); got != want {
+				t.Errorf("%s exec with get alone, through the proxy on 1.%d: %s, want %s as directly", name, minor, got, want)
 			}
 		}
 		// The control: with create as well, both ways work, so the
@@ -368,11 +404,10 @@ spec:
 		Kubectl(t, "-n", proxyNS, "create", "role", "exec-create", "--verb=create", "--resource=pods/exec")
 		Kubectl(t, "-n", proxyNS, "create", "rolebinding", "exec-create", "--role=exec-create", "--user="+user)
 		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "-n", proxyNS, "delete", "role,rolebinding", "exec-create") })
-		for _, mode := range modes {
-			e := []string{mode.env}
-			Eventually(t, 20*time.Second, mode.name+" exec with get and create, directly and through the proxy", func(context.Context) error {
-				for way, args := range map[string][]string{"directly": direct, "through the proxy": proxied} {
-					if got := outcome(RunE(e, "kubectl", append(slices.Clone(args), execArgs...)...)); got != "allowed" {
+		for name, w := range modes {
+			Eventually(t, 20*time.Second, name+" exec with get and create, directly and through the proxy", func(context.Context) error {
+				for way, do := range map[string]func() (string, error){"directly": w.direct, "through the proxy": w.proxy} {
+					if got := outcome(do()); got != "allowed" {
 						return fmt.Errorf("%s: %s", way, got)
 					}
 				}

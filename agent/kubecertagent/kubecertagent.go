@@ -256,7 +256,19 @@ func (a *Agent) wantDeployment(kcm *corev1.Pod, certPath, keyPath string) (*apps
 			},
 		},
 	}
-	raw, err := json.Marshal(want.Spec.Template)
+	// Only what this agent's configuration decides goes into the hash:
+	// the node, tolerations and host paths come from whichever
+	// kube-controller-manager pod a replica found, and replicas may find
+	// different ones (several control-plane nodes, pods recreated by an
+	// upgrade) while a helper on any of them serves.
+	c := want.Spec.Template.Spec.Containers[0]
+	raw, err := json.Marshal(struct {
+		Image           string
+		Args            []string
+		Mounts          []corev1.VolumeMount
+		SecurityContext *corev1.SecurityContext
+		Resources       corev1.ResourceRequirements
+	}{c.Image, c.Args, c.VolumeMounts, c.SecurityContext, c.Resources})
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +312,8 @@ func (a *Agent) disableHelper(ctx context.Context) error {
 	}
 	zero := int32(0)
 	got.Spec.Replicas = &zero
+	// Nor may its pod, if someone scales it up again, pass for a helper.
+	delete(got.Spec.Template.Annotations, specAnnotation)
 	got.Spec.Template.Spec.Volumes = nil
 	for i := range got.Spec.Template.Spec.Containers {
 		got.Spec.Template.Spec.Containers[i].VolumeMounts = nil

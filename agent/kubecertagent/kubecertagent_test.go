@@ -313,3 +313,33 @@ func TestExecFallsBackToSPDYWhenWebSocketIsRefused(t *testing.T) {
 		t.Fatalf("requests: %q, want a WebSocket GET and then a SPDY POST", seen)
 	}
 }
+
+// Replicas that find different kube-controller-manager pods (another node,
+// another host path) want the same helper: only the agent's own settings
+// tell one helper from another.
+func TestTemplateHashIsTheAgentsSettingsOnly(t *testing.T) {
+	a := &Agent{Namespace: "pinniped", Name: "helper", Image: "agent:v1"}
+	cert, key := "/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key"
+	one := kubeadmControllerManager()
+	other := kubeadmControllerManager()
+	other.Spec.NodeName = "node-2"
+	other.Spec.Volumes[1].HostPath.Path = "/var/lib/kubernetes/pki"
+	hash := func(a *Agent, kcm *corev1.Pod) string {
+		t.Helper()
+		d, err := a.wantDeployment(kcm, cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Spec.Template.Annotations[specAnnotation]
+	}
+	if h1, h2 := hash(a, one), hash(a, other); h1 == "" || h1 != h2 {
+		t.Errorf("the same settings hash to %q and %q", h1, h2)
+	}
+	b := *a
+	b.Pod.Strategy = helperpod.Recreate // the Deployment's, not the pod's
+	c := *a
+	c.Pod.RunAsUser = 1000
+	if hash(&b, one) != hash(a, one) || hash(&c, one) == hash(a, one) {
+		t.Error("the hash follows the strategy, or not the user")
+	}
+}

@@ -624,6 +624,14 @@ func TestPluginPolicy(t *testing.T) {
 	b := newBed(t)
 	writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: "+b.front)
 	want(t, b.report(), "exec.policy", Warn, "for kubectl 1.35 too", "  - name: "+b.front)
+	// ... and so does another entry spelled command: beside pinniped's name:.
+	b = newBed(t)
+	writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: "+b.front+"\n- command: /usr/bin/kubelogin")
+	want(t, b.report(), "exec.policy", Warn, "spell every entry name:")
+	// An entry naming nothing: every kubectl refuses the list.
+	b = newBed(t)
+	writeKuberc(b, "credentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- name: "+b.front+"\n- {}")
+	want(t, b.report(), "exec.policy", Fail, "empty allowlist entry")
 	b = newBed(t)
 	b.env["KUBERC"] = "off"
 	writeKuberc(b, "credentialPluginPolicy: DenyAll")

@@ -104,9 +104,22 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		if name == "" {
 			name = a.Name
 		}
-		if name != "" && filepath.Clean(name) != name {
+		if name == "" {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s names no plugin", i+1, path),
+				fmt.Sprintf("kubectl refuses every credential plugin over it (\"empty allowlist entry\"): remove it, or write\n  - name: %s", r.front))
+		}
+		if filepath.Clean(name) != name {
 			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s is not a clean path: %s", i+1, path, name),
 				fmt.Sprintf("kubectl refuses the whole allowlist over it (\"non-normalized file path\"): write it as %s", filepath.Clean(name)))
+		}
+	}
+	// kubectl 1.35 reads only name: an entry without one is an empty entry
+	// there, and client-go then refuses the whole list, pinniped's entry
+	// too.
+	commandOnly := 0
+	for i, a := range pref.Allowlist {
+		if a.Name == "" && commandOnly == 0 {
+			commandOnly = i + 1
 		}
 	}
 	for _, a := range pref.Allowlist {
@@ -125,11 +138,9 @@ func checkPluginPolicy(_ context.Context, r *run) Result {
 		if allowed == "" {
 			continue
 		}
-		if a.Name == "" {
-			// kubectl 1.35 reads no command: such an entry is an empty one
-			// there, and client-go then refuses every plugin.
-			return warn(fmt.Sprintf("allowed by %s (command: %s), which kubectl 1.35 does not read", path, allowed),
-				fmt.Sprintf("for kubectl 1.35 too, spell the entry name: (1.36 and later read it as well):\n  - name: %s", r.front))
+		if commandOnly != 0 {
+			return warn(fmt.Sprintf("allowed by %s (%s), but kubectl 1.35 refuses the whole list: entry %d has no name:", path, allowed, commandOnly),
+				fmt.Sprintf("for kubectl 1.35 too, spell every entry name: (1.36 and later read it as well), such as\n  - name: %s", r.front))
 		}
 		return ok("allowed by %s (%s)", path, allowed)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 )
 
@@ -19,7 +20,7 @@ import (
 type AnonymousRefusedError struct{ Path string }
 
 func (e *AnonymousRefusedError) Error() string {
-	return fmt.Sprintf("the API server refuses anonymous requests to the TokenCredentialRequest API "+
+	return fmt.Sprintf(refusedPrefix+" "+
 		"(an unauthenticated GET of %s got HTTP 401), so clients cannot exchange a token here: it allows anonymous requests "+
 		"to no path, or only to others such as the health endpoints (as EKS from 1.32 and GKE from 1.35 do). Use the impersonation proxy, "+
 		"whose TokenCredentialRequest stays anonymous (spec.impersonationProxy.mode: auto, or enabled where the cluster has control-plane nodes)", e.Path)
@@ -65,22 +66,36 @@ func AnonymousExchangeCheck(cfg *rest.Config, suffix string) func(context.Contex
 // anonymousVerdict runs the check and keeps its last verdict when it
 // cannot tell, so that a passing failure (throttling, an API server
 // restarting) neither sends clients to a refused exchange nor takes them
-// off a working one.
-func (c *Controller) anonymousVerdict(ctx context.Context) error {
+// off a working one. With no verdict yet (a new leader), the status the
+// last leader wrote stands in for one; known says whether the check
+// itself has told this controller.
+func (c *Controller) anonymousVerdict(ctx context.Context, written func() []configv1alpha1.CredentialIssuerStrategy) (known bool, refused error) {
 	if c.AnonymousExchange == nil {
-		return nil
+		return true, nil
 	}
 	anonCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := c.AnonymousExchange(anonCtx)
 	cancel()
-	var refused *AnonymousRefusedError
+	c.anonymous.Lock()
+	defer c.anonymous.Unlock()
+	var r *AnonymousRefusedError
 	switch {
 	case err == nil:
-		c.anonymousRefused = nil
-	case errors.As(err, &refused):
-		c.anonymousRefused = err
+		c.anonymous.refused, c.anonymous.known = nil, true
+	case errors.As(err, &r):
+		c.anonymous.refused, c.anonymous.known = err, true
 	default:
 		c.log().Info("could not tell whether anonymous requests reach the TokenCredentialRequest API; keeping the last verdict", "error", err)
+		if !c.anonymous.known {
+			for _, s := range written() {
+				if s.Reason == configv1alpha1.ErrorDuringSetupStrategyReason && strings.HasPrefix(s.Message, refusedPrefix) {
+					return false, errors.New(s.Message)
+				}
+			}
+		}
 	}
-	return c.anonymousRefused
+	return c.anonymous.known, c.anonymous.refused
 }
+
+// refusedPrefix opens every AnonymousRefusedError's text.
+const refusedPrefix = "the API server refuses anonymous requests to the TokenCredentialRequest API"

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,9 +46,14 @@ type Controller struct {
 	// whose only frontend is that API is of no use to them.
 	AnonymousExchange func(context.Context) error
 
-	// anonymousRefused is the last verdict of AnonymousExchange that said
-	// something (an *AnonymousRefusedError, or nil).
-	anonymousRefused error
+	// anonymous is the last verdict of AnonymousExchange that said
+	// something. A controller may sync from two goroutines across
+	// leadership terms.
+	anonymous struct {
+		sync.Mutex
+		refused error // an *AnonymousRefusedError, or nil
+		known   bool
+	}
 }
 
 // Run probes and writes status until ctx ends.
@@ -85,9 +91,14 @@ type SyncResult struct {
 func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 	now := metav1.NewTime(c.now().UTC())
 	server, ca := c.frontendInfo(ctx)
-	anonErr := c.anonymousVerdict(ctx)
-	var strategies []configv1alpha1.CredentialIssuerStrategy
 	var r SyncResult
+	known, anonErr := c.anonymousVerdict(ctx, func() []configv1alpha1.CredentialIssuerStrategy { return c.writtenStrategies(ctx) })
+	if !known {
+		// Look again soon: a verdict is needed before the status can be
+		// trusted either way.
+		r.Pending = true
+	}
+	var strategies []configv1alpha1.CredentialIssuerStrategy
 	for _, p := range c.Probers {
 		probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		working, err := p.Probe(probeCtx)
@@ -136,6 +147,23 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 		return SyncResult{}
 	}
 	return r
+}
+
+// writtenStrategies is the status the CredentialIssuer holds now (nil if
+// it cannot be read).
+func (c *Controller) writtenStrategies(ctx context.Context) []configv1alpha1.CredentialIssuerStrategy {
+	if c.AnonymousExchange == nil {
+		return nil
+	}
+	u, err := c.Dynamic.Resource(strategy.Resource(c.GroupSuffix)).Get(ctx, c.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var ci configv1alpha1.CredentialIssuer
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ci) != nil {
+		return nil
+	}
+	return ci.Status.Strategies
 }
 
 func (c *Controller) writeStatus(ctx context.Context, strategies []configv1alpha1.CredentialIssuerStrategy) error {

@@ -155,3 +155,35 @@ func TestAnonymousExchangeRefused(t *testing.T) {
 		}
 	}
 }
+
+// A new leader whose first probe cannot tell takes the verdict the last
+// leader wrote, and looks again soon; so does one with nothing written.
+func TestAnonymousVerdictOfTheLastLeader(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	prober := strategy.Prober{Type: configv1alpha1.KubeClusterSigningCertificateStrategyType,
+		Success: configv1alpha1.FetchedKeyStrategyReason, Failure: configv1alpha1.CouldNotFetchKeyStrategyReason,
+		Probe: func(context.Context) (*strategy.Working, error) { return nil, nil }}
+	refused := (&credentialissuer.AnonymousRefusedError{Path: "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests"}).Error()
+	for _, tc := range []struct {
+		name        string
+		written     string // the last leader's message, "" for none
+		wantSuccess bool
+	}{{"refused before", refused, false}, {"nothing written", "", true}} {
+		var objs []runtime.Object
+		if tc.written != "" {
+			objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "config.concierge.pinniped.dev/v1alpha1", "kind": "CredentialIssuer", "metadata": map[string]any{"name": "pinniped-config"},
+				"status": map[string]any{"strategies": []any{map[string]any{"type": "KubeClusterSigningCertificate", "status": "Error",
+					"reason": "ErrorDuringSetup", "message": tc.written, "lastUpdateTime": "2026-11-23T12:00:00Z"}}}}})
+		}
+		c, dyn := newController(t, objs, prober)
+		c.AnonymousExchange = credentialissuer.AnonymousExchangeCheck(cfg, "")
+		r := c.SyncOnce(context.Background())
+		s := statusOf(t, dyn)[0]
+		if tc.wantSuccess != (s.Status == configv1alpha1.SuccessStrategyStatus) || !r.Pending {
+			t.Errorf("%s: %+v (pending %v), want success %v and a quick look again", tc.name, s, r.Pending, tc.wantSuccess)
+		}
+	}
+}

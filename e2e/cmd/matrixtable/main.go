@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,7 +70,11 @@ func run(args []string, stdout io.Writer, now func() time.Time) error {
 		}
 		toolchains = t
 	}
-	return writeFile(*markdown, m.document(table, toolchains)+keptNotes(*markdown))
+	notes, err := keptNotes(*markdown)
+	if err != nil {
+		return err
+	}
+	return writeFile(*markdown, m.document(table, toolchains)+notes)
 }
 
 // notesMarker opens the part of the document people write (what a run
@@ -77,17 +82,21 @@ func run(args []string, stdout io.Writer, now func() time.Time) error {
 const notesMarker = "<!-- Written by hand from here on: make e2e-matrix keeps it. -->"
 
 // keptNotes is the hand-written part of the document at path, from the
-// marker on; empty when there is none.
-func keptNotes(path string) string {
+// marker on; empty when there is no document yet, or one without it. A
+// document that cannot be read is an error: its notes would be lost.
+func keptNotes(path string) (string, error) {
 	old, err := os.ReadFile(path) //nolint:gosec // the document this writes
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("read %s to keep its notes: %w", path, err)
 	}
 	_, notes, found := strings.Cut(string(old), notesMarker)
 	if !found {
-		return ""
+		return "", nil
 	}
-	return "\n" + notesMarker + notes
+	return "\n" + notesMarker + notes, nil
 }
 
 type matrix struct {
