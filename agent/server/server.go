@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
@@ -245,7 +247,9 @@ func (a *agent) serve(ctx context.Context) error {
 			return
 		}
 		a.listening.Store(true)
-		a.log.Info("serving the aggregated API", "address", ln.Addr().String())
+		// Which crypto serves: an admin checking a FIPS deployment reads
+		// it here rather than trusting the image tag.
+		a.log.Info("serving the aggregated API", "address", ln.Addr().String(), "fips140", cmp.Or(buildinfo.FIPS(), "off"))
 		errCh <- srv.ServeTLS(ln, "", "")
 	}()
 	if err := a.proxyAndLeader(ctx); err != nil {

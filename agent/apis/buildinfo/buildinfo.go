@@ -7,6 +7,7 @@
 package buildinfo
 
 import (
+	"crypto/fips140"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,10 @@ type Info struct {
 	BuildDate string `json:"buildDate,omitempty"`
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
+	// FIPS is FIPS(): empty unless the binary runs in FIPS 140-3 mode. Only
+	// the one-line form shows it: -o json and -o yaml keep upstream's
+	// fields.
+	FIPS string `json:"fips,omitempty"`
 }
 
 // Complete fills in what only the running binary knows.
@@ -37,7 +42,25 @@ func (i Info) Complete() Info {
 	}
 	i.GoVersion = runtime.Version()
 	i.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	i.FIPS = FIPS()
 	return i
+}
+
+// FIPS says whether this process runs in Go's FIPS 140-3 mode, and with
+// which module: empty when it does not; "FIPS 140-3 mode, Go module
+// v1.0.0" for a build with GOFIPS140=v1.0.0 (the release's FIPS flavour),
+// or module "latest" for GODEBUG=fips140=on on an ordinary build, which is
+// not a validated module; ", enforced" under fips140=only, where anything
+// outside the module fails instead of running.
+func FIPS() string {
+	if !fips140.Enabled() {
+		return ""
+	}
+	s := "FIPS 140-3 mode, Go module " + fips140.Version()
+	if fips140.Enforced() {
+		s += ", enforced"
+	}
+	return s
 }
 
 // String is the one-line human form.
@@ -46,7 +69,11 @@ func (i Info) String() string {
 	if i.BuildDate != "" {
 		s += ", built " + i.BuildDate
 	}
-	return s + fmt.Sprintf(", %s, %s)", i.GoVersion, i.Platform)
+	s += fmt.Sprintf(", %s, %s", i.GoVersion, i.Platform)
+	if i.FIPS != "" {
+		s += ", " + i.FIPS
+	}
+	return s + ")"
 }
 
 // Upstream is the build in the shape upstream Pinniped prints with -o json
