@@ -26,13 +26,18 @@ endif
 endif
 endif
 
-.PHONY: all build test test-fresh check fmt vet lint chart generate verify-generated unit e2e e2e-matrix demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
+.PHONY: all build build-fips test test-fresh check fmt vet lint chart generate verify-generated unit e2e e2e-matrix e2e-fips demo bench-exchange bench-claimrules bench-login bench-proxy bench-soak release-check release-snapshot clean
 
 all: build
 
 ## build: the binaries into ./bin (pinniped needs pinniped-engine beside it)
 build:
 	CGO_ENABLED=0 go build -trimpath -buildvcs=$(BUILDVCS) -ldflags '$(LDFLAGS)' -o bin/ ./cmd/pinniped ./cmd/pinniped-engine ./cmd/pinniped-agent
+
+## build-fips: the binaries as the release's FIPS flavour (Go's FIPS 140-3 module v1.0.0, FIPS mode
+##   on by default; GODEBUG=fips140=only makes anything outside the module fail) into ./bin/fips
+build-fips:
+	CGO_ENABLED=0 GOFIPS140=v1.0.0 go build -trimpath -buildvcs=$(BUILDVCS) -ldflags '$(LDFLAGS)' -o bin/fips/ ./cmd/pinniped ./cmd/pinniped-engine ./cmd/pinniped-agent
 
 ## test: everything CI checks, in order of cost (check, unit, e2e, release-snapshot), with the
 ##   release rehearsal's tools and compiles made on idle CPU while the e2e beds wait, and each
@@ -97,6 +102,12 @@ e2e:
 ##   Hours, not in make test; resumable per commit (see e2e/matrix.sh for its knobs)
 e2e-matrix:
 	e2e/matrix.sh
+
+## e2e-fips: the whole end-to-end suite with pinniped's binaries (CLI, engine, agent) built as the FIPS
+##   flavour and run with fips140=only, on the bed's default Kubernetes, both profiles; about 30 minutes,
+##   not in make test (docs/fips.md)
+e2e-fips:
+	PINNIPED_E2E_FIPS=only e2e/run.sh
 
 ## bench-exchange: TokenCredentialRequest load through the real API server, ours beside a second
 ##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory

@@ -160,14 +160,29 @@ func run() error {
 		return err
 	}
 
-	if err := check(repo, *version, baseIdx, opts); err != nil {
-		return err
+	for _, f := range flavours {
+		if err := check(repo, *version, f, baseIdx, opts); err != nil {
+			return err
+		}
+		if *cosign == "" {
+			continue
+		}
+		if err := userDownloadsSBOMs(ctx, *cosign, env, repo.Tag(*version+f.suffix)); err != nil {
+			return err
+		}
 	}
-	if *cosign == "" {
-		return nil
-	}
-	return userDownloadsSBOMs(ctx, *cosign, env, repo.Tag(*version))
+	return nil
 }
+
+// flavour is one image of the release (goreleaser.yaml's kos): the
+// ordinary one, and the FIPS one, whose tags end in -fips and whose agent
+// is built with Go's FIPS 140-3 module.
+type flavour struct {
+	suffix string // of the tags
+	fips   string // the GOFIPS140 module version the binary is built with; "" for none
+}
+
+var flavours = []flavour{{}, {suffix: "-fips", fips: "v1.0.0"}}
 
 // userDownloadsSBOMs runs README's command for the index and for each
 // platform, as a user would after a release.
@@ -345,8 +360,8 @@ func standInBase() (v1.ImageIndex, error) {
 // promises: one index for both platforms under the version's tag (and
 // latest, for a full release only), each image the agent built for its
 // platform on the base, run as nonroot, with ko's SBOM beside it.
-func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []remote.Option) error {
-	tag := repo.Tag(version)
+func check(repo name.Repository, version string, f flavour, baseIdx v1.ImageIndex, opts []remote.Option) error {
+	tag := repo.Tag(version + f.suffix)
 	desc, err := remote.Get(tag, opts...)
 	if err != nil {
 		return fmt.Errorf("the release pushed no %s: %w", tag, err)
@@ -356,19 +371,19 @@ func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []r
 	}
 	// latest is a full release's, never a prerelease's (a rehearsal's tag
 	// is a prerelease).
-	latestTag := "latest"
+	latestTag := "latest" + f.suffix
 	if prerelease(version) {
-		if _, err := remote.Head(repo.Tag("latest"), opts...); err == nil {
-			return fmt.Errorf("the prerelease %s moved latest", version)
+		if _, err := remote.Head(repo.Tag(latestTag), opts...); err == nil {
+			return fmt.Errorf("the prerelease %s moved %s", version, latestTag)
 		}
-		latestTag = "no latest, as a prerelease"
+		latestTag = "no " + latestTag + ", as a prerelease"
 	} else {
-		latest, err := remote.Head(repo.Tag("latest"), opts...)
+		latest, err := remote.Head(repo.Tag(latestTag), opts...)
 		if err != nil {
-			return fmt.Errorf("the release pushed no %s: %w", repo.Tag("latest"), err)
+			return fmt.Errorf("the release pushed no %s: %w", repo.Tag(latestTag), err)
 		}
 		if latest.Digest != desc.Digest {
-			return fmt.Errorf("%s is %s but latest is %s", tag, desc.Digest, latest.Digest)
+			return fmt.Errorf("%s is %s but %s is %s", tag, desc.Digest, latestTag, latest.Digest)
 		}
 	}
 	idx, err := desc.ImageIndex()
@@ -416,7 +431,7 @@ func check(repo name.Repository, version string, baseIdx v1.ImageIndex, opts []r
 				}
 			}
 		}
-		if err := checkImage(img, baseImg, p, version); err != nil {
+		if err := checkImage(img, baseImg, p, version, f.fips); err != nil {
 			return fmt.Errorf("%s for %s: %w", tag, p, err)
 		}
 		if err := checkSBOM(repo, m.Digest, "the "+p.String()+" image", []string{module}, opts); err != nil {
@@ -435,7 +450,7 @@ func prerelease(version string) bool {
 	return strings.Contains(core, "-")
 }
 
-func checkImage(img, base v1.Image, p v1.Platform, version string) error {
+func checkImage(img, base v1.Image, p v1.Platform, version, fips string) error {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return err
@@ -490,7 +505,7 @@ func checkImage(img, base v1.Image, p v1.Platform, version string) error {
 	if err != nil {
 		return err
 	}
-	return checkBinary(bin, p, version)
+	return checkBinary(bin, p, version, fips)
 }
 
 // readFile returns one file of the image's flattened filesystem.
@@ -519,7 +534,7 @@ var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_
 
 // checkBinary: the agent, built by Go for the platform, static, of this
 // version; run if this machine can.
-func checkBinary(bin []byte, p v1.Platform, version string) error {
+func checkBinary(bin []byte, p v1.Platform, version, fips string) error {
 	ef, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
 		return fmt.Errorf("%s is not an ELF binary: %w", entrypoint, err)
@@ -543,6 +558,11 @@ func checkBinary(bin []byte, p v1.Platform, version string) error {
 	}
 	if settings["GOOS"] != p.OS || settings["GOARCH"] != p.Architecture || settings["CGO_ENABLED"] != "0" {
 		return fmt.Errorf("%s was built with GOOS=%s GOARCH=%s CGO_ENABLED=%s", entrypoint, settings["GOOS"], settings["GOARCH"], settings["CGO_ENABLED"])
+	}
+	// The flavour's crypto: Go records the FIPS module a binary was built
+	// with as v1.0.0-<hash>; an ordinary build records none.
+	if got := settings["GOFIPS140"]; (fips == "") != (got == "") || (fips != "" && got != fips && !strings.HasPrefix(got, fips+"-")) {
+		return fmt.Errorf("%s was built with GOFIPS140=%q, want %q", entrypoint, got, fips)
 	}
 	// -ldflags -X main.version, for the platforms this machine cannot run:
 	// the version must be in the binary more often than in its build
@@ -576,6 +596,11 @@ func checkBinary(bin []byte, p v1.Platform, version string) error {
 	}
 	if !strings.Contains(string(out), version) {
 		return fmt.Errorf("%s version printed no %s:\n%s", entrypoint, version, out)
+	}
+	// What the binary itself says: FIPS mode on by default in the FIPS
+	// flavour (buildinfo.FIPS), off in the other.
+	if says := strings.Contains(string(out), "FIPS 140-3 mode, Go module "+fips); says != (fips != "") || (fips == "" && strings.Contains(string(out), "FIPS")) {
+		return fmt.Errorf("%s version, built with GOFIPS140=%q, says:\n%s", entrypoint, fips, out)
 	}
 	return nil
 }
