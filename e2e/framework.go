@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -160,13 +161,64 @@ func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
 	if exec.CommandContext(context.Background(), "git", "-C", root, "status", "--porcelain").Run() == nil {
 		buildvcs = "-buildvcs=auto"
 	}
-	cmd := exec.CommandContext(context.Background(), filepath.Join(root, ".ci", "heavy-build.sh"), "go", "build", "-trimpath", buildvcs, "-ldflags=-s -w "+ldflags, "-o", out, pkg)
+	args := []string{"build", "-trimpath", buildvcs, "-ldflags=-s -w " + ldflags, "-o", out}
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	if FIPSOnly(t) && strings.HasPrefix(pkg, "./cmd/") {
+		env = append(env, "GOFIPS140="+FIPSModule)
+		args = append(args, "-overlay="+fipsOnlyOverlay(t, root, pkg))
+	}
+	cmd := exec.CommandContext(context.Background(), filepath.Join(root, ".ci", "heavy-build.sh"), append(append([]string{"go"}, args...), pkg)...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = env
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
 	}
 	return out
+}
+
+// FIPSModule is the Go FIPS 140-3 module the release's FIPS flavour is
+// built with (goreleaser.yaml, make build-fips).
+const FIPSModule = "v1.0.0"
+
+// FIPSOnly says whether this run is `make e2e-fips` (PINNIPED_E2E_FIPS=only):
+// pinniped's own binaries (the CLI, its engine, the agent and its helper)
+// are then built as the release's FIPS flavour and run in fips140=only
+// mode, where any cryptography outside the module fails instead of
+// running. Everything else on the bed (Kubernetes, kubectl, Dex) stays as
+// it is: the claim is about our binaries.
+func FIPSOnly(t testing.TB) bool {
+	switch v := os.Getenv("PINNIPED_E2E_FIPS"); v {
+	case "":
+		return false
+	case "only":
+		return true
+	default:
+		t.Fatalf("PINNIPED_E2E_FIPS=%q: the only value is \"only\" (make e2e-fips), or leave it unset", v)
+		return false
+	}
+}
+
+// fipsOnlyOverlay returns a go build -overlay file that adds
+// "//go:debug fips140=only" to pkg's main package: the same as
+// GODEBUG=fips140=only in the process's environment, but also for every
+// process the bed starts from the binary (the agent's pods, the helper, the
+// plugin kubectl runs) whatever environment it gets.
+func fipsOnlyOverlay(t testing.TB, root, pkg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fips140_only.go")
+	if err := os.WriteFile(src, []byte("//go:debug fips140=only\n\npackage main\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, pkg, "zz_e2e_fips140_only.go"): src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(path, overlay, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // ImportImage builds a package as a static binary, packs it onto an empty image tagged by

@@ -9,7 +9,8 @@
 # Environment: PINNIPED_E2E_PROFILES (default "kubeadm managed"), PINNIPED_E2E_SERIAL=1
 # (one profile after the other), PINNIPED_E2E_TIMEOUT
 # (go test -timeout per profile, default 50m: a hang guard; both profiles together take about 30 minutes, more on empty caches), PINNIPED_E2E_CACHE (toolchain cache),
-# GO_TEST_FLAGS (extra flags, e.g. "-run TestDex").
+# PINNIPED_E2E_FIPS=only (make e2e-fips: pinniped's binaries built as the FIPS flavour, run with
+# fips140=only; e2e/framework.go, FIPSOnly), GO_TEST_FLAGS (extra flags, e.g. "-run TestDex").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
