@@ -238,6 +238,50 @@ cp -a "$CFG/pinniped" "$OUT/after"
 	}
 }
 
+// dialFailure is a client's connection failing below HTTP: the address and
+// port it dialled.
+var dialFailure = regexp.MustCompile(`dial tcp ([0-9.]+):([0-9]+): connect: `)
+
+// netDiagnosis says what the bed's network held for ip:port just after a
+// connection to it failed: the conntrack entries towards it (and where
+// their replies come from), the NAT rules that match it, and the neighbours
+// the node could not reach. Best effort, bounded: a test's log, not a dump.
+func netDiagnosis(ip, port string) string {
+	var b strings.Builder
+	b.WriteString("    the bed's network just after:")
+	show := func(what string, lines []string) {
+		fmt.Fprintf(&b, "\n    %s (%d):", what, len(lines))
+		for _, l := range lines[:min(len(lines), 12)] {
+			b.WriteString("\n      " + strings.TrimSpace(l))
+		}
+	}
+	run := func(name string, args ...string) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, name, args...).Output()
+		if err != nil {
+			return []string{fmt.Sprintf("(%s: %v)", name, err)}
+		}
+		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	}
+	show("conntrack -L -d "+ip+" --dport "+port, run("conntrack", "-L", "-p", "tcp", "-d", ip, "--dport", port))
+	var rules []string
+	for _, l := range run("iptables-save", "-t", "nat") {
+		if strings.Contains(l, ip+"/32") || strings.Contains(l, "-j DNAT") {
+			rules = append(rules, l)
+		}
+	}
+	show("NAT rules for it and every DNAT", rules)
+	var neigh []string
+	for _, l := range run("ip", "neigh", "show") {
+		if strings.Contains(l, "FAILED") || strings.Contains(l, "INCOMPLETE") {
+			neigh = append(neigh, l)
+		}
+	}
+	show("neighbours not reached", neigh)
+	return b.String()
+}
+
 // kubectlLoadResult counts what a load sent and what failed, with the first
 // failures' stderr.
 type kubectlLoadResult struct {
@@ -275,8 +319,14 @@ func kubectlLoad(t *testing.T, workers int, env []string, stop <-chan struct{}) 
 				start := time.Now()
 				if got, stderr, err := whoami(t, env); err != nil || got == "" {
 					res.failed.Add(1)
+					f := loadFailure{start, time.Now(), strings.TrimSpace(stderr)}
+					// What the node's network did with it, read at once:
+					// a failure at this layer is rare, and gone a moment later.
+					if m := dialFailure.FindStringSubmatch(stderr); m != nil {
+						f.stderr += "\n" + netDiagnosis(m[1], m[2])
+					}
 					res.mu.Lock()
-					res.failures = append(res.failures, loadFailure{start, time.Now(), strings.TrimSpace(stderr)})
+					res.failures = append(res.failures, f)
 					res.mu.Unlock()
 				}
 			}
