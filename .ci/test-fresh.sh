@@ -39,11 +39,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$tmp/home"
+# The clone alone: the repository needs nothing beside it.
 git clone --quiet --no-local "$repo" "$tmp/src/pinniped"
-# CI clones main with ../shared beside it; keep that shape.
-if [[ -d "$repo/../shared" ]]; then
-	cp -r "$repo/../shared" "$tmp/src/shared"
-fi
 
 toolchain_note="built cold in the empty HOME"
 case "${PINNIPED_FRESH_TOOLCHAIN:-reuse}" in
