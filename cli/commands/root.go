@@ -18,6 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
 	"github.com/pinniped-kit/pinniped/cli/installcmd"
 	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/logout"
 	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 	"github.com/pinniped-kit/pinniped/cli/status"
@@ -75,12 +76,12 @@ which is cached in your OS keyring until it expires.`,
 func Execute(ctx context.Context, streams genericiooptions.IOStreams, info buildinfo.Info, args []string) (code int) {
 	defer func() {
 		// A panic is a bug; say so plainly instead of dumping goroutines on a
-		// user whose kubectl just called us. PINNIPED_DEBUG re-panics for the trace.
+		// user whose kubectl just called us. PINNIPED_DEBUG=true re-panics for the trace.
 		if r := recover(); r != nil {
-			if os.Getenv("PINNIPED_DEBUG") != "" {
+			if loginflags.Debug(os.Getenv) {
 				panic(r)
 			}
-			fmt.Fprintf(streams.ErrOut, "Error: internal error in pinniped %s: %v\nThis is a bug; please report it (set PINNIPED_DEBUG=1 for details).\n", info.Version, r)
+			fmt.Fprintf(streams.ErrOut, "Error: internal error in pinniped %s: %v\nThis is a bug; please report it (set %s=true for details).\n", info.Version, r, loginflags.EnvDebug)
 			code = 2
 		}
 	}()

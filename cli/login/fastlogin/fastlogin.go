@@ -45,7 +45,7 @@ func Answer(args []string, env Env, stdout io.Writer) bool {
 	default:
 		return false
 	}
-	if env.Getenv("PINNIPED_DEBUG") == "true" {
+	if loginflags.Debug(env.Getenv) {
 		return false // the engine says what it finds, and why
 	}
 	exec, err := execcred.ParseRequest(env.Getenv(execcred.EnvVar))

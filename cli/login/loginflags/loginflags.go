@@ -69,7 +69,15 @@ const (
 	EnvPassword = "PINNIPED_PASSWORD" //nolint:gosec // a variable's name, not a credential
 	// EnvUpstreamFlow overrides --upstream-identity-provider-flow whenever set.
 	EnvUpstreamFlow = "PINNIPED_UPSTREAM_IDENTITY_PROVIDER_FLOW"
+	// EnvDebug is read by Debug alone.
+	EnvDebug = "PINNIPED_DEBUG"
 )
+
+// Debug is PINNIPED_DEBUG=true, upstream's spelling and the only value
+// that counts, everywhere pinniped reads it: every step, warning and
+// decision of a login on stderr, the front leaving even a cached login to
+// the engine, and a bug's panic re-raised with its trace.
+func Debug(getenv func(string) string) bool { return getenv(EnvDebug) == "true" }
 
 // Config is the login these flags ask for, in this environment: CA bundles
 // read and decoded, the variables applied (not yet validated).

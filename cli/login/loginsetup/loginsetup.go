@@ -16,6 +16,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
+	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
 	"github.com/pinniped-kit/pinniped/cli/shellquote"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -94,7 +95,7 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 
 // Debug is PINNIPED_DEBUG: every step, warning and decision of a login is
 // shown.
-func Debug(f *cmdutil.Factory) bool { return f.Getenv("PINNIPED_DEBUG") == "true" }
+func Debug(f *cmdutil.Factory) bool { return loginflags.Debug(f.Getenv) }
 
 // Warnings is what lets a login's warnings through once per cause per day,
 // kept beside the locks of cacheMode's logins; nil under PINNIPED_DEBUG,
