@@ -21,7 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pinniped-kit/pinniped/agent/proxy/impersonator"
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttptest"
 )
 
 // aliceIdentity is exactly what the API server must see for the test
@@ -69,7 +69,7 @@ func rawRequest(t *testing.T, addr, req string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawhttp.Send(t, conn, req)
+	return rawhttptest.Send(t, conn, req)
 }
 
 // TestConnectionHeaderCannotRemoveTheProxysIdentity: a client that names
@@ -167,13 +167,13 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 		{{Name: "connection", Value: "keep-alive, impersonate-group"}},
 		{{Name: "te", Value: "trailers"}, {Name: "connection", Value: "te"}},
 	} {
-		code := rawhttp.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", fields)
+		code := rawhttptest.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", fields)
 		if code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
 	// The same connection-free request is forwarded, as alice.
-	if code := rawhttp.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", nil); code != http.StatusOK || up.calls.Load() != 1 {
+	if code := rawhttptest.Get2(t, strings.TrimPrefix(srv.URL, "https://"), "/api", nil); code != http.StatusOK || up.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, up.calls.Load())
 	}
 	if got := up.last.Load().Get("Impersonate-User"); got != "alice" {
@@ -440,7 +440,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth, {Name: "connection", Value: "impersonate-user"}},
 		{{Name: "Authorization", Value: "Bearer " + tok}}, // HTTP/2 field names are lower case
 	} {
-		if code := rawhttp.Get2(t, addr, "/api", fields); code == http.StatusOK || up.calls.Load() != 0 {
+		if code := rawhttptest.Get2(t, addr, "/api", fields); code == http.StatusOK || up.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 	}
@@ -448,7 +448,7 @@ func TestHTTP2ConnectionHeaderIsRefusedForTokens(t *testing.T) {
 		{auth},
 		{{Name: "authorization", Value: "bearer " + tok}, {Name: "authorization", Value: "Bearer stolen"}},
 	} {
-		if code := rawhttp.Get2(t, addr, "/api", fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
+		if code := rawhttptest.Get2(t, addr, "/api", fields); code != http.StatusOK || up.calls.Load() != int64(i+1) {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, up.calls.Load())
 		}
 		if id := identityOf(*up.last.Load()); !sameIdentity(id, aliceTokenIdentity(jti)) {

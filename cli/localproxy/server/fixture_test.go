@@ -26,7 +26,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttptest"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
@@ -318,5 +318,5 @@ func rawRequest(t testing.TB, addr, req string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawhttp.Send(t, conn, req)
+	return rawhttptest.Send(t, conn, req)
 }

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttp"
+	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttptest"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
@@ -157,14 +157,14 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 		{{Name: "authorization", Value: "Bearer wrong"}},
 		{auth, {Name: "authorization", Value: "Bearer " + secret}},
 	} {
-		if code := rawhttp.Get2(t, addr, "/ctx/"+slug+"/api", fields); code == http.StatusOK || api.calls.Load() != 0 {
+		if code := rawhttptest.Get2(t, addr, "/ctx/"+slug+"/api", fields); code == http.StatusOK || api.calls.Load() != 0 {
 			t.Fatalf("%v: status %d, upstream calls %d", fields, code, api.calls.Load())
 		}
 	}
-	if code := rawhttp.Get2(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}}); code != http.StatusBadRequest || api.calls.Load() != 0 {
+	if code := rawhttptest.Get2(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "impersonate-user", Value: "root"}}); code != http.StatusBadRequest || api.calls.Load() != 0 {
 		t.Fatalf("HTTP/2 with impersonate-user: status %d, upstream calls %d, want 400 and none", code, api.calls.Load())
 	}
-	if code := rawhttp.Get2(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "x-remote-user", Value: "root"}, {Name: "x-forwarded-for", Value: "1.2.3.4"}}); code != http.StatusOK || api.calls.Load() != 1 {
+	if code := rawhttptest.Get2(t, addr, "/ctx/"+slug+"/api", []hpack.HeaderField{auth, {Name: "x-remote-user", Value: "root"}, {Name: "x-forwarded-for", Value: "1.2.3.4"}}); code != http.StatusOK || api.calls.Load() != 1 {
 		t.Fatalf("plain HTTP/2 request: status %d, upstream calls %d", code, api.calls.Load())
 	}
 	if seen := api.last(t); len(identityOf(seen.Header)) != 0 || seen.CN != "alice" {

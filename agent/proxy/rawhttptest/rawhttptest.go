@@ -1,8 +1,8 @@
-// Package rawhttp sends HTTP requests as raw bytes and HTTP/2 requests
+// Package rawhttptest sends HTTP requests as raw bytes and HTTP/2 requests
 // frame by frame, for tests of proxies that must refuse what Go's own
 // clients never send (a Connection header over HTTP/2, header names in odd
 // spellings, duplicates, HTTP/1.0).
-package rawhttp
+package rawhttptest
 
 import (
 	"bufio"
