@@ -48,7 +48,7 @@ var ErrNoStrategy = errors.New("no credential issuing strategy is ready")
 // ExtraError is a Source's refusal of a user extra its credentials cannot
 // carry. The Source decides, not the exchange, because only the one that
 // actually issues knows: a certificate has no place for extras, a proxy
-// token does, and the Switch may change issuers between two exchanges.
+// token does, and the Switch may change sources between two exchanges.
 type ExtraError struct {
 	// Key is the extra's key; its values are never named.
 	Key string

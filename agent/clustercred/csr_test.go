@@ -64,7 +64,7 @@ func sign(ctx context.Context, t *testing.T, client kubernetes.Interface, w watc
 	}
 }
 
-func TestCSRIssuer(t *testing.T) {
+func TestCSRSource(t *testing.T) {
 	ca, _ := certauthority.New("cluster", time.Hour, nil)
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,7 +98,7 @@ func TestCSRIssuer(t *testing.T) {
 	}
 }
 
-func TestCSRIssuerDenied(t *testing.T) {
+func TestCSRSourceDenied(t *testing.T) {
 	ca, _ := certauthority.New("cluster", time.Hour, nil)
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +110,7 @@ func TestCSRIssuerDenied(t *testing.T) {
 	}
 }
 
-func TestCSRIssuerTimesOutWithAHint(t *testing.T) {
+func TestCSRSourceTimesOutWithAHint(t *testing.T) {
 	_, err := (&clustercred.CSR{Client: fake.NewClientset(), Timeout: 300 * time.Millisecond}).Issue(context.Background(), &user.DefaultInfo{Name: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "csrsigning") {
 		t.Fatalf("want a timeout naming the signer controller, got %v", err)
@@ -120,7 +120,7 @@ func TestCSRIssuerTimesOutWithAHint(t *testing.T) {
 // The signer sorts groups (DER sorts a SET OF) and, as kube-controller-
 // manager's does, rebuilds the subject from its known attributes, dropping
 // a UID: the first is the same user, the second is refused, saying why.
-func TestCSRIssuerChecksTheSignedSubject(t *testing.T) {
+func TestCSRSourceChecksTheSignedSubject(t *testing.T) {
 	ca, _ := certauthority.New("cluster", time.Hour, nil)
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())

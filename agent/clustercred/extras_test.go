@@ -14,12 +14,12 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/clustercred"
 )
 
-// TestCertificateIssuersRefuseExtras: a certificate cannot carry extras, so
-// both certificate issuers refuse a user with one (naming the key, never its
+// TestCertificateSourcesRefuseExtras: a certificate cannot carry extras, so
+// both certificate sources refuse a user with one (naming the key, never its
 // values) instead of issuing a certificate that silently drops it, and the
-// CSR issuer refuses before it asks the cluster for anything. The
+// CSR source refuses before it asks the cluster for anything. The
 // credential ID alone is fine: it names the token the user came with.
-func TestCertificateIssuersRefuseExtras(t *testing.T) {
+func TestCertificateSourcesRefuseExtras(t *testing.T) {
 	ca, err := certauthority.New("test", time.Hour, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestCertificateIssuersRefuseExtras(t *testing.T) {
 		}
 	}
 	if list, _ := client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
-		t.Errorf("the CSR issuer asked the cluster to sign for a user it refuses: %d requests", len(list.Items))
+		t.Errorf("the CSR source asked the cluster to sign for a user it refuses: %d requests", len(list.Items))
 	}
 	onlyID := &user.DefaultInfo{Name: "alice", Extra: map[string][]string{user.CredentialIDKey: {"JTI=1"}}}
 	if cred, err := (&clustercred.CA{CA: ca}).Issue(context.Background(), onlyID); err != nil || cred.ClientCertificateData == "" {

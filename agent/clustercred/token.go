@@ -23,7 +23,7 @@ type Token struct {
 	Key func() (*proxytoken.Key, proxytoken.Audience, bool)
 	// TTL is each token's lifetime; zero means DefaultTTL, as for CA.
 	TTL time.Duration
-	// Fallback issues when no token can be: the proxy's CA issuer. Until
+	// Fallback issues when no token can be: the proxy's CA source. Until
 	// the key exists a certificate still lets the user in; and a token over
 	// proxytoken.MaxSize (hundreds of groups) would be refused by the proxy
 	// and by load balancers that cap header sizes, while a certificate of

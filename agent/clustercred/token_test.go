@@ -39,8 +39,8 @@ func newTokenFixture(t *testing.T) *tokenFixture {
 	return &tokenFixture{key: key, aud: proxytoken.ForInstall("install-1"), ca: ca, now: now}
 }
 
-// issuer is a Token issuer; haveKey says whether the signing key exists yet.
-func (f *tokenFixture) issuer(haveKey bool) *clustercred.Token {
+// source is a Token source; haveKey says whether the signing key exists yet.
+func (f *tokenFixture) source(haveKey bool) *clustercred.Token {
 	return &clustercred.Token{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return f.key, f.aud, haveKey },
 		TTL:      7 * time.Minute,
@@ -61,7 +61,7 @@ func TestTokenIssuesAVerifiableToken(t *testing.T) {
 	f := newTokenFixture(t)
 	alice := &user.DefaultInfo{Name: "alice", UID: "1001", Groups: []string{"devs", "ops"},
 		Extra: map[string][]string{"example.com/team": {"a", "b"}, user.CredentialIDKey: {"JTI=from-the-idp"}}}
-	got, err := f.issuer(true).Issue(context.Background(), alice)
+	got, err := f.source(true).Issue(context.Background(), alice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +90,10 @@ func TestTokenIssuesAVerifiableToken(t *testing.T) {
 }
 
 // TestTokenTTLDefaultsAsCertificates: without a TTL, tokens live as long as
-// the CA issuer's certificates.
+// the CA source's certificates.
 func TestTokenTTLDefaultsAsCertificates(t *testing.T) {
 	f := newTokenFixture(t)
-	iss := f.issuer(true)
+	iss := f.source(true)
 	iss.TTL = 0
 	got, err := iss.Issue(context.Background(), &user.DefaultInfo{Name: "alice"})
 	if err != nil {
@@ -125,7 +125,7 @@ func TestTokenFallsBackToCertificates(t *testing.T) {
 		"no key":    {false, []string{"devs"}},
 		"too large": {true, manyGroups()},
 	} {
-		got, err := f.issuer(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups})
+		got, err := f.source(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -133,7 +133,7 @@ func TestTokenFallsBackToCertificates(t *testing.T) {
 			t.Errorf("%s: want a certificate, got token %v, credential ID %q", name, got.Token != "", got.CredentialID)
 		}
 	}
-	none := f.issuer(false)
+	none := f.source(false)
 	none.Fallback = nil
 	if _, err := none.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); !errors.Is(err, clustercred.ErrNoStrategy) {
 		t.Errorf("no key and no fallback: %v", err)
@@ -153,7 +153,7 @@ func TestTokenRefusesExtrasItCannotCarry(t *testing.T) {
 		"no key":    {false, nil},
 		"too large": {true, manyGroups()},
 	} {
-		_, err := f.issuer(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups, Extra: maps.Clone(extra)})
+		_, err := f.source(c.haveKey).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Groups: c.groups, Extra: maps.Clone(extra)})
 		var extraErr *clustercred.ExtraError
 		if !errors.As(err, &extraErr) || extraErr.Key != "example.com/team" {
 			t.Errorf("%s: got %v, want the extra refused", name, err)
@@ -167,12 +167,12 @@ func TestTokenRefusesExtrasItCannotCarry(t *testing.T) {
 func TestTokenRefusesWhatTheProxyWouldRefuse(t *testing.T) {
 	f := newTokenFixture(t)
 	for _, key := range []string{"authentication.kubernetes.io/node-name", "Authentication.Kubernetes.io/Credential-ID", "x.k8s.io/team"} {
-		issued, err := f.issuer(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Extra: map[string][]string{key: {"v"}}})
+		issued, err := f.source(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice", Extra: map[string][]string{key: {"v"}}})
 		if err == nil {
 			t.Errorf("extra %s: issued a token=%v certificate=%v, want a refusal", key, issued.Token != "", issued.ClientCertificateData != "")
 		}
 	}
-	if _, err := f.issuer(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice",
+	if _, err := f.source(true).Issue(context.Background(), &user.DefaultInfo{Name: "alice",
 		Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"JTI=upstream"}}}); err != nil {
 		t.Errorf("the credential-id extra (replaced by the token's own): %v", err)
 	}

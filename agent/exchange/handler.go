@@ -51,7 +51,7 @@ const (
 	// DefaultMaxExchanges bounds the TokenCredentialRequests one Handler
 	// works on at once. The exchange is anonymous (and public on the
 	// impersonation proxy), and each one may hold a goroutine for up to
-	// exchangeTimeout on a slow webhook or issuer and costs CPU in
+	// exchangeTimeout on a slow webhook or credential source and costs CPU in
 	// signature checks and claim rules: without a bound anyone could
 	// exhaust a replica. Legitimate exchanges take milliseconds, so 64 at
 	// once is far above any real login burst.
@@ -326,7 +326,7 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 	switch {
 	case errors.As(err, &extraErr):
 		// The user is refused, as for a reserved name: this is about what
-		// the authenticator returned, not a failure of the issuer.
+		// the authenticator returned, not a failure of the credential source.
 		return fail(extraErr.Error())
 	case err != nil:
 		return fail("issue credential: " + err.Error())
@@ -337,10 +337,10 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 	return res
 }
 
-// checkUser refuses identities no credential may carry, whichever issuer
-// issues it (identityrule.External); each issuer refuses what its own
-// credentials cannot carry (clustercred.ExtraError). The reason names the
-// refused value only when named is set.
+// checkUser refuses identities no credential may carry, whichever
+// credential source issues it (identityrule.External); each source refuses
+// what its own credentials cannot carry (clustercred.ExtraError). The
+// reason names the refused value only when named is set.
 func checkUser(u user.Info, named bool) string {
 	err := identityrule.External(u)
 	if err == nil {

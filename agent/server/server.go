@@ -144,7 +144,7 @@ type agent struct {
 	statusTrigger chan struct{}
 
 	registry     *tokenauth.Registry
-	issuers      *clustercred.Switch
+	sources      *clustercred.Switch
 	csr          *clustercred.CSR
 	signingKey   *signingkey.Strategy
 	metrics      *metrics.Exchange
@@ -185,12 +185,12 @@ func (a *agent) build() error {
 	}
 	a.statusTrigger = make(chan struct{}, 1)
 	a.registry = tokenauth.NewRegistry()
-	a.issuers = &clustercred.Switch{}
+	a.sources = &clustercred.Switch{}
 	a.csr = &clustercred.CSR{Client: a.kube, TTL: o.CertTTL}
-	a.issuers.Set(a.csr)
+	a.sources.Set(a.csr)
 	a.signingKey = signingkey.New(&kubecertagent.Agent{Kube: a.kube, Rest: a.restConfig, Namespace: o.Namespace, Name: objectnames.KubeCertAgent,
 		Image: o.KubeCertAgentImage, Pod: o.KubeCertAgentPod, Manage: a.leading.Load},
-		a.issuers, a.csr, o.CertTTL, a.log.With("strategy", "KubeClusterSigningCertificate"), a.kickStatus)
+		a.sources, a.csr, o.CertTTL, a.log.With("strategy", "KubeClusterSigningCertificate"), a.kickStatus)
 	a.metrics = metrics.New(a.log.With("logger", "audit"), o.LogIdentities)
 	a.metrics.ProxyAudit = o.ProxyAudit
 	a.authn = &authenticators.Controller{Dynamic: a.dyn, Kube: a.kube, Namespace: o.Namespace, Registry: a.registry,
@@ -285,7 +285,7 @@ func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler := &exchange.Handler{Authenticators: a.registry, Credentials: a.issuers, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
+	handler := &exchange.Handler{Authenticators: a.registry, Credentials: a.sources, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	return &http.Server{
 		Addr:    o.ListenAddress,

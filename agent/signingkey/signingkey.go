@@ -1,6 +1,6 @@
 // Package signingkey is the KubeClusterSigningCertificate strategy: it keeps
 // the cluster's signing key (read by package kubecertagent) in memory as the
-// agent's active issuer while the key can be read, and falls back to the CSR
+// agent's active credential source while the key can be read, and falls back to the CSR
 // API while it cannot. The key rotates with the control plane, and the
 // helper pod can be evicted, so it is read again periodically rather than
 // once; how long to wait depends on why the last read failed.
@@ -24,14 +24,14 @@ import (
 )
 
 // Strategy keeps the cluster signing key in memory and makes it the active
-// issuer while it works; otherwise exchanges fall back to the CSR API.
+// credential source while it works; otherwise exchanges fall back to the CSR API.
 type Strategy struct {
 	fetch func(context.Context) (*certauthority.CA, error)
 	// version reads the API server's version: whether it reads a UID
 	// from the certificates this strategy issues.
 	version  func(context.Context) (*version.Info, error)
 	enabled  bool
-	issuers  *clustercred.Switch
+	sources  *clustercred.Switch
 	fallback clustercred.Source
 	ttl      time.Duration
 	log      *slog.Logger
@@ -50,11 +50,11 @@ type Strategy struct {
 	fetched bool
 }
 
-// New returns the strategy for agent, switching issuers between the key's
+// New returns the strategy for agent, switching credential sources between the key's
 // CA (certificates of ttl) and fallback; changed is told after every fetch.
 // An agent without an image is disabled: Status says so and Run must not
 // be started.
-func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
+func New(agent *kubecertagent.Agent, sources *clustercred.Switch, fallback clustercred.Source, ttl time.Duration, log *slog.Logger, changed func()) *Strategy {
 	serverVersion := func(ctx context.Context) (*version.Info, error) {
 		// The agent's lean clientset has no discovery client: core/v1's REST
 		// client asks any path.
@@ -68,7 +68,7 @@ func New(agent *kubecertagent.Agent, issuers *clustercred.Switch, fallback clust
 		}
 		return &v, nil
 	}
-	return &Strategy{fetch: agent.Fetch, version: serverVersion, enabled: agent.Image != "", issuers: issuers,
+	return &Strategy{fetch: agent.Fetch, version: serverVersion, enabled: agent.Image != "", sources: sources,
 		fallback: fallback, ttl: ttl, log: log, changed: changed, after: time.After}
 }
 
@@ -90,7 +90,7 @@ func (s *Strategy) Run(ctx context.Context) {
 	}
 }
 
-// apply makes the outcome of one fetch the active issuer and says how long
+// apply makes the outcome of one fetch the active credential source and says how long
 // to wait before the next.
 func (s *Strategy) apply(ctx context.Context, ca *certauthority.CA, err error) time.Duration {
 	if err == nil {
@@ -111,14 +111,14 @@ func (s *Strategy) apply(ctx context.Context, ca *certauthority.CA, err error) t
 		} else {
 			s.lastVersion = v
 		}
-		s.issuers.Set(&clustercred.CA{CA: ca, TTL: s.ttl, DropsUID: dropsUID})
+		s.sources.Set(&clustercred.CA{CA: ca, TTL: s.ttl, DropsUID: dropsUID})
 		s.log.Info("loaded the cluster signing key into memory")
 		if dropsUID != "" {
 			s.log.Info("users with a UID are refused certificates of the cluster signing key", "reason", dropsUID)
 		}
 		return next
 	}
-	s.issuers.Set(s.fallback)
+	s.sources.Set(s.fallback)
 	s.log.Info("cluster signing key not available; using the CSR API", "reason", err.Error())
 	if errors.Is(err, kubecertagent.ErrNoControllerManager) {
 		return 10 * time.Minute // a managed cluster will not grow one soon

@@ -36,10 +36,10 @@ type fetchResult struct {
 	err error
 }
 
-// TestRunSwitchesIssuersAndPacesFetches: a key that can be read is the
-// issuer; while it cannot, the CSR API is, and the next read comes soon
+// TestRunSwitchesSourcesAndPacesFetches: a key that can be read is the
+// credential source; while it cannot, the CSR API is, and the next read comes soon
 // unless the cluster has no controller manager to read it from.
-func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
+func TestRunSwitchesSourcesAndPacesFetches(t *testing.T) {
 	ca, err := certauthority.New("cluster signer", time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestRunSwitchesIssuersAndPacesFetches(t *testing.T) {
 		version: func(context.Context) (*version.Info, error) {
 			return &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, nil
 		},
-		enabled: true, issuers: switcher, fallback: csrFallback{}, ttl: 5 * time.Minute,
+		enabled: true, sources: switcher, fallback: csrFallback{}, ttl: 5 * time.Minute,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: func() { changed <- struct{}{} },
 		after: func(d time.Duration) <-chan time.Time { waits <- d; return wake },
 	}
@@ -143,7 +143,7 @@ func TestOldClusterRefusesUIDCertificates(t *testing.T) {
 		{v: &version.Info{Major: "1", Minor: "35", EmulationMajor: "1", EmulationMinor: "34", GitVersion: "v1.35.4"}},
 	} {
 		switcher := &clustercred.Switch{}
-		s := &Strategy{version: func(context.Context) (*version.Info, error) { return c.v, c.err }, issuers: switcher, fallback: csrFallback{},
+		s := &Strategy{version: func(context.Context) (*version.Info, error) { return c.v, c.err }, sources: switcher, fallback: csrFallback{},
 			ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		s.apply(context.Background(), ca, nil)
 		if _, err := switcher.Issue(context.Background(), &user.DefaultInfo{Name: "alice"}); err != nil {
@@ -195,7 +195,7 @@ func TestVersionReadFailureKeepsTheLastOne(t *testing.T) {
 			return nil, errors.New("connection refused")
 		}
 		return answer, nil
-	}, issuers: switcher, fallback: csrFallback{}, ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	}, sources: switcher, fallback: csrFallback{}, ttl: time.Minute, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	withUID := &user.DefaultInfo{Name: "alice", UID: "4711"}
 	for i, c := range []struct {
 		answer  *version.Info
