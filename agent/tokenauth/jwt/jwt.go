@@ -42,6 +42,9 @@ type Authenticator struct {
 	skew      time.Duration   // spec.allowedClockSkew, clamped
 	audiences map[string]bool // checked here when more than one
 	rules     *claimrules.Rules
+	// fipsRefused are the issuer's keys, seen when this was built, that
+	// FIPS 140-only mode refuses (fipsRefusedKeys).
+	fipsRefused map[string]int
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -126,40 +129,47 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	// One client for every key fetch, the probe's included, so that the
 	// first token is checked against the keys just probed.
 	keyClient := throttledKeyClient(client, nowOrDefault(cfg.Now))
-	if err := probeKeys(ctx, keyClient, claims.JWKSURI); err != nil {
+	keys, err := probeKeys(ctx, keyClient, claims.JWKSURI)
+	if err != nil {
 		return nil, stepErr(CondJWKSFetchValid, err)
+	}
+	refused := fipsRefusedKeys(keys, fipsEnforced())
+	if len(refused) == len(keys) {
+		return nil, stepErr(CondJWKSFetchValid, fmt.Errorf("every key at %s is an RSA key under %d bits, which this agent refuses: it runs FIPS 140-only (GODEBUG=fips140=only), so no token from %s can be verified", claims.JWKSURI, fipsMinRSABits, issuer))
 	}
 	// The key set must outlive ctx (it refreshes keys later), so it gets its
 	// own background context carrying only the HTTP client.
 	keySet := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), keyClient), claims.JWKSURI)
-	return newAuthenticator(cfg, rules, keySet), nil
+	a := newAuthenticator(cfg, rules, keySet)
+	a.fipsRefused = refused
+	return a, nil
 }
 
 // probeKeys fetches the key set once so a broken JWKS endpoint shows up in
-// status now rather than as failed logins later.
-func probeKeys(ctx context.Context, client *http.Client, jwksURI string) error {
+// status now rather than as failed logins later; it returns the keys.
+func probeKeys(ctx context.Context, client *http.Client, jwksURI string) ([]json.RawMessage, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, jwksURI, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch keys from %s: %w", jwksURI, err)
+		return nil, fmt.Errorf("fetch keys from %s: %w", jwksURI, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch keys from %s: HTTP %d", jwksURI, resp.StatusCode)
+		return nil, fmt.Errorf("fetch keys from %s: HTTP %d", jwksURI, resp.StatusCode)
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fmt.Errorf("keys at %s are not a JSON Web Key Set: %w", jwksURI, err)
+		return nil, fmt.Errorf("keys at %s are not a JSON Web Key Set: %w", jwksURI, err)
 	}
 	if len(set.Keys) == 0 {
-		return fmt.Errorf("key set at %s is empty", jwksURI)
+		return nil, fmt.Errorf("key set at %s is empty", jwksURI)
 	}
-	return nil
+	return set.Keys, nil
 }
 
 func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *Authenticator {
@@ -195,6 +205,9 @@ func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *
 func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	idToken, err := a.verifier.Verify(ctx, token)
 	if err != nil {
+		if why := fipsRefusal(token, a.fipsRefused); why != "" {
+			return nil, false, fmt.Errorf("verify token: %s: %w", why, err)
+		}
 		return nil, false, fmt.Errorf("verify token: %w", err)
 	}
 	var claims map[string]json.RawMessage

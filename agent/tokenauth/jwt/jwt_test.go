@@ -445,3 +445,21 @@ func TestClaimRulesOverBudgetNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// TestRS256: a token signed with an RSA key verifies, at the size kubeadm
+// and most identity providers use and at 1024 bits, which only FIPS
+// 140-only mode refuses (make e2e-fips shows that refusal on the bed).
+func TestRS256(t *testing.T) {
+	iss := jwttest.New(t)
+	signers := map[int]func(map[string]any) string{}
+	for _, bits := range []int{2048, 1024} {
+		signers[bits] = iss.AddRS256(t, bits)
+	}
+	a := newAuth(t, iss, nil)
+	for bits, sign := range signers {
+		_, ok, err := a.AuthenticateToken(context.Background(), sign(claims(iss, nil)))
+		if err != nil || !ok {
+			t.Errorf("RS256 with %d bits: ok=%v err=%v", bits, ok, err)
+		}
+	}
+}

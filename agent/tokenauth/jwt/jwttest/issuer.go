@@ -7,7 +7,9 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/fips140"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
@@ -92,7 +94,7 @@ func newIssuer(t testing.TB) (*Issuer, *httptest.Server) {
 			"jwks_uri":                              iss.URL + "/keys",
 			"authorization_endpoint":                iss.URL + "/auth",
 			"token_endpoint":                        iss.URL + "/token",
-			"id_token_signing_alg_values_supported": []string{"ES256"},
+			"id_token_signing_alg_values_supported": []string{"ES256", "RS256"},
 		})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
@@ -138,6 +140,30 @@ func (i *Issuer) Rotate(t testing.TB) {
 	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: i.kid, Algorithm: "ES256", Use: "sig"})
 }
 
+// AddRS256 publishes an RS256 key of bits bits beside the others (the
+// current signing key stays) and returns a signer of tokens under it: for
+// keys some builds refuse, e.g. 1024 bits under fips140=only.
+func (i *Issuer) AddRS256(t testing.TB, bits int) func(claims map[string]any) string {
+	t.Helper()
+	// The issuer is not under test: it makes its key even where the test
+	// process itself runs FIPS 140-only.
+	var key *rsa.PrivateKey
+	var err error
+	fips140.WithoutEnforcement(func() { key, err = rsa.GenerateKey(rand.Reader, bits) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.mu.Lock()
+	kid := fmt.Sprintf("rsa-%d-%d", bits, len(i.keys)+1)
+	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: kid, Algorithm: "RS256", Use: "sig"})
+	i.mu.Unlock()
+	return func(claims map[string]any) string {
+		var token string
+		fips140.WithoutEnforcement(func() { token = signJWT(t, jose.SigningKey{Algorithm: jose.RS256, Key: key}, kid, claims) })
+		return token
+	}
+}
+
 // Sign returns a compact JWT with the given claims, signed by the current key.
 // It does not add iss/aud/exp: tests choose them.
 func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
@@ -151,7 +177,12 @@ func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
 // SignWith signs with any key, e.g. one the issuer never published.
 func SignWith(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+	return signJWT(t, jose.SigningKey{Algorithm: jose.ES256, Key: key}, kid, claims)
+}
+
+func signJWT(t testing.TB, key jose.SigningKey, kid string, claims map[string]any) string {
+	t.Helper()
+	signer, err := jose.NewSigner(key,
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		t.Fatal(err)
