@@ -3,14 +3,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
-	"errors"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -18,22 +20,27 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 
 // TestFIPS: in `make e2e-fips` pinniped's binaries run in FIPS 140-3 mode
-// with the module enforced, and say so (pinniped version, the agent's log
-// when it starts serving); cryptography outside the module fails loudly: an
-// issuer whose TLS certificate has a 1024-bit RSA key, which an ordinary
-// build talks to, is refused with an error that names FIPS, before a byte
-// of HTTP is sent. In an ordinary run the same steps are the control: no
-// FIPS mode claimed, and the same issuer reached.
+// with the module enforced (fips140=only), and say so (pinniped version,
+// every agent replica's log); FIPS mode refuses what it must, loudly: an
+// issuer whose TLS certificate has a 1024-bit RSA key is refused at the
+// handshake (crypto/tls's rule in any FIPS mode), and a token signed with a
+// 1024-bit RSA key is refused by the agent with the reason (the module's
+// enforcement, fips140=only alone). In an ordinary run the same steps are
+// the control: no FIPS mode claimed, the issuer reached, the token taken.
 func TestFIPS(t *testing.T) {
 	fips := FIPSOnly(t)
 	pinniped := installAgent(t)
@@ -44,29 +51,40 @@ func TestFIPS(t *testing.T) {
 
 	t.Run("the binaries say which crypto they run", func(t *testing.T) {
 		line := Run(t, nil, pinniped, "version")
-		if got := strings.Contains(line, "FIPS 140-3 mode"); got != fips || (fips && !strings.Contains(line, wantMode)) {
+		if got := strings.Contains(line, "FIPS"); got != fips || (fips && !strings.Contains(line, wantMode)) {
 			t.Errorf("pinniped version: %q; want FIPS mode %q", strings.TrimSpace(line), wantMode)
 		}
-		var logs string
-		Eventually(t, 2*time.Minute, "the agent's replicas log the crypto they serve with", func(_ context.Context) error {
+		replicas, err := strconv.Atoi(Kubectl(t, "-n", "pinniped", "get", "deployment", "pinniped-agent", "-o", "jsonpath={.spec.replicas}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serving []string
+		Eventually(t, 2*time.Minute, "every agent replica logs the crypto it serves with", func(_ context.Context) error {
 			out, err := RunE(nil, "kubectl", "-n", "pinniped", "logs", "-l", "app.kubernetes.io/name=pinniped-agent", "--tail=-1", "--prefix")
 			if err != nil {
 				return err
 			}
-			logs = out
-			if !strings.Contains(out, "serving the aggregated API") {
-				return errors.New("no replica serves the aggregated API yet")
+			serving = nil
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "serving the aggregated API") {
+					serving = append(serving, l)
+				}
+			}
+			if len(serving) < replicas {
+				return fmt.Errorf("%d of %d replicas serve the aggregated API", len(serving), replicas)
 			}
 			return nil
 		})
-		for _, l := range strings.Split(logs, "\n") {
-			if strings.Contains(l, "serving the aggregated API") && !strings.Contains(l, wantMode) {
+		// The text handler quotes a value with spaces, the JSON one always.
+		forms := []string{`fips140="` + wantMode + `"`, `"fips140":"` + wantMode + `"`, "fips140=" + wantMode + " ", "fips140=" + wantMode + "\n"}
+		for _, l := range serving {
+			if !slices.ContainsFunc(forms, func(f string) bool { return strings.Contains(l+"\n", f) }) {
 				t.Errorf("an agent replica started with other crypto than %q: %s", wantMode, l)
 			}
 		}
 	})
 
-	t.Run("crypto outside the module fails loudly", func(t *testing.T) {
+	t.Run("an issuer's certificate FIPS mode refuses", func(t *testing.T) {
 		var requests atomic.Int32
 		srv, caFile := weakTLSIssuer(t, func(w http.ResponseWriter, _ *http.Request) {
 			requests.Add(1)
@@ -74,19 +92,69 @@ func TestFIPS(t *testing.T) {
 		})
 		alice := testbed.DexUsers[0]
 		env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
-		out, err := RunE(env, pinniped, "login", "oidc", "--issuer="+srv.URL, "--ca-bundle="+caFile, "--flow=password", "--credential-cache=none")
+		stderr, err := runStderr(env, pinniped, "login", "oidc", "--issuer="+srv.URL, "--ca-bundle="+caFile, "--flow=password", "--credential-cache=none")
 		if err == nil {
-			t.Fatalf("a login at an issuer that serves a 404 worked: %s", out)
+			t.Fatalf("a login at an issuer that serves a 404 worked: %s", stderr)
 		}
-		named := strings.Contains(err.Error(), "FIPS")
+		const refusal = "no FIPS compatible certificate chains found" // crypto/tls's words
 		switch {
-		case fips && (!named || requests.Load() != 0):
-			t.Errorf("FIPS-only: the RSA-1024 issuer must be refused at the handshake with an error naming FIPS; %d HTTP requests arrived, error: %v", requests.Load(), err)
-		case !fips && (named || requests.Load() == 0):
-			t.Errorf("control (an ordinary build): the RSA-1024 issuer must be reached; %d HTTP requests arrived, error: %v", requests.Load(), err)
+		case fips && (!strings.Contains(stderr, refusal) || requests.Load() != 0):
+			t.Errorf("FIPS: the RSA-1024 issuer must be refused at the handshake (%q); %d HTTP requests arrived; stderr:\n%s", refusal, requests.Load(), stderr)
+		case !fips && (strings.Contains(stderr, "FIPS") || requests.Load() == 0):
+			t.Errorf("control (an ordinary build): the RSA-1024 issuer must be reached; %d HTTP requests arrived; stderr:\n%s", requests.Load(), stderr)
 		}
-		t.Logf("fips140=%s: %d HTTP requests reached the RSA-1024 issuer; the login said: %s", map[bool]string{true: "only", false: "off"}[fips], requests.Load(), lastLine(err.Error()))
+		t.Logf("fips140=%s: %d HTTP requests reached the RSA-1024 issuer; the login said: %s", map[bool]string{true: "only", false: "off"}[fips], requests.Load(), lastLine(stderr))
 	})
+
+	t.Run("a signature the module refuses", func(t *testing.T) {
+		iss := jwttest.NewOn(t, Bed.Config().NodeIP)
+		sign := iss.AddRS256(t, 1024)
+		applyYAML(t, fmt.Sprintf(`apiVersion: authentication.concierge.pinniped.dev/v1alpha1
+kind: JWTAuthenticator
+metadata: {name: rsa-1024}
+spec:
+  issuer: %s
+  audience: cluster-e2e
+  tls: {certificateAuthorityData: %s}
+`, iss.URL, base64.StdEncoding.EncodeToString(iss.CABundle)))
+		t.Cleanup(func() { _, _ = RunE(nil, "kubectl", "delete", "jwtauthenticator", "rsa-1024", "--ignore-not-found") })
+		waitPhase(t, "jwtauthenticator", "rsa-1024", "Ready")
+		token := sign(map[string]any{"iss": iss.URL, "aud": "cluster-e2e", "sub": "erin-id", "username": "erin",
+			"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()})
+		if !fips {
+			cred := exchangeUntilIssued(t, token, "JWTAuthenticator", "rsa-1024")
+			t.Logf("control (an ordinary build): the agent took the RSA-1024 token (a certificate of %d bytes)", len(cred.Cert))
+			return
+		}
+		const reason = "RSA of 1024 bits, which this agent refuses: it runs FIPS 140-only"
+		Eventually(t, 90*time.Second, "the agent refuses the token and logs why", func(context.Context) error {
+			if cred := exchange(t, token, "JWTAuthenticator", "rsa-1024"); cred.Cert != "" || cred.Message != "authentication failed" {
+				return fmt.Errorf("the exchange answered %+v, want authentication failed", cred)
+			}
+			out, err := RunE(nil, "kubectl", "-n", "pinniped", "logs", "-l", "app.kubernetes.io/name=pinniped-agent", "--tail=-1")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, reason) {
+				return fmt.Errorf("no replica logged %q", reason)
+			}
+			return nil
+		})
+	})
+}
+
+// runStderr runs name as RunE does and returns its stderr alone: what the
+// user reads, without the command line (which holds temporary paths that
+// name the test).
+func runStderr(env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(BedEnv(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stderr.String(), err
 }
 
 // weakTLSIssuer serves h over TLS on 127.0.0.1 with a self-signed 1024-bit

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,7 +163,9 @@ func buildStaticWith(t testing.TB, pkg, dir, ldflags string) string {
 		buildvcs = "-buildvcs=auto"
 	}
 	args := []string{"build", "-trimpath", buildvcs, "-ldflags=-s -w " + ldflags, "-o", out}
-	env := append(os.Environ(), "CGO_ENABLED=0")
+	// A GOFIPS140 of the caller's own would make an ordinary run's
+	// binaries another flavour than it tests.
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOFIPS140=") }), "CGO_ENABLED=0")
 	if FIPSOnly(t) && strings.HasPrefix(pkg, "./cmd/") {
 		env = append(env, "GOFIPS140="+FIPSModule)
 		args = append(args, "-overlay="+fipsOnlyOverlay(t, root, pkg))
