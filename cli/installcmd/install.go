@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
@@ -79,7 +80,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	}
 	fs := cmd.Flags()
 	o.Kube.AddTo(fs)
-	fs.StringVar(&o.Render.Image, "image", "", "agent image (default "+DefaultImageRepository+":<this CLI's version>)")
+	fs.StringVar(&o.Render.Image, "image", "", "agent image (default "+DefaultImageRepository+":<this CLI's version>, <version>-fips from a CLI of the FIPS flavour)")
 	fs.StringVar(&o.Render.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "Always, IfNotPresent or Never")
 	fs.Int32Var(&o.Render.Replicas, "replicas", 2, "agent replicas (all serve; one leads the controllers)")
 	fs.StringVar(&o.Render.OIDCIssuer, "oidc-issuer", "", "create a JWTAuthenticator trusting this https OIDC issuer")
@@ -150,7 +151,7 @@ func (o *Options) Complete() error {
 	o.Render.NoKubeCertAgent = !o.KubeCertAgent
 	o.Render.Defaults()
 	if o.Render.Image == "" {
-		o.Render.Image = render.DefaultImage(o.Version)
+		o.Render.Image = render.DefaultImage(o.Version, buildinfo.FIPSBuild())
 	}
 	var err error
 	if o.Render.OIDCCABundle, err = readPEM("--oidc-ca-bundle", o.OIDCCA); err != nil {

@@ -105,12 +105,17 @@ const (
 const DefaultImageRepository = "ghcr.io/pinniped-kit/pinniped-agent"
 
 // DefaultImage is the agent image of a release: the CLI's version, "latest"
-// for a development build. The Helm chart's default is the same image of
-// its appVersion.
-func DefaultImage(version string) string {
+// for a development build; with "-fips" for a CLI of the FIPS flavour, so
+// that it installs the agent of its own flavour. The Helm chart's default
+// is the ordinary image of its appVersion (docs/fips.md says how to take
+// the other).
+func DefaultImage(version string, fips bool) string {
 	tag := version
 	if tag == "" || tag == "dev" || strings.Contains(tag, "dirty") {
 		tag = "latest"
+	}
+	if fips {
+		tag += "-fips"
 	}
 	return DefaultImageRepository + ":" + strings.TrimPrefix(tag, "v")
 }

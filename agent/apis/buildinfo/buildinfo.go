@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
@@ -44,6 +45,21 @@ func (i Info) Complete() Info {
 	i.Platform = runtime.GOOS + "/" + runtime.GOARCH
 	i.FIPS = FIPS()
 	return i
+}
+
+// FIPSBuild says whether this binary is the release's FIPS flavour: built
+// with GOFIPS140 (a Go FIPS 140-3 module), whatever mode it runs in now.
+func FIPSBuild() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "GOFIPS140" {
+			return s.Value != "" && s.Value != "off"
+		}
+	}
+	return false
 }
 
 // FIPS says whether this process runs in Go's FIPS 140-3 mode, and with
