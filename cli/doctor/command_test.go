@@ -105,6 +105,9 @@ func TestSame(t *testing.T) {
 		{Build{}, v1, false, false},
 		{Build{GoVersion: "go1.25.0"}, Build{GoVersion: "go1.25.0"}, false, false},
 		{Build{GoVersion: "go1.25.0"}, Build{GoVersion: "go1.25.1"}, false, true},
+		// One commit, two flavours: not one build.
+		{v1, Build{Version: "v1.0.0", Revision: "aaa", FIPSModule: "v1.0.0-c2097c7c"}, false, true},
+		{Build{Revision: "aaa", FIPSModule: "v1.0.0-c2097c7c"}, Build{Revision: "aaa", FIPSModule: "v1.0.0-c2097c7c"}, true, true},
 	} {
 		if equal, told := same(tc.a, tc.b); equal != tc.equal || told != tc.told {
 			t.Errorf("same(%v, %v) = %v, %v", tc.a, tc.b, equal, told)

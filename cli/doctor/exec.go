@@ -174,6 +174,9 @@ type Build struct {
 	// GoVersion is the toolchain's: known even for development builds,
 	// and two builds made with different ones are different builds.
 	GoVersion string
+	// FIPSModule is the Go FIPS 140-3 module it was built with
+	// (GOFIPS140), "" for the ordinary flavour: one commit, two builds.
+	FIPSModule string
 }
 
 // ReadBuild reads the build of the binary at path.
@@ -196,6 +199,10 @@ func fromInfo(bi *debug.BuildInfo) Build {
 			b.Revision = s.Value
 		case "vcs.modified":
 			b.Modified = s.Value == "true"
+		case "GOFIPS140":
+			if s.Value != "off" {
+				b.FIPSModule = s.Value
+			}
 		}
 	}
 	return b
@@ -205,6 +212,13 @@ func fromInfo(bi *debug.BuildInfo) Build {
 func (b Build) known() bool { return b.Revision != "" || b.Version != "" }
 
 func (b Build) String() string {
+	if b.FIPSModule != "" {
+		return b.ordinaryString() + ", FIPS flavour (" + b.FIPSModule + ")"
+	}
+	return b.ordinaryString()
+}
+
+func (b Build) ordinaryString() string {
 	var parts []string
 	if b.Version != "" {
 		parts = append(parts, b.Version)
@@ -232,6 +246,9 @@ func (b Build) String() string {
 // told at all.
 func same(a, b Build) (equal, told bool) {
 	if a.GoVersion != "" && b.GoVersion != "" && a.GoVersion != b.GoVersion {
+		return false, true
+	}
+	if a.FIPSModule != b.FIPSModule {
 		return false, true
 	}
 	if !a.known() || !b.known() {
