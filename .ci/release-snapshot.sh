@@ -144,7 +144,25 @@ if [[ $sboms -eq 0 || $sboms -ne $bins ]]; then
 	echo "release-snapshot: $sboms SBOMs for $bins binaries" >&2
 	exit 1
 fi
-echo "release-snapshot: checksums.txt signed and verified; every file matches its sum; each of the $bins binaries has its SBOM"
+# Each binary is of its archive's flavour: the FIPS ones built with Go's
+# FIPS 140-3 module v1.0.0, the others with none (go version -m's stdout:
+# the build settings Go recorded).
+fips_bins=0
+while IFS= read -r bin; do
+	module=$(go version -m "$bin" | awk '$1 == "build" && index($2, "GOFIPS140=") == 1 { print substr($2, 11) }')
+	case $bin in
+	dist/*-fips_*)
+		[[ $module == v1.0.0-* ]] || { echo "release-snapshot: $bin is of the FIPS flavour but was built with GOFIPS140=${module:-nothing}" >&2; exit 1; }
+		fips_bins=$((fips_bins + 1))
+		;;
+	*) [[ -z $module ]] || { echo "release-snapshot: $bin is of the ordinary flavour but was built with GOFIPS140=$module" >&2; exit 1; } ;;
+	esac
+done < <(find dist -mindepth 2 -maxdepth 2 -type f -path 'dist/pinniped*_*/pinniped*')
+if [[ $fips_bins -eq 0 ]]; then
+	echo "release-snapshot: no binary of the FIPS flavour" >&2
+	exit 1
+fi
+echo "release-snapshot: checksums.txt signed and verified; every file matches its sum; each of the $bins binaries has its SBOM; the $fips_bins of the FIPS flavour are built with its module, the others not"
 
 .ci/package-charts.sh "$version" dist/charts
 .ci/krew-check.sh dist
