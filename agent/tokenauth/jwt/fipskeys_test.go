@@ -1,6 +1,7 @@
 package jwt
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/fips140"
@@ -8,10 +9,14 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/go-jose/go-jose/v4"
+
+	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
 
 func jwk(t *testing.T, key any, kid string) json.RawMessage {
@@ -23,8 +28,9 @@ func jwk(t *testing.T, key any, kid string) json.RawMessage {
 	return raw
 }
 
-// TestFIPSRefusedKeys: under fips140=only the RSA keys under 2048 bits are
-// named with their size, and nothing else; outside it, nothing.
+// TestFIPSRefusedKeys: under fips140=only the RSA keys crypto/rsa refuses
+// are named with the reason, and counted one by one (a kid may repeat or
+// be missing); outside it, nothing.
 func TestFIPSRefusedKeys(t *testing.T) {
 	var small, big *rsa.PrivateKey
 	var err error
@@ -40,28 +46,55 @@ func TestFIPSRefusedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := []json.RawMessage{jwk(t, small.Public(), "small"), jwk(t, big.Public(), "big"), jwk(t, ec.Public(), "ec"), json.RawMessage(`{"kty":"RSA","kid":"broken","n":"!"}`)}
-	got := fipsRefusedKeys(keys, true)
-	if len(got) != 1 || got["small"] != 1024 {
-		t.Errorf("enforced: %v, want only small (1024)", got)
+	smallExp := big.PublicKey
+	smallExp.E = 3
+	keys := []json.RawMessage{
+		jwk(t, small.Public(), "small"), jwk(t, small.Public(), ""), jwk(t, small.Public(), ""),
+		jwk(t, &smallExp, "e3"), jwk(t, big.Public(), "big"), jwk(t, ec.Public(), "ec"),
+		json.RawMessage(`{"kty":"RSA","kid":"broken","n":"!","e":"AQAB"}`),
 	}
-	if got := fipsRefusedKeys(keys, false); got != nil {
-		t.Errorf("not enforced: %v, want none", got)
+	got, n := fipsRefusedKeys(keys, true)
+	if n != 4 || len(got) != 3 || !strings.Contains(got["small"], "1024 bits") || !strings.Contains(got[""], "1024 bits") || !strings.Contains(got["e3"], "exponent 3") {
+		t.Errorf("enforced: %d refused, %v; want 4: small, two without a kid (1024 bits), e3 (exponent 3)", n, got)
+	}
+	if got, n := fipsRefusedKeys(keys, false); got != nil || n != 0 {
+		t.Errorf("not enforced: %v %d, want none", got, n)
 	}
 }
 
-// TestFIPSRefusal: a token naming a refused key gets the reason; any other,
-// or a malformed one, none.
+// TestFIPSOnlyKeySet: an issuer whose every key FIPS 140-only mode refuses
+// fails the authenticator at the key set, saying so; with one key it takes,
+// the authenticator is built.
+func TestFIPSOnlyKeySet(t *testing.T) {
+	fipsEnforced = func() bool { return true }
+	t.Cleanup(func() { fipsEnforced = fips140.Enforced })
+	iss := jwttest.New(t)
+	kid, _ := iss.AddRS256(t, 1024)
+	cfg := Config{Spec: authv1alpha1.JWTAuthenticatorSpec{Issuer: iss.URL, Audience: "a"}, CABundle: iss.CABundle}
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Fatalf("with an ES256 key beside the small RSA one: %v", err)
+	}
+	iss.PublishOnly(kid)
+	_, err := New(context.Background(), cfg)
+	var step *StepError
+	if !errors.As(err, &step) || step.Condition != CondJWKSFetchValid || !strings.Contains(err.Error(), "FIPS 140-only") {
+		t.Fatalf("only a small RSA key: %v, want a %s failure that names FIPS 140-only", err, CondJWKSFetchValid)
+	}
+}
+
+// TestFIPSRefusal: an RSA token naming a refused key gets the reason; any
+// other, or a malformed one, none.
 func TestFIPSRefusal(t *testing.T) {
 	token := func(header string) string {
 		return base64.RawURLEncoding.EncodeToString([]byte(header)) + ".e30.sig"
 	}
-	refused := map[string]int{"small": 1024}
-	if why := fipsRefusal(token(`{"alg":"RS256","kid":"small"}`), refused); !strings.Contains(why, `"small", RSA of 1024 bits`) || !strings.Contains(why, "fips140=only") {
+	refused := map[string]string{"small": "RSA of 1024 bits (2048 at least)"}
+	if why := fipsRefusal(token(`{"alg":"RS256","kid":"small"}`), refused); !strings.Contains(why, `key "small", RSA of 1024 bits`) || !strings.Contains(why, "fips140=only") {
 		t.Errorf("refused key: %q", why)
 	}
 	for name, tok := range map[string]string{
 		"another key":     token(`{"alg":"RS256","kid":"big"}`),
+		"not RSA":         token(`{"alg":"HS256","kid":"small"}`),
 		"no kid":          token(`{"alg":"RS256"}`),
 		"not a JWT":       "garbage",
 		"header not b64":  "!!!.e30.sig",
@@ -71,7 +104,7 @@ func TestFIPSRefusal(t *testing.T) {
 			t.Errorf("%s: %q", name, why)
 		}
 	}
-	if why := fipsRefusal(token(`{"kid":"small"}`), nil); why != "" {
+	if why := fipsRefusal(token(`{"alg":"RS256","kid":"small"}`), nil); why != "" {
 		t.Errorf("nothing refused: %q", why)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -43,8 +44,8 @@ type Authenticator struct {
 	audiences map[string]bool // checked here when more than one
 	rules     *claimrules.Rules
 	// fipsRefused are the issuer's keys, seen when this was built, that
-	// FIPS 140-only mode refuses (fipsRefusedKeys).
-	fipsRefused map[string]int
+	// FIPS 140-only mode refuses, and why (fipsRefusedKeys).
+	fipsRefused map[string]string
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -133,9 +134,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if err != nil {
 		return nil, stepErr(CondJWKSFetchValid, err)
 	}
-	refused := fipsRefusedKeys(keys, fipsEnforced())
-	if len(refused) == len(keys) {
-		return nil, stepErr(CondJWKSFetchValid, fmt.Errorf("every key at %s is an RSA key under %d bits, which this agent refuses: it runs FIPS 140-only (GODEBUG=fips140=only), so no token from %s can be verified", claims.JWKSURI, fipsMinRSABits, issuer))
+	refused, nRefused := fipsRefusedKeys(keys, fipsEnforced())
+	if nRefused == len(keys) {
+		return nil, stepErr(CondJWKSFetchValid, fmt.Errorf("every key at %s is an RSA key this agent cannot verify with: it runs FIPS 140-only (GODEBUG=fips140=only), so no token from %s can be verified", claims.JWKSURI, issuer))
 	}
 	// The key set must outlive ctx (it refreshes keys later), so it gets its
 	// own background context carrying only the HTTP client.
@@ -205,8 +206,12 @@ func newAuthenticator(cfg Config, rules *claimrules.Rules, keySet oidc.KeySet) *
 func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	idToken, err := a.verifier.Verify(ctx, token)
 	if err != nil {
-		if why := fipsRefusal(token, a.fipsRefused); why != "" {
-			return nil, false, fmt.Errorf("verify token: %s: %w", why, err)
+		// Only where the signature itself failed: go-oidc says so in its
+		// error, and nothing else there is the key's doing.
+		if msg := err.Error(); strings.HasPrefix(msg, "failed to verify signature") && !strings.Contains(msg, "fetching keys") {
+			if why := fipsRefusal(token, a.fipsRefused); why != "" {
+				return nil, false, fmt.Errorf("verify token: %s: %w", why, err)
+			}
 		}
 		return nil, false, fmt.Errorf("verify token: %w", err)
 	}

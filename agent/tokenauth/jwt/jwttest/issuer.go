@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,9 +142,10 @@ func (i *Issuer) Rotate(t testing.TB) {
 }
 
 // AddRS256 publishes an RS256 key of bits bits beside the others (the
-// current signing key stays) and returns a signer of tokens under it: for
-// keys some builds refuse, e.g. 1024 bits under fips140=only.
-func (i *Issuer) AddRS256(t testing.TB, bits int) func(claims map[string]any) string {
+// current signing key stays) and returns its key id and a signer of tokens
+// under it: for keys some builds refuse, e.g. 1024 bits under
+// fips140=only.
+func (i *Issuer) AddRS256(t testing.TB, bits int) (string, func(claims map[string]any) string) {
 	t.Helper()
 	// The issuer is not under test: it makes its key even where the test
 	// process itself runs FIPS 140-only.
@@ -157,11 +159,19 @@ func (i *Issuer) AddRS256(t testing.TB, bits int) func(claims map[string]any) st
 	kid := fmt.Sprintf("rsa-%d-%d", bits, len(i.keys)+1)
 	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: kid, Algorithm: "RS256", Use: "sig"})
 	i.mu.Unlock()
-	return func(claims map[string]any) string {
+	return kid, func(claims map[string]any) string {
 		var token string
 		fips140.WithoutEnforcement(func() { token = signJWT(t, jose.SigningKey{Algorithm: jose.RS256, Key: key}, kid, claims) })
 		return token
 	}
+}
+
+// PublishOnly serves only the keys named: an issuer whose key set holds
+// nothing else (Sign's key too may go).
+func (i *Issuer) PublishOnly(kids ...string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.keys = slices.DeleteFunc(i.keys, func(k jose.JSONWebKey) bool { return !slices.Contains(kids, k.KeyID) })
 }
 
 // Sign returns a compact JWT with the given claims, signed by the current key.
