@@ -240,7 +240,7 @@ cp -a "$CFG/pinniped" "$OUT/after"
 
 // dialFailure is a client's connection failing below HTTP: the address and
 // port it dialled.
-var dialFailure = regexp.MustCompile(`dial tcp ([0-9.]+):([0-9]+): connect: `)
+var dialFailure = regexp.MustCompile(`dial tcp ([0-9.]+):([0-9]+): (connect: |i/o timeout)`)
 
 // netDiagnosis says what the bed's network held for ip:port just after a
 // connection to it failed: the conntrack entries towards it (and where
@@ -252,26 +252,41 @@ func netDiagnosis(ip, port string) string {
 	show := func(what string, lines []string) {
 		fmt.Fprintf(&b, "\n    %s (%d):", what, len(lines))
 		for _, l := range lines[:min(len(lines), 12)] {
-			b.WriteString("\n      " + strings.TrimSpace(l))
+			b.WriteString("\n      " + l)
 		}
 	}
 	run := func(name string, args ...string) []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, name, args...).Output()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.WaitDelay = time.Second
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
-			return []string{fmt.Sprintf("(%s: %v)", name, err)}
+			return []string{fmt.Sprintf("(%s: %v: %s)", name, err, strings.TrimSpace(stderr.String()))}
 		}
-		return strings.Split(strings.TrimSpace(string(out)), "\n")
+		var lines []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		return lines
 	}
 	show("conntrack -L -d "+ip+" --dport "+port, run("conntrack", "-L", "-p", "tcp", "-d", ip, "--dport", port))
-	var rules []string
+	// The address's own rules first (its Service's chains), then where
+	// the NAT table sends connections at all.
+	var own, dnat []string
 	for _, l := range run("iptables-save", "-t", "nat") {
-		if strings.Contains(l, ip+"/32") || strings.Contains(l, "-j DNAT") {
-			rules = append(rules, l)
+		switch {
+		case strings.Contains(l, ip+"/32"):
+			own = append(own, l)
+		case strings.Contains(l, "-j DNAT"):
+			dnat = append(dnat, l)
 		}
 	}
-	show("NAT rules for it and every DNAT", rules)
+	show("NAT rules for it, then every DNAT", append(own, dnat...))
 	var neigh []string
 	for _, l := range run("ip", "neigh", "show") {
 		if strings.Contains(l, "FAILED") || strings.Contains(l, "INCOMPLETE") {
@@ -286,6 +301,7 @@ func netDiagnosis(ip, port string) string {
 // failures' stderr.
 type kubectlLoadResult struct {
 	sent, failed atomic.Int64
+	diagnosed    atomic.Int32 // failures given a netDiagnosis: the first few
 	mu           sync.Mutex
 	failures     []loadFailure
 }
@@ -322,7 +338,7 @@ func kubectlLoad(t *testing.T, workers int, env []string, stop <-chan struct{}) 
 					f := loadFailure{start, time.Now(), strings.TrimSpace(stderr)}
 					// What the node's network did with it, read at once:
 					// a failure at this layer is rare, and gone a moment later.
-					if m := dialFailure.FindStringSubmatch(stderr); m != nil {
+					if m := dialFailure.FindStringSubmatch(stderr); m != nil && res.diagnosed.Add(1) <= 3 {
 						f.stderr += "\n" + netDiagnosis(m[1], m[2])
 					}
 					res.mu.Lock()
