@@ -144,25 +144,38 @@ if [[ $sboms -eq 0 || $sboms -ne $bins ]]; then
 	echo "release-snapshot: $sboms SBOMs for $bins binaries" >&2
 	exit 1
 fi
-# Each binary is of its archive's flavour: the FIPS ones built with Go's
-# FIPS 140-3 module v1.0.0, the others with none (go version -m's stdout:
-# the build settings Go recorded).
+# Each binary a user downloads is of its archive's flavour: the FIPS ones
+# built with Go's FIPS 140-3 module v1.0.0, the others with none (the
+# build settings Go recorded, go version -m's stdout). The tar.gz archives:
+# the zips are Windows', which has the ordinary flavour alone.
 fips_bins=0
-while IFS= read -r bin; do
-	module=$(go version -m "$bin" | awk '$1 == "build" && index($2, "GOFIPS140=") == 1 { print substr($2, 11) }')
-	case $bin in
-	dist/*-fips_*)
-		[[ $module == v1.0.0-* ]] || { echo "release-snapshot: $bin is of the FIPS flavour but was built with GOFIPS140=${module:-nothing}" >&2; exit 1; }
-		fips_bins=$((fips_bins + 1))
-		;;
-	*) [[ -z $module ]] || { echo "release-snapshot: $bin is of the ordinary flavour but was built with GOFIPS140=$module" >&2; exit 1; } ;;
-	esac
-done < <(find dist -mindepth 2 -maxdepth 2 -type f -path 'dist/pinniped*_*/pinniped*')
-if [[ $fips_bins -eq 0 ]]; then
-	echo "release-snapshot: no binary of the FIPS flavour" >&2
+unpacked="$work/unpacked"
+for archive in dist/*.tar.gz; do
+	d="$unpacked/$(basename "$archive" .tar.gz)"
+	mkdir -p "$d"
+	tar -xzf "$archive" -C "$d"
+	while IFS= read -r bin; do
+		if ! info=$(go version -m "$bin"); then
+			echo "release-snapshot: ${bin#"$d"/} in $archive has no Go build information" >&2
+			exit 1
+		fi
+		module=$(awk '$1 == "build" && index($2, "GOFIPS140=") == 1 { print substr($2, 11) }' <<<"$info")
+		case $archive in
+		dist/*-fips_*)
+			[[ $module == v1.0.0-* ]] || { echo "release-snapshot: ${bin#"$d"/} in $archive (the FIPS flavour) was built with GOFIPS140=${module:-nothing}" >&2; exit 1; }
+			fips_bins=$((fips_bins + 1))
+			;;
+		*) [[ -z $module ]] || { echo "release-snapshot: ${bin#"$d"/} in $archive (the ordinary flavour) was built with GOFIPS140=$module" >&2; exit 1; } ;;
+		esac
+	done < <(find "$d" -type f -name 'pinniped*')
+done
+rm -rf "$unpacked"
+# goreleaser.yaml: the CLI's two binaries and the agent, for amd64 and arm64.
+if [[ $fips_bins -ne 6 ]]; then
+	echo "release-snapshot: $fips_bins binaries of the FIPS flavour in the archives, want 6" >&2
 	exit 1
 fi
-echo "release-snapshot: checksums.txt signed and verified; every file matches its sum; each of the $bins binaries has its SBOM; the $fips_bins of the FIPS flavour are built with its module, the others not"
+echo "release-snapshot: checksums.txt signed and verified; every file matches its sum; each of the $bins binaries has its SBOM; the $fips_bins in the FIPS flavour's archives are built with its module, the others not"
 
 .ci/package-charts.sh "$version" dist/charts
 .ci/krew-check.sh dist
