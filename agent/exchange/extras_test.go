@@ -48,10 +48,10 @@ func exchangeAs(t *testing.T, f *fixture, u user.Info) (*loginv1alpha1.TokenCred
 	return &out, f.results[0]
 }
 
-// TestCertificateIssuerRefusesExtras: with a certificate issuer the exchange
+// TestCertificateSourceRefusesExtras: with a certificate source the exchange
 // fails as it always has for a user with extras, with the same reason, and
 // the values stay out of the reason.
-func TestCertificateIssuerRefusesExtras(t *testing.T) {
+func TestCertificateSourceRefusesExtras(t *testing.T) {
 	f := newFixture(t)
 	out, res := exchangeAs(t, f, &user.DefaultInfo{Name: "alice", Extra: map[string][]string{"example.com/team": {"value-of-alice-5d1e"}}})
 	if out.Status.Credential != nil || out.Status.Message == nil || *out.Status.Message != exchange.FailedMessage {
@@ -66,7 +66,7 @@ func TestCertificateIssuerRefusesExtras(t *testing.T) {
 	}
 }
 
-// TestOriginalUserExtraIsRefused: no issuer may hand out a credential that
+// TestOriginalUserExtraIsRefused: no credential source may hand out a credential that
 // carries another install's (or this one's) original-user extra; a proxy
 // token would present it to the impersonation proxy as if the proxy had
 // recorded a nested impersonation itself.
@@ -83,11 +83,11 @@ func TestOriginalUserExtraIsRefused(t *testing.T) {
 	}
 }
 
-// TestTokenIssuerCarriesExtras: the exchange lets through, to the proxy's
-// token issuer, the extra the certificate issuer refuses; the token carries
+// TestTokenSourceCarriesExtras: the exchange lets through, to the proxy's
+// token source, the extra the certificate source refuses; the token carries
 // it, and the audit result names the token's credential ID (never the
 // token). The original-user extra stays refused.
-func TestTokenIssuerCarriesExtras(t *testing.T) {
+func TestTokenSourceCarriesExtras(t *testing.T) {
 	f := newFixture(t)
 	key, err := proxytoken.NewKey()
 	if err != nil {
@@ -123,6 +123,6 @@ func TestTokenIssuerCarriesExtras(t *testing.T) {
 
 	out, res = exchangeAs(t, f, &user.DefaultInfo{Name: "alice", Extra: map[string][]string{groupsuffix.OriginalUserExtra(""): {"{}"}}})
 	if res.Success || out.Status.Credential != nil || !strings.Contains(res.Reason, "reserved for the impersonation proxy") {
-		t.Fatalf("the original-user extra went through the token issuer: %q", res.Reason)
+		t.Fatalf("the original-user extra went through the token source: %q", res.Reason)
 	}
 }

@@ -384,7 +384,7 @@ func (p *Runtime) sync(ctx context.Context) {
 	p.lastProblem = ""
 }
 
-// loadSigner makes the proxy's client-certificate signer the issuer for
+// loadSigner makes the proxy's client-certificate signer the credential source for
 // TokenCredentialRequests on the proxy, and returns the PEM to trust.
 func (p *Runtime) loadSigner() []byte {
 	secret, err := p.secrets.Secrets(p.namespace).Get(proxyconfig.SignerSecret)
