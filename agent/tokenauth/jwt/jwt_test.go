@@ -2,9 +2,9 @@ package jwt_test
 
 import (
 	"context"
-	"crypto/fips140"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/fips140"
 	"crypto/rand"
 	"errors"
 	"fmt"
