@@ -98,7 +98,7 @@ func fipsRefusal(token string, refused map[string]string) string {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 	}
-	if json.Unmarshal(raw, &h) != nil || !(strings.HasPrefix(h.Alg, "RS") || strings.HasPrefix(h.Alg, "PS")) {
+	if json.Unmarshal(raw, &h) != nil || (!strings.HasPrefix(h.Alg, "RS") && !strings.HasPrefix(h.Alg, "PS")) {
 		return ""
 	}
 	why, ok := refused[h.Kid]
