@@ -437,7 +437,11 @@ func check(repo name.Repository, version string, f flavour, baseIdx v1.ImageInde
 		if err := checkSBOM(repo, m.Digest, "the "+p.String()+" image", []string{module}, opts); err != nil {
 			return err
 		}
-		fmt.Printf("imagecheck: %s@%s for %s: the agent %s on the base, as %s, with its SPDX SBOM\n", repo, m.Digest, p, version, nonroot)
+		built := ""
+		if f.fips != "" {
+			built = ", built with the FIPS module " + f.fips
+		}
+		fmt.Printf("imagecheck: %s@%s for %s: the agent %s%s on the base, as %s, with its SPDX SBOM\n", repo, m.Digest, p, version, built, nonroot)
 	}
 	fmt.Printf("imagecheck: %s is the index %s for %v (%s)\n", tag, desc.Digest, want, latestTag)
 	return nil
