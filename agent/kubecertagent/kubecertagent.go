@@ -7,8 +7,8 @@ package kubecertagent
 
 import (
 	"bytes"
-	"crypto/fips140"
 	"context"
+	"crypto/fips140"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
