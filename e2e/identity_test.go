@@ -358,6 +358,8 @@ type whoamiReply struct {
 	body    string
 	auditID string
 	proto   int
+	// retryAfter is the Retry-After header, "" when absent.
+	retryAfter string
 }
 
 // whoami POSTs a SelfSubjectReview; upgrade adds the headers of a
@@ -389,7 +391,8 @@ func postWhoAmI(ctx context.Context, t *testing.T, c *http.Client, base, token s
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
-	return whoamiReply{code: resp.StatusCode, body: string(raw), auditID: resp.Header.Get("Audit-Id"), proto: resp.ProtoMajor}
+	return whoamiReply{code: resp.StatusCode, body: string(raw), auditID: resp.Header.Get("Audit-Id"), proto: resp.ProtoMajor,
+		retryAfter: resp.Header.Get("Retry-After")}
 }
 
 // request is one path's answer: an audit ID, or a refusal (401 or 403).
@@ -492,7 +495,19 @@ func localProxyRequest(ctx context.Context, t *testing.T, proxied, stateDir, nam
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}
+	// As client-go does (kubectl's requests), a 503 with Retry-After is
+	// tried again, up to ten times: the context's credential is on its
+	// way, e.g. a retry of a refused exchange that is refused again.
 	r := postWhoAmI(ctx, t, c, base, secret, false)
+	for try := 0; try < 10 && r.code == http.StatusServiceUnavailable && r.retryAfter != ""; try++ {
+		wait, err := strconv.Atoi(r.retryAfter)
+		if err != nil || wait < 0 {
+			t.Fatalf("%s: Retry-After %q is not a number of seconds", path, r.retryAfter)
+		}
+		t.Logf("%s: HTTP 503 with Retry-After %s (%s); trying again as client-go would", path, r.retryAfter, r.body)
+		time.Sleep(time.Duration(wait) * time.Second)
+		r = postWhoAmI(ctx, t, c, base, secret, false)
+	}
 	if r.code == http.StatusServiceUnavailable {
 		st, err := state.Read(stateDir)
 		if err != nil || st == nil {

@@ -127,6 +127,9 @@ type Renewer struct {
 	mu       sync.Mutex
 	phase    State
 	message  string
+	// lastProblem is the last failed attempt's reason, "" after a success:
+	// a retry under way still says why the target cannot serve.
+	lastProblem string
 	applied  bool
 	expires  time.Time
 	next     time.Time
@@ -231,7 +234,10 @@ func (r *Renewer) Run(ctx context.Context) {
 				state, msg = NeedsPerson, r.needsPersonMessage()
 			}
 			next := r.now().Add(wait)
-			r.set(func() { r.phase, r.message, r.next = state, fmt.Sprintf("%s (next try in %s)", msg, wait), next })
+			r.set(func() {
+				r.phase, r.message, r.next = state, fmt.Sprintf("%s (next try in %s)", msg, wait), next
+				r.lastProblem = msg
+			})
 		case cred.ExpirationTimestamp.IsZero():
 			r.set(func() { r.next = time.Time{} })
 			<-ctx.Done()
@@ -287,7 +293,12 @@ func (r *Renewer) needsPersonMessage() string {
 // attempt gets and applies one credential, asking a person only when
 // nothing else can give one, and only in its turn.
 func (r *Renewer) attempt(ctx context.Context, minValid time.Duration) (*credcache.Credential, error) {
-	r.set(func() { r.phase, r.message = Renewing, "getting a new credential" })
+	r.set(func() {
+		r.phase, r.message = Renewing, "getting a new credential"
+		if r.lastProblem != "" {
+			r.message += "; the last try failed: " + r.lastProblem
+		}
+	})
 	cred, err := r.Get(ctx, Ask{MinValid: minValid})
 	if errors.Is(err, login.ErrNeedsPerson) && r.Interactive {
 		cred, err = r.withPerson(ctx, minValid)
@@ -300,6 +311,7 @@ func (r *Renewer) attempt(ctx context.Context, minValid time.Duration) (*credcac
 	}
 	r.set(func() {
 		r.phase, r.message, r.applied, r.expires = Ready, "", true, cred.ExpirationTimestamp
+		r.lastProblem = ""
 		r.renewals++
 	})
 	return cred, nil

@@ -328,14 +328,18 @@ func TestReadyWhileTheRenewalFails(t *testing.T) {
 
 // TestStates: Renewing while the first Get runs, Ready once applied,
 // Failed when the first attempt fails.
+// The retry after a failure still says why the target cannot serve: a
+// client asking meanwhile learns the reason, not only that a try is on.
 func TestStates(t *testing.T) {
 	release := make(chan struct{})
-	entered := make(chan struct{})
+	entered := make(chan int)
 	b := start(t, 5*time.Minute, func(b *bed) {
 		b.iss.answer = func(_ Ask, n int) (*credcache.Credential, error) {
-			if n == 1 {
-				close(entered)
+			if n <= 2 {
+				entered <- n
 				<-release
+			}
+			if n == 1 {
 				return nil, errors.New("no route to the agent")
 			}
 			return b.iss.fresh(n), nil
@@ -343,10 +347,16 @@ func TestStates(t *testing.T) {
 	})
 	<-entered
 	wantState(t, b.r, Renewing, "getting a new credential")
-	close(release)
+	if _, msg := b.r.State(); strings.Contains(msg, "last try") {
+		t.Fatalf("the first attempt speaks of a last try: %q", msg)
+	}
+	release <- struct{}{}
 	w := b.clk.next(t)
 	wantState(t, b.r, Failed, "no route to the agent")
 	b.clk.elapse(w)
+	<-entered
+	wantState(t, b.r, Renewing, "getting a new credential; the last try failed: could not get a credential: no route to the agent")
+	release <- struct{}{}
 	b.clk.next(t)
 	wantState(t, b.r, Ready, "")
 }
