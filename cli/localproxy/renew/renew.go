@@ -124,16 +124,16 @@ type Renewer struct {
 	// change of Info, e.g. to print a line or write the state file.
 	Changed func(Info)
 
-	mu       sync.Mutex
-	phase    State
-	message  string
+	mu      sync.Mutex
+	phase   State
+	message string
 	// lastProblem is the last failed attempt's reason, "" after a success:
 	// a retry under way still says why the target cannot serve.
 	lastProblem string
-	applied  bool
-	expires  time.Time
-	next     time.Time
-	renewals int
+	applied     bool
+	expires     time.Time
+	next        time.Time
+	renewals    int
 }
 
 // personTurn is the process's one turn for logins that need a person.
