@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -505,18 +506,20 @@ func localProxyRequest(ctx context.Context, t *testing.T, proxied, stateDir, nam
 			t.Fatalf("%s: Retry-After %q is not a number of seconds", path, r.retryAfter)
 		}
 		t.Logf("%s: HTTP 503 with Retry-After %s (%s); trying again as client-go would", path, r.retryAfter, r.body)
-		time.Sleep(time.Duration(wait) * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", path, ctx.Err())
+		case <-time.After(time.Duration(wait) * time.Second):
+		}
 		r = postWhoAmI(ctx, t, c, base, secret, false)
 	}
-	if r.code == http.StatusServiceUnavailable {
-		st, err := state.Read(stateDir)
-		if err != nil || st == nil {
-			t.Fatalf("%s: pinniped proxy's state: %v", path, err)
-		}
-		for _, sc := range st.Contexts {
-			if sc.Context == name && localProxyRefused(sc) {
-				return pathResult{path: path, refused: sc.Problem}
-			}
+	// A 503 without Retry-After is the context's last attempt, failed: the
+	// answer's own message says whether the cluster refused it (the state
+	// file is written a moment later, and may already show the next try).
+	if r.code == http.StatusServiceUnavailable && r.retryAfter == "" {
+		var st metav1.Status
+		if err := json.Unmarshal([]byte(r.body), &st); err == nil && strings.Contains(st.Message, "could not get a credential") && strings.Contains(st.Message, "refused") {
+			return pathResult{path: path, refused: st.Message}
 		}
 	}
 	return answer(t, path, r)

@@ -236,7 +236,12 @@ func (r *Renewer) Run(ctx context.Context) {
 			next := r.now().Add(wait)
 			r.set(func() {
 				r.phase, r.message, r.next = state, fmt.Sprintf("%s (next try in %s)", msg, wait), next
-				r.lastProblem = msg
+				// A login that needs a person is not a failure, and its
+				// message is shown with NeedsPerson's own details.
+				r.lastProblem = ""
+				if state == Failed {
+					r.lastProblem = msg
+				}
 			})
 		case cred.ExpirationTimestamp.IsZero():
 			r.set(func() { r.next = time.Time{} })

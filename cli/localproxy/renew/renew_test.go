@@ -329,15 +329,24 @@ func TestReadyWhileTheRenewalFails(t *testing.T) {
 // TestStates: Renewing while the first Get runs, Ready once applied,
 // Failed when the first attempt fails.
 // The retry after a failure still says why the target cannot serve: a
-// client asking meanwhile learns the reason, not only that a try is on.
+// client asking meanwhile learns the reason, not only that a try is on;
+// after a success, the next renewal speaks of no old failure.
 func TestStates(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan int)
 	b := start(t, 5*time.Minute, func(b *bed) {
 		b.iss.answer = func(_ Ask, n int) (*credcache.Credential, error) {
-			if n <= 2 {
-				entered <- n
-				<-release
+			if n <= 3 {
+				select {
+				case entered <- n:
+				case <-b.clk.stopped:
+					return nil, errors.New("test over")
+				}
+				select {
+				case <-release:
+				case <-b.clk.stopped:
+					return nil, errors.New("test over")
+				}
 			}
 			if n == 1 {
 				return nil, errors.New("no route to the agent")
@@ -357,8 +366,19 @@ func TestStates(t *testing.T) {
 	<-entered
 	wantState(t, b.r, Renewing, "getting a new credential; the last try failed: could not get a credential: no route to the agent")
 	release <- struct{}{}
+	w = b.clk.next(t)
+	if got, msg := b.r.State(); got != Ready || msg != "" {
+		t.Fatalf("after the retry succeeded: %v %q, want ready with no message", got, msg)
+	}
+	// The renewal of a credential still valid: Ready, with the renewal's
+	// own message, which must not bring the old failure back.
+	b.clk.elapse(w)
+	<-entered
+	if got, msg := b.r.State(); got != Ready || msg != "getting a new credential" {
+		t.Fatalf("renewing after a success: %v %q, want ready with %q", got, msg, "getting a new credential")
+	}
+	release <- struct{}{}
 	b.clk.next(t)
-	wantState(t, b.r, Ready, "")
 }
 
 // TestApplyError: a credential that cannot be used is a failure like any
@@ -443,6 +463,27 @@ func TestNeedsPerson(t *testing.T) {
 			if a.Person {
 				t.Fatal("a renewer without a terminal asked for a person")
 			}
+		}
+	})
+
+	t.Run("its retry does not call it a failure", func(t *testing.T) {
+		entered := make(chan int)
+		b := start(t, 5*time.Minute, func(b *bed) {
+			b.iss.answer = func(_ Ask, n int) (*credcache.Credential, error) {
+				if n == 2 {
+					select {
+					case entered <- n:
+					case <-b.clk.stopped:
+					}
+					<-b.clk.stopped
+				}
+				return nil, fmt.Errorf("%w: the browser login", login.ErrNeedsPerson)
+			}
+		})
+		b.clk.elapse(b.clk.next(t))
+		<-entered
+		if got, msg := b.r.State(); got != Renewing || strings.Contains(msg, "last try") {
+			t.Fatalf("retrying after a login was needed: %v %q, want renewing with no failure named", got, msg)
 		}
 	})
 
