@@ -14,17 +14,17 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/doctor"
-	"github.com/pinniped-kit/pinniped/cli/getkubeconfig"
-	"github.com/pinniped-kit/pinniped/cli/installcmd"
-	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
+	"github.com/pinniped-kit/pinniped/cli/commands/doctor"
+	"github.com/pinniped-kit/pinniped/cli/commands/getkubeconfig"
+	"github.com/pinniped-kit/pinniped/cli/commands/install"
+	"github.com/pinniped-kit/pinniped/cli/commands/login"
+	"github.com/pinniped-kit/pinniped/cli/commands/logout"
+	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
+	"github.com/pinniped-kit/pinniped/cli/commands/status"
+	"github.com/pinniped-kit/pinniped/cli/commands/version"
+	"github.com/pinniped-kit/pinniped/cli/commands/whoami"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags"
-	"github.com/pinniped-kit/pinniped/cli/logout"
-	"github.com/pinniped-kit/pinniped/cli/proxycmd"
-	"github.com/pinniped-kit/pinniped/cli/status"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
-	"github.com/pinniped-kit/pinniped/cli/version"
-	"github.com/pinniped-kit/pinniped/cli/whoami"
 )
 
 // NewRoot builds the `pinniped` command with every subcommand.
@@ -58,13 +58,13 @@ which is cached in your OS keyring until it expires.`,
 	})
 	root.AddCommand(
 		version.NewCmdVersion(f, nil),
-		installcmd.NewCmdInstall(f, nil),
-		installcmd.NewCmdUninstall(f, nil),
+		install.NewCmdInstall(f, nil),
+		install.NewCmdUninstall(f, nil),
 		getkubeconfig.NewCmdGet(f),
-		logincmd.NewCmdLogin(f),
+		login.NewCmdLogin(f),
 		logout.NewCmdLogout(f, nil),
 		status.NewCmdStatus(f, nil),
-		proxycmd.NewCmdProxy(f, nil),
+		proxy.NewCmdProxy(f, nil),
 		whoami.NewCmdWhoami(f, nil),
 		doctor.NewCmdDoctor(f, nil),
 	)

@@ -19,7 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/installcmd"
+	"github.com/pinniped-kit/pinniped/cli/commands/install"
 	"github.com/pinniped-kit/pinniped/install/chartgen"
 	"github.com/pinniped-kit/pinniped/install/render"
 )
@@ -210,7 +210,7 @@ func installObjects(t *testing.T, flags []string) map[string]map[string]any {
 	var out, errOut bytes.Buffer
 	f := cmdutil.Test(nil, &out, &errOut, nil)
 	f.Version.Version = version
-	cmd := installcmd.NewCmdInstall(f, nil)
+	cmd := install.NewCmdInstall(f, nil)
 	cmd.SetArgs(append(append([]string{}, flags...), "-o", "yaml"))
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

@@ -1,6 +1,6 @@
-// Package installcmd implements `pinniped install` and `pinniped uninstall`:
+// Package install implements `pinniped install` and `pinniped uninstall`:
 // flags in, then install/render and install/apply do the work.
-package installcmd
+package install
 
 import (
 	"context"

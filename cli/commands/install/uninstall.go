@@ -1,4 +1,4 @@
-package installcmd
+package install
 
 import (
 	"context"

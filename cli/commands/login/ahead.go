@@ -1,4 +1,4 @@
-package logincmd
+package login
 
 import (
 	"context"

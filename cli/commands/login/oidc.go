@@ -1,7 +1,7 @@
-// Package logincmd implements `pinniped login oidc` and `pinniped login
+// Package login implements `pinniped login oidc` and `pinniped login
 // static`, the kubectl exec credential plugins. Flags follow upstream
 // Pinniped's, so kubeconfigs it generated keep working.
-package logincmd
+package login
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package proxycmd
+package proxy
 
 import (
 	"io"

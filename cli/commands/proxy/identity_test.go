@@ -1,4 +1,4 @@
-package proxycmd_test
+package proxy_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package proxycmd_test
+package proxy_test
 
 import (
 	"path/filepath"
@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
-	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 )
 
 // TestKubeconfigIsRecognisedAsProxied: a proxy started on its own
@@ -23,7 +23,7 @@ func TestKubeconfigIsRecognisedAsProxied(t *testing.T) {
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("targets: %v, %v", ts, err)
 	}
-	b, err := proxycmd.Kubeconfig(*raw, ts, "https://127.0.0.1:47443", []byte("ca"), filepath.Join(dir, "state"), "/usr/local/bin/pinniped")
+	b, err := proxy.Kubeconfig(*raw, ts, "https://127.0.0.1:47443", []byte("ca"), filepath.Join(dir, "state"), "/usr/local/bin/pinniped")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package proxycmd implements `pinniped proxy`, the local credential proxy
+// Package proxy implements `pinniped proxy`, the local credential proxy
 // (docs/local-proxy.md), `pinniped proxy credential`, the exec plugin of
 // the kubeconfig it writes, and the proxy's part of `pinniped status`. It
 // only wires the cli/localproxy packages together.
-package proxycmd
+package proxy
 
 import (
 	"context"

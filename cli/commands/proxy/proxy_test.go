@@ -1,4 +1,4 @@
-package proxycmd_test
+package proxy_test
 
 import (
 	"bytes"
@@ -23,10 +23,10 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/commands"
+	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
-	"github.com/pinniped-kit/pinniped/cli/proxycmd"
 )
 
 // asCLI makes this test binary the pinniped CLI: client-go runs the
@@ -122,7 +122,7 @@ func TestParseListenRefusesAllButLoopback(t *testing.T) {
 		"[::1]:0":         "::1",
 		"localhost:8443":  "127.0.0.1",
 	} {
-		if host, _, err := proxycmd.ParseListen(listen); err != nil || host != want {
+		if host, _, err := proxy.ParseListen(listen); err != nil || host != want {
 			t.Errorf("%s: %q, %v; want %q", listen, host, err, want)
 		}
 	}
@@ -130,7 +130,7 @@ func TestParseListenRefusesAllButLoopback(t *testing.T) {
 		// Loopback, but not an address of the serving certificate: the
 		// kubeconfig would name a server client-go refuses to trust.
 		"127.0.0.2:1", "[::ffff:127.0.0.3]:1"} {
-		if _, _, err := proxycmd.ParseListen(listen); err == nil {
+		if _, _, err := proxy.ParseListen(listen); err == nil {
 			t.Errorf("%s was accepted", listen)
 		}
 	}
@@ -200,7 +200,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	}()
 
 	s := waitReady(t, stateDir, done, &stderr)
-	out := filepath.Join(stateDir, proxycmd.KubeconfigName)
+	out := filepath.Join(stateDir, proxy.KubeconfigName)
 	for _, want := range []string{"dev", s.Address + "/ctx/", "export KUBECONFIG=" + out, "(1 other contexts do not use pinniped login"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())

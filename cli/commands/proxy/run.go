@@ -1,4 +1,4 @@
-package proxycmd
+package proxy
 
 import (
 	"context"
@@ -216,11 +216,8 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 		},
 		Interactive: p.interactive && t.Interactive,
 	}
-	var last renew.Info
-	r.Changed = func(i renew.Info) {
-		p.changed(t, i, last)
-		last = i
-	}
+	var told news
+	r.Changed = func(i renew.Info) { p.changed(t, i, &told) }
 	p.infos[t.Slug] = state.Context{Context: t.Context, Server: p.base + server.PathPrefix + t.Slug, State: renew.Renewing.String()}
 	pid := os.Getpid()
 	st := &server.Target{
@@ -327,7 +324,7 @@ func (v anonymousSummary) Success(s loginview.Summary) {
 
 // changed records a renewer's news in state.json and prints a line for a
 // new credential or a new problem: never an identity or a secret.
-func (p *proxy) changed(t *targets.Target, i, last renew.Info) {
+func (p *proxy) changed(t *targets.Target, i renew.Info, n *news) {
 	p.mu.Lock()
 	c := p.infos[t.Slug]
 	c.Expires, c.Renewals, c.State, c.Problem = i.Expires, i.Renewals, i.State.String(), ""
@@ -339,15 +336,32 @@ func (p *proxy) changed(t *targets.Target, i, last renew.Info) {
 	if err := p.writeState(); err != nil {
 		fmt.Fprintf(p.out, "! could not update the state file (pinniped status may be out of date): %v\n", err)
 	}
-	now := p.o.f.Now().Local().Format(time.TimeOnly)
+	if line := n.line(i); line != "" {
+		fmt.Fprintf(p.out, "%s %s: %s\n", p.o.f.Now().Local().Format(time.TimeOnly), t.Context, line)
+	}
+}
+
+// news is what one context's renewer last told that is worth a line.
+type news struct{ last renew.Info }
+
+// line is what to print of i ("": nothing new): a new credential, or a
+// problem other than the last one printed. Every retry passes through
+// Renewing, which is not compared with: a context failing the same way
+// again and again prints its problem once.
+func (n *news) line(i renew.Info) string {
+	last := n.last
+	if i.State != renew.Renewing {
+		n.last = i
+	}
 	switch {
 	case i.Renewals > last.Renewals && i.Expires.IsZero():
-		fmt.Fprintf(p.out, "%s %s: credential ready (no expiry)\n", now, t.Context)
+		return "credential ready (no expiry)"
 	case i.Renewals > last.Renewals:
-		fmt.Fprintf(p.out, "%s %s: new credential (#%d), valid until %s\n", now, t.Context, i.Renewals, i.Expires.Local().Format(time.TimeOnly))
+		return fmt.Sprintf("new credential (#%d), valid until %s", i.Renewals, i.Expires.Local().Format(time.TimeOnly))
 	case (i.State == renew.Failed || i.State == renew.NeedsPerson) && (i.State != last.State || !sameProblem(i, last)):
-		fmt.Fprintf(p.out, "%s %s: %s: %s\n", now, t.Context, i.State, i.Message)
+		return fmt.Sprintf("%s: %s", i.State, i.Message)
 	}
+	return ""
 }
 
 // sameProblem compares two messages without their "next try in" tail,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/version"
+	"github.com/pinniped-kit/pinniped/cli/commands/version"
 )
 
 // run runs the command with its own Run, on a test Factory holding a fixed

@@ -16,10 +16,10 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/commands/login"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
-	"github.com/pinniped-kit/pinniped/cli/login/logincmd"
 )
 
 const (
@@ -149,7 +149,7 @@ func TestEngineAgreesOnTheKey(t *testing.T) {
 	setup(t, "v1")
 	put(t, oidcInputs(), time.Now().Add(5*time.Minute))
 	var out, errOut bytes.Buffer
-	cmd := logincmd.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
+	cmd := login.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
 	cmd.SetArgs(oidcArgs()[1:])
 	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
 		t.Fatalf("the engine did not find the front's credential: %v\n%s\n%s", err, out.String(), errOut.String())
@@ -168,7 +168,7 @@ func TestEngineAgreesOnTheKey(t *testing.T) {
 		t.Fatalf("static hit: %v %s", ok, out)
 	}
 	out.Reset()
-	cmd = logincmd.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
+	cmd = login.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
 	cmd.SetArgs(staticArgs[1:])
 	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
 		t.Fatalf("the engine did not find the front's static credential: %v\n%s", err, errOut.String())
@@ -239,7 +239,7 @@ func TestUpstreamProvidersAndPasswordUsersNeverShare(t *testing.T) {
 		t.Fatal("alice's own credential was not found")
 	}
 	var out, errOut bytes.Buffer
-	cmd := logincmd.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
+	cmd := login.NewCmdLogin(cmdutil.New(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, buildinfo.Info{}))
 	cmd.SetArgs(ldap[1:])
 	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), `"clientCertificateData":"CERT"`) {
 		t.Fatalf("the engine did not find the front's credential: %v\n%s\n%s", err, out.String(), errOut.String())

@@ -1,6 +1,6 @@
 // Package loginsetup builds the login runner the way every caller must:
 // from the Factory's caches, clock, environment and streams. `pinniped
-// login` (package logincmd) and pinniped proxy (package proxycmd) both
+// login` (cli/commands/login) and pinniped proxy (cli/commands/proxy) both
 // build theirs here, so they share caches and keys, and neither command
 // imports the other.
 package loginsetup
