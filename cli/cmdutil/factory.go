@@ -1,9 +1,10 @@
 // Package cmdutil is what every `pinniped` command shares: one Factory
 // holding the process's streams, environment, clock, browser opener,
 // kubeconfig loading, cluster clients and credential caches. Commands take it and a run function, as gh's do
-// (NewCmdX(f, runF)): the command turns flags into options and validates
-// them; runF (the options' Run when nil) does the work. Tests pass their
-// own runF to check parsing, and a Factory of fakes to check Run.
+// (NewCmdX(f, runF)): the command turns flags into Options, whose
+// Complete, Validate and Run (kubectl's phases) RunE calls in order; a
+// test's runF replaces Run to check parsing, and a Factory of fakes
+// checks Run.
 package cmdutil
 
 import (
@@ -118,20 +119,47 @@ func testRules(env map[string]string) *clientcmd.ClientConfigLoadingRules {
 	return rules
 }
 
-// RunE is a command's RunE built on the seam: prepare (complete and
-// validate the options; may be nil), then runF when a test gave one, else
-// run, the options' own Run.
-func RunE[O any](o O, prepare func() error, runF func(context.Context, O) error, run func(context.Context) error) func(*cobra.Command, []string) error {
+// Options are a command's inputs, in kubectl's three phases.
+type Options interface {
+	// Complete fills in what the flags leave open: defaults, files, the
+	// environment, the world the command reaches. It refuses nothing the
+	// user chose: that is Validate's.
+	Complete() error
+	// Validate refuses inputs that cannot work, before any effect.
+	Validate() error
+	// Run does the work.
+	Run(ctx context.Context) error
+}
+
+// NothingToComplete is the Complete of options whose flags are all there
+// is: embedding it says so.
+type NothingToComplete struct{}
+
+// Complete does nothing.
+func (NothingToComplete) Complete() error { return nil }
+
+// NothingToValidate is the Validate of options that take no input a
+// person could get wrong: embedding it says so.
+type NothingToValidate struct{}
+
+// Validate refuses nothing.
+func (NothingToValidate) Validate() error { return nil }
+
+// RunE is a command's RunE: o's Complete, Validate and Run, in that
+// order. A test's runF, when given, runs instead of Run, to check what
+// the flags made of the options.
+func RunE[O Options](o O, runF func(context.Context, O) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		if prepare != nil {
-			if err := prepare(); err != nil {
-				return err
-			}
+		if err := o.Complete(); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
 		}
 		if runF != nil {
 			return runF(cmd.Context(), o)
 		}
-		return run(cmd.Context())
+		return o.Run(cmd.Context())
 	}
 }
 

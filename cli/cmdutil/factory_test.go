@@ -14,31 +14,50 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 )
 
-// TestRunE: prepare runs first and its error stops the command; a test's
-// runF then replaces the options' own Run, and gets the same options.
+// phases records the calls of Options' phases.
+type phases struct {
+	calls         []string
+	failComplete  error
+	failValidate  error
+	completedWith int
+}
+
+func (p *phases) Complete() error {
+	p.calls = append(p.calls, "complete")
+	p.completedWith = 1
+	return p.failComplete
+}
+
+func (p *phases) Validate() error { p.calls = append(p.calls, "validate"); return p.failValidate }
+
+func (p *phases) Run(context.Context) error { p.calls = append(p.calls, "run"); return nil }
+
+// TestRunE: Complete, Validate, Run in that order, each error stopping
+// the command; a test's runF replaces Run and gets the completed options.
 func TestRunE(t *testing.T) {
-	type opts struct{ n int }
-	var calls []string
-	o := &opts{}
-	prepare := func() error { calls = append(calls, "prepare"); o.n = 1; return nil }
-	run := func(context.Context) error { calls = append(calls, "run"); return nil }
 	cmd := &cobra.Command{}
-	if err := RunE(o, prepare, nil, run)(cmd, nil); err != nil || strings.Join(calls, ",") != "prepare,run" {
-		t.Fatalf("without runF: %v, calls %v", err, calls)
+	o := &phases{}
+	if err := RunE(o, nil)(cmd, nil); err != nil || strings.Join(o.calls, ",") != "complete,validate,run" {
+		t.Fatalf("without runF: %v, calls %v", err, o.calls)
 	}
-	calls = nil
-	var seen *opts
-	runF := func(_ context.Context, got *opts) error { calls = append(calls, "runF"); seen = got; return nil }
-	if err := RunE(o, prepare, runF, run)(cmd, nil); err != nil || strings.Join(calls, ",") != "prepare,runF" || seen != o || seen.n != 1 {
-		t.Fatalf("with runF: %v, calls %v", err, calls)
+	o = &phases{}
+	var seen *phases
+	runF := func(_ context.Context, got *phases) error {
+		got.calls = append(got.calls, "runF")
+		seen = got
+		return nil
 	}
-	calls = nil
+	if err := RunE(o, runF)(cmd, nil); err != nil || strings.Join(o.calls, ",") != "complete,validate,runF" || seen != o || seen.completedWith != 1 {
+		t.Fatalf("with runF: %v, calls %v", err, o.calls)
+	}
 	bad := errors.New("bad flags")
-	if err := RunE(o, func() error { calls = append(calls, "prepare"); return bad }, runF, run)(cmd, nil); !errors.Is(err, bad) || strings.Join(calls, ",") != "prepare" {
-		t.Fatalf("a failing prepare: %v, calls %v", err, calls)
+	o = &phases{failComplete: bad}
+	if err := RunE(o, runF)(cmd, nil); !errors.Is(err, bad) || strings.Join(o.calls, ",") != "complete" {
+		t.Fatalf("a failing Complete: %v, calls %v", err, o.calls)
 	}
-	if err := RunE(o, nil, nil, run)(cmd, nil); err != nil {
-		t.Fatalf("no prepare: %v", err)
+	o = &phases{failValidate: bad}
+	if err := RunE(o, runF)(cmd, nil); !errors.Is(err, bad) || strings.Join(o.calls, ",") != "complete,validate" {
+		t.Fatalf("a failing Validate: %v, calls %v", err, o.calls)
 	}
 }
 

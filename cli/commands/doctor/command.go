@@ -93,7 +93,7 @@ Checks (their names are stable; -o json gives them as "name"):
   pinniped doctor --kubeconfig-context=prod -o json
   pinniped doctor --kubeconfig=alice.kubeconfig --admin-kubeconfig=$HOME/.kube/config`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&o.Context, "kubeconfig-context", "", "kubeconfig context to check (default: the current one)")
@@ -105,8 +105,8 @@ Checks (their names are stable; -o json gives them as "name"):
 	return cmd
 }
 
-// Complete checks the flags and sets up the real world.
-func (o *Options) Complete() error {
+// Validate checks the flags.
+func (o *Options) Validate() error {
 	if o.Output != "text" && o.Output != "json" {
 		return fmt.Errorf("-o %q: use text or json", o.Output)
 	}
@@ -116,6 +116,12 @@ func (o *Options) Complete() error {
 	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
 		return fmt.Errorf("--api-group-suffix: %w", err)
 	}
+	return nil
+}
+
+// Complete sets up the real world the checks reach, and reads
+// --admin-kubeconfig.
+func (o *Options) Complete() error {
 	if o.Doctor == nil {
 		o.Doctor = New(o.f, credstore.Places{Getenv: o.f.Getenv}, exec.LookPath, runtime.GOOS, func(ca []byte) (*http.Client, error) {
 			return httpclient.New(ca, 0)

@@ -107,7 +107,7 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
   pinniped get kubeconfig --context prod --context staging > fleet.kubeconfig
   pinniped get kubeconfig --all-contexts > fleet.kubeconfig`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
@@ -157,13 +157,9 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 	return cmd
 }
 
-// Validate checks flags without contacting anything.
-func (o *Options) Validate() error {
-	var errs []error
-	if o.Static.Token != "" && o.Static.TokenEnv != "" {
-		errs = append(errs, errors.New("use --static-token or --static-token-env, not both"))
-	}
-	// Enumerated values in any case, as upstream takes them.
+// Complete spells the enumerated flags as the rest of the command does:
+// upstream takes them in any case.
+func (o *Options) Complete() error {
 	for _, mode := range []string{"TokenCredentialRequestAPI", "ImpersonationProxy"} {
 		if strings.EqualFold(o.ConciergeMode, mode) {
 			o.ConciergeMode = mode
@@ -172,6 +168,15 @@ func (o *Options) Validate() error {
 	o.AuthenticatorType = strings.ToLower(o.AuthenticatorType)
 	up := &o.OIDC.Upstream
 	o.OIDC.Flow, up.Type, up.Flow = config.Flow(strings.ToLower(string(o.OIDC.Flow))), strings.ToLower(up.Type), strings.ToLower(up.Flow)
+	return nil
+}
+
+// Validate checks flags without contacting anything.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Static.Token != "" && o.Static.TokenEnv != "" {
+		errs = append(errs, errors.New("use --static-token or --static-token-env, not both"))
+	}
 	switch o.ConciergeMode {
 	case "", "TokenCredentialRequestAPI", "ImpersonationProxy":
 	default:

@@ -76,7 +76,7 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
   pinniped install --api-group-suffix=example.com --namespace=pinniped-example \
     --oidc-issuer=https://dex.example.com --oidc-audience=prod-cluster-7f3a`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.prepare, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	fs := cmd.Flags()
 	o.Kube.AddTo(fs)
@@ -108,13 +108,6 @@ applying them, use -o yaml (GitOps) or --dry-run=server (validate only).`,
 	fs.BoolVar(&o.Wait, "wait", true, "wait until the agent works")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	return cmd
-}
-
-func (o *Options) prepare() error {
-	if err := o.Complete(); err != nil {
-		return err
-	}
-	return o.Validate()
 }
 
 // ttlFlag is --credential-ttl. Unset leaves the duration zero, which renders

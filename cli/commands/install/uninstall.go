@@ -15,6 +15,7 @@ import (
 
 // UninstallOptions are the inputs of `pinniped uninstall`.
 type UninstallOptions struct {
+	cmdutil.NothingToComplete
 	Kube *kubeflags.Flags
 	// GroupSuffix picks which install to remove when several run side by
 	// side (each with its own API group suffix).
@@ -40,7 +41,7 @@ it removes only the one named by --namespace and --api-group-suffix.`,
 		Example: `  pinniped uninstall
   pinniped uninstall --namespace=pinniped-example --api-group-suffix=example.com`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	o.Kube.AddTo(cmd.Flags())
 	cmd.Flags().StringVar(&o.GroupSuffix, "api-group-suffix", groupsuffix.Default, "API group suffix the install was made with (pinniped install --api-group-suffix)")

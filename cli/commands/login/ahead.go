@@ -30,7 +30,9 @@ type AheadOptions struct {
 	Kubeconfig string
 	Context    string
 
-	f *cmdutil.Factory
+	// kc is the context's login, as Complete read it.
+	kc *kubeexec.Context
+	f  *cmdutil.Factory
 }
 
 func (o *AheadOptions) bind(cmd *cobra.Command) {
@@ -38,10 +40,9 @@ func (o *AheadOptions) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Context, "context", "", "kubeconfig context to log in (default: the current one)")
 }
 
-// Run logs the context in and says until when its credential is cached:
-// with the same login, caches and keys as kubectl's calls, which then find
-// it. It prints nothing on stdout: this is not kubectl's exec plugin.
-func (o *AheadOptions) Run(ctx context.Context) error {
+// Complete reads the context's login from the kubeconfig, as kubectl would
+// run its exec entry.
+func (o *AheadOptions) Complete() error {
 	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
 	if err != nil {
 		return fmt.Errorf("load the kubeconfig: %w", err)
@@ -55,9 +56,23 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := kc.Login.Validate(); err != nil {
-		return fmt.Errorf("context %q: its pinniped login would fail: %w", kc.Name, err)
+	o.kc = kc
+	return nil
+}
+
+// Validate checks the context's login as its exec entry would.
+func (o *AheadOptions) Validate() error {
+	if err := o.kc.Login.Validate(); err != nil {
+		return fmt.Errorf("context %q: its pinniped login would fail: %w", o.kc.Name, err)
 	}
+	return nil
+}
+
+// Run logs the context in and says until when its credential is cached:
+// with the same login, caches and keys as kubectl's calls, which then find
+// it. It prints nothing on stdout: this is not kubectl's exec plugin.
+func (o *AheadOptions) Run(ctx context.Context) error {
+	kc := o.kc
 	f := o.asPlugin(kc.Exec)
 	req := login.Request{Cluster: kc.Cluster, Interactive: true}
 	var cred *credcache.Credential

@@ -50,7 +50,7 @@ expire, so most kubectl calls cost a cache read.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
+		RunE: cmdutil.RunE(o, nil),
 	}
 	o.bind(cmd)
 	cmd.AddCommand(NewCmdOIDC(f, nil), NewCmdStatic(f, nil))
@@ -113,7 +113,7 @@ skipped.`,
   pinniped login oidc --issuer=https://supervisor.example.com/issuer \
     --upstream-identity-provider-name="Corporate LDAP" --upstream-identity-provider-type=ldap`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
 	valuelessErrors(cmd)
@@ -121,7 +121,7 @@ skipped.`,
 }
 
 // Complete reads the flags, the environment and kubectl's request into
-// the login, and validates it.
+// the login.
 func (o *OIDCOptions) Complete() error {
 	exec, err := execcred.ParseRequest(o.f.Getenv(execcred.EnvVar))
 	if err != nil {
@@ -131,12 +131,12 @@ func (o *OIDCOptions) Complete() error {
 	if err != nil {
 		return err
 	}
-	if err := c.Validate(); err != nil {
-		return err
-	}
 	o.Exec, o.Login = exec, c
 	return nil
 }
+
+// Validate checks the login (its one model's rules).
+func (o *OIDCOptions) Validate() error { return o.Login.Validate() }
 
 // Run logs in.
 func (o *OIDCOptions) Run(ctx context.Context) error {

@@ -35,7 +35,7 @@ func NewCmdStatic(f *cmdutil.Factory, runF func(context.Context, *StaticOptions)
 WebhookAuthenticator) for a short-lived cluster credential and caches that.
 Prefer --token-env: a token in a kubeconfig is readable by anyone who can read the file.`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Complete, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	flagset.Add(cmd.Flags(), o.Flags.Flags())
 	valuelessErrors(cmd)
@@ -43,13 +43,10 @@ Prefer --token-env: a token in a kubeconfig is readable by anyone who can read t
 }
 
 // Complete reads the flags, the environment and kubectl's request into
-// the login, and validates it.
+// the login.
 func (o *StaticOptions) Complete() error {
 	c, err := o.Flags.Config(o.f.LookupEnv)
 	if err != nil {
-		return err
-	}
-	if err := c.Validate(); err != nil {
 		return err
 	}
 	exec, err := execcred.ParseRequest(o.f.Getenv(execcred.EnvVar))
@@ -59,6 +56,9 @@ func (o *StaticOptions) Complete() error {
 	o.Login, o.Exec = c, exec
 	return nil
 }
+
+// Validate checks the login (its one model's rules).
+func (o *StaticOptions) Validate() error { return o.Login.Validate() }
 
 // Run prints the credential. An interrupt does not cut an exchange short:
 // the agent has already been asked, and the credential is worth caching.

@@ -28,6 +28,7 @@ import (
 
 // Options are the inputs of `pinniped logout`.
 type Options struct {
+	cmdutil.NothingToComplete
 	Kubeconfig, Context string
 	CredentialCache     string
 	All                 bool
@@ -89,7 +90,7 @@ it, often an hour), and so does the session's ID token.`,
   pinniped logout --context=prod --end-session
   pinniped logout --all`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")

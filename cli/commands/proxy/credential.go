@@ -14,6 +14,7 @@ import (
 
 // CredentialOptions are the inputs of `pinniped proxy credential`.
 type CredentialOptions struct {
+	cmdutil.NothingToComplete
 	StateDir string
 
 	f *cmdutil.Factory
@@ -31,7 +32,7 @@ secret of the pinniped proxy whose state directory is --state-dir. The
 kubeconfig "pinniped proxy" writes runs it; you do not need to. When that
 proxy is not running it fails and says how to start it.`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	cmd.Flags().StringVar(&o.StateDir, "state-dir", "", "the proxy's state directory")
 	return cmd

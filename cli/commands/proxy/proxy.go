@@ -84,12 +84,7 @@ See docs/local-proxy.md.`,
 
   pinniped proxy --context=prod --context=staging --listen=127.0.0.1:8443`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, func() error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			return o.Validate()
-		}, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose contexts to serve (default $KUBECONFIG or ~/.kube/config)")

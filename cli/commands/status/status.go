@@ -24,8 +24,20 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 
-// NewCmdStatus returns `pinniped status`; runF (nil: the listing) does the work.
-func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context) error) *cobra.Command {
+// Options are the inputs of `pinniped status`: none but the world.
+type Options struct {
+	cmdutil.NothingToComplete
+	cmdutil.NothingToValidate
+
+	f *cmdutil.Factory
+}
+
+// Run lists the caches and the proxy.
+func (o *Options) Run(ctx context.Context) error { return run(ctx, o.f) }
+
+// NewCmdStatus returns `pinniped status`; runF (nil: Options.Run) does the work.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{f: f}
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show which cluster credentials are cached, where, and until when",
@@ -36,12 +48,7 @@ so one login serves them all, and the session says whether it can renew
 them without you. It never shows a secret. It also says whether "pinniped
 proxy" runs, where, and the state of each context it serves.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context())
-			}
-			return run(cmd.Context(), f)
-		},
+		RunE: cmdutil.RunE(o, runF),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 // Options are the inputs of `pinniped version`.
 type Options struct {
+	cmdutil.NothingToComplete
 	Output string
 	// JSON is the agent's earlier --json, which this command accepts too.
 	JSON bool
@@ -31,7 +32,7 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 		Example: `  pinniped version
   pinniped version -o json`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "the same as -o json")
 	_ = cmd.Flags().MarkHidden("json")

@@ -24,6 +24,7 @@ import (
 
 // Options are the inputs of `pinniped whoami`.
 type Options struct {
+	cmdutil.NothingToComplete
 	Kube    *kubeflags.Flags
 	Output  string
 	Timeout time.Duration
@@ -45,7 +46,7 @@ you in first if your kubeconfig needs it.`,
 		Example: `  pinniped whoami
   pinniped whoami --context=prod -o json`,
 		Args: cobra.NoArgs,
-		RunE: cmdutil.RunE(o, o.Validate, runF, o.Run),
+		RunE: cmdutil.RunE(o, runF),
 	}
 	o.Kube.AddTo(cmd.Flags())
 	o.Kube.AddContextAlias(cmd.Flags(), "kubeconfig-context")
