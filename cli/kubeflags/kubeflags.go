@@ -1,5 +1,9 @@
-// Package kubeflags adds kubectl's standard cluster flags (--kubeconfig,
-// --context, -n/--namespace, --server, --token, ...) to a command, on
+// Package kubeflags is how every command takes its kubeconfig: either
+// kubectl's whole set of cluster flags (--kubeconfig, --context,
+// -n/--namespace, --server, --token, ...: commands that act on a cluster
+// as kubectl would), or only --kubeconfig and a context flag (commands
+// that read a kubeconfig's contexts: doctor, logout, login ahead, proxy,
+// get kubeconfig). Both load kubeconfigs by the Factory's rules, on
 // client-go's clientcmd.
 package kubeflags
 
@@ -10,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Flags holds the parsed cluster flags.
@@ -37,6 +42,41 @@ func (f *Flags) AddTo(fs *pflag.FlagSet) {
 // (upstream Pinniped's commands call it --kubeconfig-context).
 func (f *Flags) AddContextAlias(fs *pflag.FlagSet, name string) {
 	fs.StringVar(&f.overrides.CurrentContext, name, "", "the same as --context")
+}
+
+// AddKubeconfig registers --kubeconfig alone, usage saying what the
+// command reads it for.
+func (f *Flags) AddKubeconfig(fs *pflag.FlagSet, usage string) {
+	fs.StringVar(&f.rules.ExplicitPath, "kubeconfig", "", usage+" (default $KUBECONFIG or ~/.kube/config)")
+}
+
+// AddContext registers the one context the command works on (default: the
+// kubeconfig's current one) under name, and each alias as another
+// spelling of it.
+func (f *Flags) AddContext(fs *pflag.FlagSet, usage, name string, aliases ...string) {
+	fs.StringVar(&f.overrides.CurrentContext, name, "", usage+" (default: the current one)")
+	for _, a := range aliases {
+		fs.StringVar(&f.overrides.CurrentContext, a, "", "the same as --"+name)
+	}
+}
+
+// Path is --kubeconfig ("": $KUBECONFIG, else ~/.kube/config).
+func (f *Flags) Path() string { return f.rules.ExplicitPath }
+
+// Context is the context flag's value ("": the current context).
+func (f *Flags) Context() string { return f.overrides.CurrentContext }
+
+// RawConfig is the merged kubeconfig, without overrides.
+func (f *Flags) RawConfig() (clientcmdapi.Config, error) {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(f.rules, &clientcmd.ConfigOverrides{}).RawConfig()
+}
+
+// ClientConfigFor is the kubeconfig with context name ("": its current
+// one) in place of the flags' context, the other overrides kept.
+func (f *Flags) ClientConfigFor(name string) clientcmd.ClientConfig {
+	o := f.overrides
+	o.CurrentContext = name
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(f.rules, &o)
 }
 
 // ClientConfig is the merged kubeconfig plus overrides.

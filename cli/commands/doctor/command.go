@@ -10,20 +10,21 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Options are the inputs of `pinniped doctor`.
 type Options struct {
-	Kubeconfig, Context string
-	Output              string
-	Timeout             time.Duration
+	// Kube is --kubeconfig and the context to check.
+	Kube    *kubeflags.Flags
+	Output  string
+	Timeout time.Duration
 	// APIGroupSuffix is the agent's, for logins whose arguments do not
 	// name one (those without --enable-concierge).
 	APIGroupSuffix string
@@ -39,7 +40,7 @@ type Options struct {
 
 // NewCmdDoctor returns `pinniped doctor`; runF (nil: Options.Run) does the work.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{f: f}
+	o := &Options{f: f, Kube: f.KubeFlags()}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check every link of a kubeconfig context's login, and say how to fix what is broken",
@@ -95,9 +96,8 @@ Checks (their names are stable; -o json gives them as "name"):
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, runF),
 	}
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&o.Context, "kubeconfig-context", "", "kubeconfig context to check (default: the current one)")
-	cmd.Flags().StringVar(&o.Context, "context", "", "the same as --kubeconfig-context")
+	o.Kube.AddKubeconfig(cmd.Flags(), "path to the kubeconfig file")
+	o.Kube.AddContext(cmd.Flags(), "kubeconfig context to check", "kubeconfig-context", "context")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "text, or json")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Second, "give up on each check after this long")
 	cmd.Flags().StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "", "read the agent's objects with this kubeconfig's current context (an administrator's, for the same cluster) instead of the login's credential; its exec plugin, if any, runs as under kubectl and may log the administrator in; its credential goes only to a verified https server (not with insecure-skip-tls-verify)")
@@ -154,8 +154,7 @@ var ErrFailed = errors.New("doctor found problems")
 // Run prints the checklist; it returns an error (after the report, in full)
 // when a check failed.
 func (o *Options) Run(ctx context.Context) error {
-	load := func(context string) clientcmd.ClientConfig { return o.f.KubeConfig(o.Kubeconfig, context) }
-	rep := o.Doctor.Run(ctx, load, o.Context)
+	rep := o.Doctor.Run(ctx, o.Kube.ClientConfigFor, o.Kube.Context())
 	if err := rep.Write(o.f.IO.Out, o.Output); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func TestFlags(t *testing.T) {
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.Execute()
 		if wantErr == "" {
-			if err != nil || got == nil || got.Context != "dev" || got.Output != "text" || got.Doctor.Timeout != 10*time.Second {
+			if err != nil || got == nil || got.Kube.Context() != "dev" || got.Output != "text" || got.Doctor.Timeout != 10*time.Second {
 				t.Errorf("%s: %v %+v", args, err, got)
 			}
 			continue

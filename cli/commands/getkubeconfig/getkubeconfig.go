@@ -24,6 +24,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 	"github.com/pinniped-kit/pinniped/cli/ui"
@@ -33,7 +34,9 @@ import (
 
 // Options are the inputs of `pinniped get kubeconfig`.
 type Options struct {
-	Kubeconfig, KubeconfigContext string
+	// Kube is --kubeconfig and --kubeconfig-context: the admin's
+	// kubeconfig, and its one context to make a kubeconfig for.
+	Kube *kubeflags.Flags
 	// Contexts (--context, repeatable) and AllContexts make one kubeconfig
 	// for several clusters at once: a context each.
 	Contexts    []string
@@ -84,7 +87,7 @@ func NewCmdGet(f *cmdutil.Factory) *cobra.Command {
 // NewCmdKubeconfig returns `pinniped get kubeconfig`; runF (nil:
 // Options.Run) does the work.
 func NewCmdKubeconfig(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{In: f.IO.In, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f}
+	o := &Options{In: f.IO.In, Out: f.IO.Out, ErrOut: f.IO.ErrOut, f: f, Kube: f.KubeFlags()}
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Make a kubeconfig that logs users in with pinniped",
@@ -110,8 +113,8 @@ name one with --concierge-authenticator-type/--concierge-authenticator-name.`,
 		RunE: cmdutil.RunE(o, runF),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig to read the cluster with (default $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&o.KubeconfigContext, "kubeconfig-context", "", "context of --kubeconfig to use (default: current)")
+	o.Kube.AddKubeconfig(fs, "admin kubeconfig to read the cluster with")
+	o.Kube.AddContext(fs, "context of --kubeconfig to use", "kubeconfig-context")
 	fs.StringArrayVar(&o.Contexts, "context", nil, "a context of --kubeconfig to make a context for (repeatable: one kubeconfig for several clusters)")
 	fs.BoolVar(&o.AllContexts, "all-contexts", false, "make a context for every context of --kubeconfig whose cluster runs the pinniped agent (the others are named and skipped)")
 	fs.StringVar(&o.Static.Token, "static-token", "", "log in with this static token (visible in the kubeconfig: prefer --static-token-env)")
@@ -193,7 +196,7 @@ func (o *Options) Validate() error {
 	if err := groupsuffix.Validate(o.APIGroupSuffix); err != nil {
 		errs = append(errs, fmt.Errorf("--concierge-api-group-suffix: %w", err))
 	}
-	if len(o.Contexts) > 0 && (o.AllContexts || o.KubeconfigContext != "") || o.AllContexts && o.KubeconfigContext != "" {
+	if one := o.Kube.Context(); len(o.Contexts) > 0 && (o.AllContexts || one != "") || o.AllContexts && one != "" {
 		errs = append(errs, errors.New("use one of --kubeconfig-context, --context (repeatable) and --all-contexts"))
 	}
 	if o.Merge && o.Output == "" {
@@ -217,7 +220,7 @@ func (o *Options) Validate() error {
 // with its reason and skipped, and so is one whose user already logs in
 // with pinniped; named contexts must all work.
 func (o *Options) Run(ctx context.Context) error {
-	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	raw, err := o.Kube.RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -229,7 +232,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return errors.New("the kubeconfig has no context")
 		}
 	case len(names) == 0:
-		names = []string{o.KubeconfigContext}
+		names = []string{o.Kube.Context()}
 	}
 	out := clientcmdapi.NewConfig()
 	done := map[string]string{} // cluster -> the context made for it
@@ -315,7 +318,7 @@ func (o *Options) generateWithin(ctx context.Context, contextName string) (*clie
 // that login shows the cluster.
 func (o *Options) generate(ctx context.Context, contextName string) (*clientcmdapi.Config, kubeconfig.Presented, error) {
 	var none kubeconfig.Presented
-	cc := o.f.KubeConfig(o.Kubeconfig, contextName)
+	cc := o.Kube.ClientConfigFor(contextName)
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return nil, none, fmt.Errorf("load kubeconfig: %w", err)

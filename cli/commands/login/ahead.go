@@ -16,6 +16,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 	"github.com/pinniped-kit/pinniped/cli/login/loginsetup"
@@ -27,8 +28,8 @@ import (
 // login: log in ahead, as a person at a terminal, for a kubeconfig
 // context, with the login its exec entry runs.
 type AheadOptions struct {
-	Kubeconfig string
-	Context    string
+	// Kube is --kubeconfig and the context to log in.
+	Kube *kubeflags.Flags
 
 	// kc is the context's login, as Complete read it.
 	kc *kubeexec.Context
@@ -36,19 +37,19 @@ type AheadOptions struct {
 }
 
 func (o *AheadOptions) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log in (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&o.Context, "context", "", "kubeconfig context to log in (default: the current one)")
+	o.Kube.AddKubeconfig(cmd.Flags(), "kubeconfig whose context to log in")
+	o.Kube.AddContext(cmd.Flags(), "kubeconfig context to log in", "context")
 }
 
 // Complete reads the context's login from the kubeconfig, as kubectl would
 // run its exec entry.
 func (o *AheadOptions) Complete() error {
-	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	raw, err := o.Kube.RawConfig()
 	if err != nil {
 		return fmt.Errorf("load the kubeconfig: %w", err)
 	}
-	kc, err := kubeexec.ReadContext(raw, o.Context, handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
-		return o.f.KubeConfig(o.Kubeconfig, name).ClientConfig()
+	kc, err := kubeexec.ReadContext(raw, o.Kube.Context(), handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
+		return o.Kube.ClientConfigFor(name).ClientConfig()
 	})
 	if errors.Is(err, kubeexec.ErrNotPinniped) {
 		return fmt.Errorf("%w, so there is nothing to log in ahead (pinniped get kubeconfig makes a kubeconfig whose contexts do)", err)

@@ -22,7 +22,7 @@ import (
 // NewCmdLogin returns `pinniped login` with its subcommands; by itself it
 // logs in ahead for a kubeconfig context.
 func NewCmdLogin(f *cmdutil.Factory) *cobra.Command {
-	o := &AheadOptions{f: f}
+	o := &AheadOptions{f: f, Kube: f.KubeFlags()}
 	cmd := &cobra.Command{
 		Use:   "login [--context NAME]",
 		Short: "Log in for a kubeconfig context ahead of time (kubectl runs the login subcommands itself)",

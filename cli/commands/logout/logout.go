@@ -22,6 +22,7 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
@@ -29,9 +30,10 @@ import (
 // Options are the inputs of `pinniped logout`.
 type Options struct {
 	cmdutil.NothingToComplete
-	Kubeconfig, Context string
-	CredentialCache     string
-	All                 bool
+	// Kube is --kubeconfig and the context to log out of.
+	Kube            *kubeflags.Flags
+	CredentialCache string
+	All             bool
 	// EndSession also opens the browser at the issuer's end_session_endpoint.
 	EndSession bool
 	// LoginWait bounds the wait for a login of the context still running.
@@ -42,7 +44,7 @@ type Options struct {
 
 // NewCmdLogout returns `pinniped logout`; runF (nil: Options.Run) does the work.
 func NewCmdLogout(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{f: f, LoginWait: 10 * time.Second}
+	o := &Options{f: f, Kube: f.KubeFlags(), LoginWait: 10 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "logout",
 		Short: "End the session at the identity provider and forget cached credentials",
@@ -92,8 +94,8 @@ it, often an hour), and so does the session's ID token.`,
 		Args: cobra.NoArgs,
 		RunE: cmdutil.RunE(o, runF),
 	}
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose context to log out of (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&o.Context, "context", "", "context to log out of (default: current)")
+	o.Kube.AddKubeconfig(cmd.Flags(), "kubeconfig whose context to log out of")
+	o.Kube.AddContext(cmd.Flags(), "context to log out of", "context")
 	cmd.Flags().BoolVar(&o.All, "all", false, "end and forget every cached session and credential")
 	cmd.Flags().BoolVar(&o.EndSession, "end-session", false, "also end the issuer's browser session (RP-initiated logout, in your browser)")
 	cmd.Flags().StringVar(&o.CredentialCache, "credential-cache", "", "override the cache the context's login uses")
@@ -102,7 +104,7 @@ it, often an hour), and so does the session's ID token.`,
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	if o.All && (o.Context != "" || o.Kubeconfig != "") {
+	if o.All && (o.Kube.Context() != "" || o.Kube.Path() != "") {
 		return errors.New("--all forgets every context's login; leave out --context and --kubeconfig")
 	}
 	return nil
@@ -286,8 +288,8 @@ func forgetSession(ctx context.Context, c caches, key string, loginWait time.Dur
 }
 
 func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
-	errOut, contextName := o.f.IO.ErrOut, o.Context
-	raw, err := o.f.KubeConfig(o.Kubeconfig, "").RawConfig()
+	errOut, contextName := o.f.IO.ErrOut, o.Kube.Context()
+	raw, err := o.Kube.RawConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -305,7 +307,7 @@ func (o *Options) logoutContext(ctx context.Context, ender *ender) error {
 		}
 	}
 	kc, err := kubeexec.ReadContext(raw, contextName, handoff.IsFront, o.f.LookupEnv, func(name string) (*rest.Config, error) {
-		return o.f.KubeConfig(o.Kubeconfig, name).ClientConfig()
+		return o.Kube.ClientConfigFor(name).ClientConfig()
 	})
 	if errors.Is(err, kubeexec.ErrNotPinniped) {
 		return fmt.Errorf("context %q does not log in with pinniped; nothing to forget", contextName)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
@@ -35,7 +36,9 @@ const KubeconfigName = "kubeconfig"
 
 // Options are the inputs of `pinniped proxy`.
 type Options struct {
-	Kubeconfig    string
+	// Kube is --kubeconfig; the contexts are Contexts (--context,
+	// repeatable).
+	Kube          *kubeflags.Flags
 	Contexts      []string
 	Listen        string
 	KubeconfigOut string
@@ -54,7 +57,7 @@ type Options struct {
 // NewCmdProxy returns `pinniped proxy` with its `credential` subcommand;
 // runF (nil: Options.Run) does the work.
 func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{f: f}
+	o := &Options{f: f, Kube: f.KubeFlags()}
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Serve your pinniped contexts through a local proxy that renews credentials without cutting streams",
@@ -87,7 +90,7 @@ See docs/local-proxy.md.`,
 		RunE: cmdutil.RunE(o, runF),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose contexts to serve (default $KUBECONFIG or ~/.kube/config)")
+	o.Kube.AddKubeconfig(fl, "kubeconfig whose contexts to serve")
 	fl.StringArrayVar(&o.Contexts, "context", nil, "context to serve (repeatable; default: every context whose user runs pinniped login)")
 	fl.StringVar(&o.Listen, "listen", DefaultListen, "loopback address and port to listen on")
 	fl.StringVar(&o.KubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig that uses the proxy (default <state dir>/kubeconfig); its directory must be private to you")
@@ -128,7 +131,7 @@ func (o *Options) Validate() error {
 	}
 	o.host, o.port = host, port
 
-	cc := o.f.KubeConfig(o.Kubeconfig, "")
+	cc := o.Kube.ClientConfigFor("")
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return fmt.Errorf("read the kubeconfig: %w", err)
