@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 )
 
@@ -24,7 +25,7 @@ import (
 // whose summary names the user and groups: the proxy must not print them.
 func TestRenewalLinesNameNoIdentity(t *testing.T) {
 	dir := t.TempDir()
-	a := newAPIServer(t)
+	a := localproxytest.NewAPIServer(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	stateDir := filepath.Join(dir, "state")
 
@@ -65,7 +66,7 @@ func TestRenewalLinesNameNoIdentity(t *testing.T) {
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr localproxytest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, &stdout, &stderr, "proxy", "--kubeconfig", kc, "--listen=127.0.0.1:0", "--state-dir", stateDir)

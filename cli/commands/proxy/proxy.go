@@ -1,7 +1,8 @@
 // Package proxy implements `pinniped proxy`, the local credential proxy
-// (docs/local-proxy.md), `pinniped proxy credential`, the exec plugin of
-// the kubeconfig it writes, and the proxy's part of `pinniped status`. It
-// only wires the cli/localproxy packages together.
+// (docs/local-proxy.md), and `pinniped proxy credential`, the exec plugin
+// of the kubeconfig it writes. It maps flags to cli/localproxy's Options
+// (checking the address and reading the kubeconfig's contexts) and calls
+// its Run.
 package proxy
 
 import (
@@ -21,7 +22,9 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+	"github.com/pinniped-kit/pinniped/cli/localproxy"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
@@ -157,6 +160,17 @@ func (o *Options) Validate() error {
 	}
 	o.raw, o.targets, o.skipped = raw, ts, skipped
 	return nil
+}
+
+// Run serves the contexts until ctx ends (Ctrl-C, SIGTERM).
+func (o *Options) Run(ctx context.Context) error {
+	return localproxy.Run(ctx, localproxy.Options{
+		Targets: o.targets, Skipped: o.skipped, Raw: o.raw,
+		Host: o.host, Port: o.port, Listen: o.Listen,
+		StateDir: o.StateDir, KubeconfigOut: o.KubeconfigOut,
+		FrontPath: handoff.FrontPath(o.f.Getenv),
+		Factory:   o.f,
+	})
 }
 
 // notAnInput refuses to write the proxy's kubeconfig over a kubeconfig it

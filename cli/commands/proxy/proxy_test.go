@@ -1,17 +1,12 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,12 +14,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/commands"
 	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 )
@@ -42,78 +37,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is stderr shared by the proxy's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func run(ctx context.Context, stdout, stderr *syncBuffer, args ...string) int {
+func run(ctx context.Context, stdout, stderr *localproxytest.SyncBuffer, args ...string) int {
 	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
 	return commands.Execute(ctx, streams, buildinfo.Info{Version: "test"}, args)
-}
-
-// apiServer answers a namespace list and records the Authorization each
-// request carried.
-type apiServer struct {
-	*httptest.Server
-	mu    sync.Mutex
-	auths []string
-}
-
-func newAPIServer(t *testing.T) *apiServer {
-	a := &apiServer{}
-	a.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		a.auths = append(a.auths, strings.Join(r.Header.Values("Authorization"), ","))
-		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path != "/api/v1/namespaces" {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}`))
-			return
-		}
-		_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"seen-upstream"}}]}`))
-	}))
-	a.EnableHTTP2 = true
-	a.StartTLS()
-	t.Cleanup(a.Close)
-	return a
-}
-
-func (a *apiServer) seen() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.auths...)
-}
-
-// writeKubeconfig writes a kubeconfig with a context "dev" whose user runs
-// `pinniped login static` (no agent: the token is the credential), and
-// "other", which does not use pinniped.
-func writeKubeconfig(t *testing.T, dir string, a *apiServer) string {
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Certificate().Raw})
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: a.URL, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["pinniped"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
-		APIVersion: "client.authentication.k8s.io/v1", Command: "pinniped",
-		Args: []string{"login", "static", "--token=upstream-token"}, InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
-	}}
-	cfg.AuthInfos["cert"] = &clientcmdapi.AuthInfo{Token: "not-pinniped"}
-	cfg.Contexts["dev"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "pinniped", Namespace: "team"}
-	cfg.Contexts["other"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "cert"}
-	cfg.CurrentContext = "other"
-	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func TestParseListenRefusesAllButLoopback(t *testing.T) {
@@ -134,7 +60,7 @@ func TestParseListenRefusesAllButLoopback(t *testing.T) {
 			t.Errorf("%s was accepted", listen)
 		}
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr localproxytest.SyncBuffer
 	if code := run(context.Background(), &stdout, &stderr, "proxy", "--listen=0.0.0.0:47443", "--state-dir", t.TempDir()); code != 1 ||
 		!strings.Contains(stderr.String(), "only on a loopback address") {
 		t.Errorf("pinniped proxy --listen=0.0.0.0: exit %d, %q", code, stderr.String())
@@ -143,7 +69,7 @@ func TestParseListenRefusesAllButLoopback(t *testing.T) {
 
 func TestValidateContexts(t *testing.T) {
 	dir := t.TempDir()
-	kc := writeKubeconfig(t, dir, newAPIServer(t))
+	kc := localproxytest.WriteKubeconfig(t, dir, localproxytest.NewAPIServer(t))
 	cases := map[string]struct {
 		args []string
 		want string
@@ -154,7 +80,7 @@ func TestValidateContexts(t *testing.T) {
 		"out is the input": {[]string{"--kubeconfig-out", kc}, "is the kubeconfig the proxy reads its contexts from"},
 	}
 	for name, c := range cases {
-		var stdout, stderr syncBuffer
+		var stdout, stderr localproxytest.SyncBuffer
 		args := append([]string{"proxy", "--kubeconfig", kc, "--state-dir", filepath.Join(dir, "state")}, c.args...)
 		if code := run(context.Background(), &stdout, &stderr, args...); code != 1 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%s: exit %d, %q; want %q", name, code, stderr.String(), c.want)
@@ -173,8 +99,8 @@ func TestValidateContexts(t *testing.T) {
 // stops, both say it is not running.
 func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	dir := t.TempDir()
-	a := newAPIServer(t)
-	kc := writeKubeconfig(t, dir, a)
+	a := localproxytest.NewAPIServer(t)
+	kc := localproxytest.WriteKubeconfig(t, dir, a)
 	// The default state directory, which pinniped status looks in.
 	stateDir := filepath.Join(dir, "config", "pinniped", "proxy")
 	exe, err := os.Executable()
@@ -187,7 +113,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	t.Setenv("KUBECONFIG", kc)
 
 	ctx, stop := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr localproxytest.SyncBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, &stdout, &stderr, "proxy", "--listen=127.0.0.1:0") }()
 	defer func() {
@@ -233,7 +159,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := a.seen()
+	seen := a.Seen()
 	if len(seen) == 0 || seen[len(seen)-1] != "Bearer upstream-token" {
 		t.Errorf("the API server saw Authorization %q; want the login's token", seen)
 	}
@@ -247,7 +173,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	}
 
 	// The exec plugin while the proxy runs.
-	var cout, cerr syncBuffer
+	var cout, cerr localproxytest.SyncBuffer
 	if code := run(context.Background(), &cout, &cerr, "proxy", "credential", "--state-dir", stateDir); code != 0 {
 		t.Fatalf("proxy credential: exit %d, %s", code, cerr.String())
 	}
@@ -264,7 +190,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	}
 
 	// pinniped status, while it runs.
-	var sout, serr syncBuffer
+	var sout, serr localproxytest.SyncBuffer
 	if code := run(context.Background(), &sout, &serr, "status"); code != 0 {
 		t.Fatalf("status: exit %d, %s", code, serr.String())
 	}
@@ -278,7 +204,7 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	}
 
 	// A second proxy on the same state directory is refused.
-	var out2, err2 syncBuffer
+	var out2, err2 localproxytest.SyncBuffer
 	if code := run(context.Background(), &out2, &err2, "proxy", "--listen=127.0.0.1:0", "--state-dir", stateDir); code != 1 ||
 		!strings.Contains(err2.String(), "already running (pid") {
 		t.Errorf("second proxy: exit %d, %q", code, err2.String())
@@ -290,19 +216,19 @@ func TestProxyServesThroughItsKubeconfig(t *testing.T) {
 	}
 	done <- 0 // for the deferred wait
 
-	cout, cerr = syncBuffer{}, syncBuffer{}
+	cout, cerr = localproxytest.SyncBuffer{}, localproxytest.SyncBuffer{}
 	if code := run(context.Background(), &cout, &cerr, "proxy", "credential", "--state-dir", stateDir); code == 0 || cout.String() != "" ||
 		!strings.Contains(cerr.String(), "pinniped proxy is not running: start it with `pinniped proxy` in a terminal") {
 		t.Errorf("proxy credential, stopped: exit %d, stdout %q, stderr %q", code, cout.String(), cerr.String())
 	}
-	sout, serr = syncBuffer{}, syncBuffer{}
+	sout, serr = localproxytest.SyncBuffer{}, localproxytest.SyncBuffer{}
 	if code := run(context.Background(), &sout, &serr, "status"); code != 0 || !strings.Contains(sout.String(), "pinniped proxy: not running") {
 		t.Errorf("status, stopped: exit %d, %q %q", code, sout.String(), serr.String())
 	}
 }
 
 // waitReady waits for state.json to say every context is ready.
-func waitReady(t *testing.T, dir string, done chan int, stderr *syncBuffer) *state.State {
+func waitReady(t *testing.T, dir string, done chan int, stderr *localproxytest.SyncBuffer) *state.State {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

@@ -1,4 +1,12 @@
-package proxy
+// Package localproxy is pinniped proxy, the local credential proxy
+// (docs/local-proxy.md), put together: one target per kubeconfig context
+// (targets), each kept supplied with a credential by a renewer (renew) over
+// the login runner kubectl's calls use, applied as a new set of upstream
+// connections (upstream), served on loopback behind the local secret and
+// the peer's user (server, peer) with the proxy's own CA (localca), its
+// state written for pinniped status (state). The command maps flags to
+// Options and calls Run.
+package localproxy
 
 import (
 	"context"
@@ -17,8 +25,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
+	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/peer"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/renew"
@@ -46,10 +56,35 @@ const (
 	drainTimeout = 20 * time.Second
 )
 
+// Options are what pinniped proxy serves, and how.
+type Options struct {
+	// Targets are the contexts to serve; Skipped those of the kubeconfig
+	// that are not, with why (the announcement names them).
+	Targets []*targets.Target
+	Skipped []targets.Skipped
+	// Raw is the kubeconfig the targets come from: the written kubeconfig
+	// keeps their context names and namespaces.
+	Raw clientcmdapi.Config
+	// Host and Port are the loopback address to listen on; Listen is how
+	// the person wrote it, for messages.
+	Host   string
+	Port   int
+	Listen string
+	// StateDir is the proxy's state directory (CA, secret, state file);
+	// KubeconfigOut where the kubeconfig that uses the proxy is written.
+	StateDir, KubeconfigOut string
+	// FrontPath is the pinniped the written kubeconfig's exec entry runs.
+	FrontPath string
+	// Factory is the world: streams (a person is asked on its terminal),
+	// environment, clock, browser, and the caches logins share.
+	Factory *cmdutil.Factory
+}
+
 // Run serves until ctx ends (Ctrl-C, SIGTERM), then drains and removes the
 // secret and the state file.
-func (o *Options) Run(ctx context.Context) error {
-	errOut := o.f.IO.ErrOut
+func Run(ctx context.Context, opts Options) error {
+	o := &opts
+	errOut := o.Factory.IO.ErrOut
 	run, err := state.Start(ctx, o.StateDir)
 	if err != nil {
 		return err
@@ -59,11 +94,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	serving, err := localca.Serve(o.StateDir, o.f.Now)
+	serving, err := localca.Serve(o.StateDir, o.Factory.Now)
 	if err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s (another program may use the port: choose another with --listen): %w", o.Listen, err)
 	}
@@ -75,7 +110,7 @@ func (o *Options) Run(ctx context.Context) error {
 		// A person is asked on this terminal: stdin must be it, and this
 		// process in its foreground (`pinniped proxy &` would be stopped
 		// by the kernel at the first prompt, and every context with it).
-		interactive: tty.IsTerminal(errOut) && tty.Foreground(o.f.IO.In),
+		interactive: tty.IsTerminal(errOut) && tty.Foreground(o.Factory.IO.In),
 		infos:       map[string]state.Context{},
 	}
 	srvTargets, renewers, err := p.targets()
@@ -85,7 +120,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := p.writeState(); err != nil {
 		return err
 	}
-	kc, err := Kubeconfig(o.raw, o.targets, base, serving.CAPEM, o.StateDir, frontPath(o.f.Getenv))
+	kc, err := Kubeconfig(o.Raw, o.Targets, base, serving.CAPEM, o.StateDir, o.FrontPath)
 	if err != nil {
 		return err
 	}
@@ -122,9 +157,9 @@ func (o *Options) Run(ctx context.Context) error {
 
 // targets are the server's targets and their renewers, one per context.
 func (p *proxy) targets() ([]*server.Target, []*renew.Renewer, error) {
-	srvTargets := make([]*server.Target, 0, len(p.o.targets))
-	renewers := make([]*renew.Renewer, 0, len(p.o.targets))
-	for _, t := range p.o.targets {
+	srvTargets := make([]*server.Target, 0, len(p.o.Targets))
+	renewers := make([]*renew.Renewer, 0, len(p.o.Targets))
+	for _, t := range p.o.Targets {
 		st, r, err := p.target(t)
 		if err != nil {
 			return nil, nil, err
@@ -144,7 +179,7 @@ func (p *proxy) server(secret []byte, targets []*server.Target, serving *localca
 		Handler: handler(secret, targets, logger),
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
-			GetCertificate: serving.GetCertificate(p.o.f.Now),
+			GetCertificate: serving.GetCertificate(p.o.Factory.Now),
 			NextProtos:     []string{"h2", "http/1.1"},
 		},
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -162,10 +197,6 @@ func (p *proxy) server(secret []byte, targets []*server.Target, serving *localca
 func handler(secret []byte, targets []*server.Target, logger *slog.Logger) http.Handler {
 	return server.New(secret, targets, logger, server.AfterSecret(peer.Check))
 }
-
-// frontPath is the pinniped the kubeconfig's exec entry runs; a variable
-// so tests run their own binary as the plugin.
-var frontPath = defaultFrontPath
 
 // proxy is one run's shared state.
 type proxy struct {
@@ -240,7 +271,7 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 // and credentials. One runner per target, used by its renewer alone:
 // Skew and Unattended are set per call.
 func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*credcache.Credential, error), error) {
-	f := p.o.f
+	f := p.o.Factory
 	quiet := ui.ForLogin(ui.LoginOptions{In: f.IO.In, Out: p.out, Getenv: f.Getenv, Open: f.Browser, Now: f.Now})
 	// The renewal's own line (changed) says what a background login's
 	// summary would, without naming the user.
@@ -337,7 +368,7 @@ func (p *proxy) changed(t *targets.Target, i renew.Info, n *news) {
 		fmt.Fprintf(p.out, "! could not update the state file (pinniped status may be out of date): %v\n", err)
 	}
 	if line := n.line(i); line != "" {
-		fmt.Fprintf(p.out, "%s %s: %s\n", p.o.f.Now().Local().Format(time.TimeOnly), t.Context, line)
+		fmt.Fprintf(p.out, "%s %s: %s\n", p.o.Factory.Now().Local().Format(time.TimeOnly), t.Context, line)
 	}
 }
 
@@ -390,12 +421,12 @@ func (p *proxy) writeState() error {
 func (p *proxy) announce() {
 	var b []byte
 	b = fmt.Appendf(b, "pinniped proxy (pid %d) is serving on %s:\n", os.Getpid(), p.base)
-	for _, t := range p.o.targets {
+	for _, t := range p.o.Targets {
 		b = fmt.Appendf(b, "  %-30s -> %s%s%s\n", t.Context, p.base, server.PathPrefix, t.Slug)
 	}
 	notPinniped := 0
 	var others []string
-	for _, s := range p.o.skipped {
+	for _, s := range p.o.Skipped {
 		if s.Kind == targets.NotPinniped {
 			notPinniped++
 			continue

@@ -1,4 +1,4 @@
-package proxy
+package localproxy
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
-	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
@@ -73,5 +72,3 @@ func writePrivate(path string, data []byte) error {
 	}
 	return nil
 }
-
-func defaultFrontPath(getenv func(string) string) string { return handoff.FrontPath(getenv) }

@@ -1,4 +1,4 @@
-package proxy_test
+package localproxy_test
 
 import (
 	"path/filepath"
@@ -6,7 +6,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
+	"github.com/pinniped-kit/pinniped/cli/localproxy"
+	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 )
 
@@ -15,7 +16,7 @@ import (
 // proxy writes, and says why.
 func TestKubeconfigIsRecognisedAsProxied(t *testing.T) {
 	dir := t.TempDir()
-	raw, err := clientcmd.LoadFromFile(writeKubeconfig(t, dir, newAPIServer(t)))
+	raw, err := clientcmd.LoadFromFile(localproxytest.WriteKubeconfig(t, dir, localproxytest.NewAPIServer(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func TestKubeconfigIsRecognisedAsProxied(t *testing.T) {
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("targets: %v, %v", ts, err)
 	}
-	b, err := proxy.Kubeconfig(*raw, ts, "https://127.0.0.1:47443", []byte("ca"), filepath.Join(dir, "state"), "/usr/local/bin/pinniped")
+	b, err := localproxy.Kubeconfig(*raw, ts, "https://127.0.0.1:47443", []byte("ca"), filepath.Join(dir, "state"), "/usr/local/bin/pinniped")
 	if err != nil {
 		t.Fatal(err)
 	}
