@@ -268,35 +268,33 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 
 // getter is the renewer's Get for t: the login runner kubectl's call of
 // the plugin runs, with the same caches and keys, so both share sessions
-// and credentials. One runner per target, used by its renewer alone:
-// Skew and Unattended are set per call.
+// and credentials. One runner per target, set up once; what differs per
+// call (the validity asked for, whether a person may be asked) is in the
+// request.
 func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*credcache.Credential, error), error) {
 	f := p.o.Factory
 	quiet := ui.ForLogin(ui.LoginOptions{In: f.IO.In, Out: p.out, Getenv: f.Getenv, Open: f.Browser, Now: f.Now})
 	// The renewal's own line (changed) says what a background login's
 	// summary would, without naming the user.
 	quiet.View = noSummary{quiet.View}
-	req := login.Request{Cluster: t.Cluster}
 	if s := t.Login.Static; s != nil {
-		e, err := loginsetup.New(f, s.CredentialCache, quiet)
+		runner, err := loginsetup.New(f, s.CredentialCache, quiet)
 		if err != nil {
 			return nil, err
 		}
 		return func(ctx context.Context, a renew.Ask) (*credcache.Credential, error) {
-			e.Skew, e.Unattended = a.MinValid, !a.Person
-			return e.CredentialStatic(ctx, s, req)
+			return runner.CredentialStatic(ctx, s, login.Request{Cluster: t.Cluster, MinValid: a.MinValid, Unattended: !a.Person})
 		}, nil
 	}
 	c := t.Login.OIDC
-	e, err := loginsetup.NewOIDC(f, c, quiet)
+	background, err := loginsetup.NewOIDC(f, c, quiet)
 	if err != nil {
 		return nil, err
 	}
 	toldBackground := false // used by the renewer's goroutine alone
 	return func(ctx context.Context, a renew.Ask) (*credcache.Credential, error) {
 		if !a.Person {
-			e.Skew, e.Unattended = a.MinValid, true
-			return e.CredentialOIDC(ctx, c, req)
+			return background.CredentialOIDC(ctx, c, login.Request{Cluster: t.Cluster, MinValid: a.MinValid, Unattended: true})
 		}
 		// A person logs in: in this terminal, with the login's own
 		// timeout, in a view of its own that is finished (the terminal
@@ -323,12 +321,11 @@ func (p *proxy) getter(t *targets.Target) (func(context.Context, renew.Ask) (*cr
 			Issuer: c.Issuer, Cancel: cancelLogin,
 		})
 		view.View = anonymousSummary{view.View}
-		pe, err := loginsetup.NewOIDC(f, c, view)
+		attended, err := loginsetup.NewOIDC(f, c, view)
 		if err != nil {
 			return nil, view.Finish(err)
 		}
-		pe.Skew, pe.Unattended = a.MinValid, false
-		cred, err := pe.CredentialOIDC(ctx, c, login.Request{Cluster: t.Cluster, Interactive: true})
+		cred, err := attended.CredentialOIDC(ctx, c, login.Request{Cluster: t.Cluster, Interactive: true, MinValid: a.MinValid})
 		return cred, view.Finish(err)
 	}, nil
 }

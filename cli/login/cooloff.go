@@ -34,9 +34,9 @@ type pending struct {
 	Started time.Time `json:"started"`
 }
 
-func (e *Runner) coolOff() time.Duration {
-	if e.CoolOff != 0 {
-		return max(e.CoolOff, 0)
+func (r *Runner) coolOff() time.Duration {
+	if r.CoolOff != 0 {
+		return max(r.CoolOff, 0)
 	}
 	return DefaultCoolOff
 }
@@ -49,12 +49,12 @@ func pendingName(sessionKey string) string {
 // waitingSince is when a login needing a person was started for the
 // session lately (within the cool-off), if one was and has not finished;
 // zero otherwise.
-func (e *Runner) waitingSince(sessionKey string) time.Time {
-	started := e.markedSince(sessionKey)
+func (r *Runner) waitingSince(sessionKey string) time.Time {
+	started := r.markedSince(sessionKey)
 	if started.IsZero() {
 		return started
 	}
-	if age := e.now().Sub(started); age < 0 || age >= e.coolOff() {
+	if age := r.now().Sub(started); age < 0 || age >= r.coolOff() {
 		return time.Time{}
 	}
 	return started
@@ -63,11 +63,11 @@ func (e *Runner) waitingSince(sessionKey string) time.Time {
 // markedSince is when the login recorded for the session started, however
 // long ago (it may still run: a login's --timeout outlasts the cool-off);
 // zero when none is recorded.
-func (e *Runner) markedSince(sessionKey string) time.Time {
-	if e.LockDir == "" || e.coolOff() == 0 || sessionKey == "" {
+func (r *Runner) markedSince(sessionKey string) time.Time {
+	if r.LockDir == "" || r.coolOff() == 0 || sessionKey == "" {
 		return time.Time{}
 	}
-	raw, err := privatedir.ReadFile(e.LockDir, pendingName(sessionKey))
+	raw, err := privatedir.ReadFile(r.LockDir, pendingName(sessionKey))
 	if err != nil {
 		return time.Time{}
 	}
@@ -88,29 +88,29 @@ const slice = 500 * time.Millisecond
 // nobody watches fails at once (ErrLoginWaiting), and a person is told
 // why they wait. It looks again between short waits, so a login recorded
 // only after this caller began waiting is found too.
-func (e *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, interactive bool) (func(), error) {
-	if e.coolOff() == 0 || sessionKey == "" || e.Store == nil || e.LockDir == "" {
-		return e.lock(ctx, name, interactive)
+func (r *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, req Request) (func(), error) {
+	if r.coolOff() == 0 || sessionKey == "" || r.Store == nil || r.LockDir == "" {
+		return r.lock(ctx, name, req.Interactive)
 	}
-	timeout := e.lockTimeout(interactive)
-	deadline := e.now().Add(timeout)
+	timeout := r.lockTimeout(req.Interactive)
+	deadline := r.now().Add(timeout)
 	told := false
 	for {
-		unlock, err := e.lockName(ctx, name, min(slice, timeout))
+		unlock, err := r.lockName(ctx, name, min(slice, timeout))
 		if !errors.Is(err, lock.ErrBusy) {
 			return unlock, err
 		}
-		if since := e.markedSince(sessionKey); !since.IsZero() {
-			if !e.watched() {
-				return nil, e.coolingOff(since, true)
+		if since := r.markedSince(sessionKey); !since.IsZero() {
+			if !r.watched(req) {
+				return nil, r.coolingOff(since, true)
 			}
 			if !told {
 				told = true
-				e.UI.Warn(fmt.Sprintf("another login of this session, started %s ago, is waiting in the browser (or for a device code)",
-					e.now().Sub(since).Round(time.Second)), "finish it there; this one goes on when it ends")
+				r.UI.Warn(fmt.Sprintf("another login of this session, started %s ago, is waiting in the browser (or for a device code)",
+					r.now().Sub(since).Round(time.Second)), "finish it there; this one goes on when it ends")
 			}
 		}
-		if ctx.Err() != nil || !e.now().Before(deadline) {
+		if ctx.Err() != nil || !r.now().Before(deadline) {
 			return nil, err
 		}
 	}
@@ -118,37 +118,37 @@ func (e *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, int
 
 // markWaiting records that a login needing a person starts now; clear
 // removes the record once a login of the session finished.
-func (e *Runner) markWaiting(sessionKey string) {
-	if e.LockDir == "" || e.coolOff() == 0 {
+func (r *Runner) markWaiting(sessionKey string) {
+	if r.LockDir == "" || r.coolOff() == 0 {
 		return
 	}
-	if b, err := json.Marshal(pending{Started: e.now()}); err == nil {
-		if err := privatedir.WriteFile(e.LockDir, pendingName(sessionKey), b); err != nil {
-			e.debug("could not record the login in progress: %v", err)
+	if b, err := json.Marshal(pending{Started: r.now()}); err == nil {
+		if err := privatedir.WriteFile(r.LockDir, pendingName(sessionKey), b); err != nil {
+			r.debug("could not record the login in progress: %v", err)
 		}
 	}
 }
 
-func (e *Runner) clearWaiting(sessionKey string) {
-	if e.LockDir != "" {
-		_ = privatedir.Remove(e.LockDir, pendingName(sessionKey))
+func (r *Runner) clearWaiting(sessionKey string) {
+	if r.LockDir != "" {
+		_ = privatedir.Remove(r.LockDir, pendingName(sessionKey))
 	}
 }
 
 // coolingOff is the error of a caller nobody watches that finds a login
 // of its session started lately: one line, fast, naming what to do.
 // running says whether that login still runs (its lock is held).
-func (e *Runner) coolingOff(since time.Time, running bool) error {
-	age := e.now().Sub(since).Round(time.Second)
+func (r *Runner) coolingOff(since time.Time, running bool) error {
+	age := r.now().Sub(since).Round(time.Second)
 	login := "`pinniped login` in a terminal"
-	if e.LoginHint != "" {
-		login = "`" + e.LoginHint + "` in a terminal"
+	if r.LoginHint != "" {
+		login = "`" + r.LoginHint + "` in a terminal"
 	}
 	if running {
 		return fmt.Errorf("%w: a login started %s ago is waiting in the browser (or for a device code); finish it there, or run %s",
 			ErrLoginWaiting, age, login)
 	}
-	again := since.Add(e.coolOff()).Sub(e.now()).Round(time.Second)
+	again := since.Add(r.coolOff()).Sub(r.now()).Round(time.Second)
 	return fmt.Errorf("%w: a login was started in the browser %s ago and not finished; log in now with %s (no new browser opens for another %s)",
 		ErrLoginWaiting, age, login, again)
 }
@@ -157,16 +157,16 @@ func (e *Runner) coolingOff(since time.Time, running bool) error {
 // a caller nobody watches, it refuses while another such login of the
 // session is recent. Every such login is recorded, so that callers nobody
 // watches do not wait on it either.
-func (e *Runner) startPersonLogin(sessionKey string) error {
-	if !e.watched() {
-		if since := e.waitingSince(sessionKey); !since.IsZero() {
-			return e.coolingOff(since, false)
+func (r *Runner) startPersonLogin(sessionKey string, req Request) error {
+	if !r.watched(req) {
+		if since := r.waitingSince(sessionKey); !since.IsZero() {
+			return r.coolingOff(since, false)
 		}
 	}
-	e.markWaiting(sessionKey)
+	r.markWaiting(sessionKey)
 	return nil
 }
 
 // watched: a person is there (at a terminal, or ran the login
 // themselves), who is never held back by the cool-off.
-func (e *Runner) watched() bool { return e.CanPrompt || e.Attended }
+func (r *Runner) watched(req Request) bool { return r.CanPrompt || req.Attended }

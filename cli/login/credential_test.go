@@ -12,20 +12,22 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 )
 
-// TestSkewRenewsEarlier: an engine with a Skew (pinniped proxy's) takes a
-// cached credential only while it has more than the Skew left, and
+// TestSkewRenewsEarlier: a request with a MinValid (pinniped proxy's)
+// takes a cached credential only while it has more than that left, and
 // otherwise trades for a fresh one, which it caches under the key kubectl
-// uses: kubectl's engine (no Skew) reuses what the proxy's cached.
+// uses: kubectl's request (none) reuses what the proxy's cached.
 func TestSkewRenewsEarlier(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	cluster := login.Request{Cluster: config.Cluster{Server: "https://cluster.example", CA: []byte("ca")}}
-	proxy := h.engine(nil)
-	proxy.Skew = 2 * time.Minute
-	kubectl := h.engine(nil)
+	proxy, kubectl := h.engine(nil), h.engine(nil)
 	get := func(e *login.Runner) time.Time {
 		t.Helper()
-		cred, err := e.CredentialOIDC(ctx, h.request(true), cluster)
+		req := cluster
+		if e == proxy {
+			req.MinValid = 2 * time.Minute
+		}
+		cred, err := e.CredentialOIDC(ctx, h.request(true), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,18 +38,18 @@ func TestSkewRenewsEarlier(t *testing.T) {
 	if n := h.exchanges.Load(); n != 1 {
 		t.Fatalf("%d exchanges for the first credential", n)
 	}
-	h.clk.add(2*time.Minute + 30*time.Second) // 2m30s left: more than the Skew
+	h.clk.add(2*time.Minute + 30*time.Second) // 2m30s left: more than the MinValid
 	if got := get(proxy); !got.Equal(first) || h.exchanges.Load() != 1 {
-		t.Fatalf("with 2m30s left of a 2m Skew the proxy exchanged again (%d exchanges)", h.exchanges.Load())
+		t.Fatalf("with 2m30s left of a 2m MinValid the proxy exchanged again (%d exchanges)", h.exchanges.Load())
 	}
 
-	h.clk.add(time.Minute) // 1m30s left: less than the Skew, more than kubectl's 30 s
+	h.clk.add(time.Minute) // 1m30s left: less than the MinValid, more than kubectl's 30 s
 	if got := get(kubectl); !got.Equal(first) || h.exchanges.Load() != 1 {
 		t.Fatalf("kubectl's engine exchanged with 1m30s left (%d exchanges)", h.exchanges.Load())
 	}
 	second := get(proxy)
 	if h.exchanges.Load() != 2 || !second.After(first) {
-		t.Fatalf("with 1m30s left of a 2m Skew the proxy reused the credential (%d exchanges)", h.exchanges.Load())
+		t.Fatalf("with 1m30s left of a 2m MinValid the proxy reused the credential (%d exchanges)", h.exchanges.Load())
 	}
 	if left := second.Sub(h.clk.now()); left < 4*time.Minute {
 		t.Fatalf("the fresh credential has only %v left", left)
@@ -62,8 +64,8 @@ func TestSkewRenewsEarlier(t *testing.T) {
 }
 
 // TestSkewAppliesToTheTokenItself: without the agent the ID token is the
-// credential, so an engine with a Skew (pinniped proxy renewing a third of
-// an hour before expiry) refreshes a token with less than the Skew left
+// credential, so a request with a MinValid (pinniped proxy renewing a third of
+// an hour before expiry) refreshes a token with less than the MinValid left
 // instead of handing back the very token it renews, although that token
 // has more than MinIDTokenLifetime left.
 func TestSkewAppliesToTheTokenItself(t *testing.T) {
@@ -75,13 +77,12 @@ func TestSkewAppliesToTheTokenItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clk.add(41 * time.Minute) // 19 minutes left of the hour
-	proxy.Skew = 20 * time.Minute
-	second, err := proxy.CredentialOIDC(ctx, h.request(false), login.Request{})
+	second, err := proxy.CredentialOIDC(ctx, h.request(false), login.Request{MinValid: 20 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if second.Token == first.Token || !second.ExpirationTimestamp.After(first.ExpirationTimestamp) || h.idp.RefreshGrants.Load() != 1 {
-		t.Fatalf("with 19m left and a 20m Skew: same token %v, expiry %v then %v, %d refreshes; want a refreshed token",
+		t.Fatalf("with 19m left and a 20m MinValid: same token %v, expiry %v then %v, %d refreshes; want a refreshed token",
 			second.Token == first.Token, first.ExpirationTimestamp, second.ExpirationTimestamp, h.idp.RefreshGrants.Load())
 	}
 }
@@ -110,21 +111,21 @@ func TestCredentialStatic(t *testing.T) {
 	}
 }
 
-// TestUnattendedNeedsAPerson: an Unattended engine (pinniped proxy renewing
+// TestUnattendedNeedsAPerson: an Unattended request (pinniped proxy renewing
 // in the background) never starts a login a person must finish, and says
 // so with ErrNeedsPerson; what needs nobody (the cache, a refresh, a
 // password from the environment) still works.
 func TestUnattendedNeedsAPerson(t *testing.T) {
 	ctx := context.Background()
-	unattended := func(h *harness) *login.Runner {
+	withAnswers := func(h *harness) *login.Runner {
 		e := h.engine(nil)
-		e.Unattended = true
 		e.UI = &browserUI{ca: h.idp.CABundle, answers: map[string]string{"Username: ": "alice", "Password: ": "password"}}
 		return e
 	}
+	nobody := login.Request{Unattended: true}
 
 	h := newHarness(t)
-	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+	if _, err := withAnswers(h).CredentialOIDC(ctx, h.request(true), nobody); !errors.Is(err, login.ErrNeedsPerson) {
 		t.Fatalf("no session: %v, want ErrNeedsPerson", err)
 	}
 	if h.ui.opened.Load() != 0 || h.idp.AuthCodeGrants.Load() != 0 {
@@ -135,7 +136,7 @@ func TestUnattendedNeedsAPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clk.add(55 * time.Minute)
-	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); err != nil {
+	if _, err := withAnswers(h).CredentialOIDC(ctx, h.request(true), nobody); err != nil {
 		t.Fatalf("an unattended refresh: %v", err)
 	}
 	if h.idp.RefreshGrants.Load() != 1 || h.ui.opened.Load() != 1 {
@@ -144,7 +145,7 @@ func TestUnattendedNeedsAPerson(t *testing.T) {
 	// The refresh is refused: only a person can help now.
 	h.clk.add(2 * time.Hour)
 	h.idp.FailRefresh.Store(true)
-	if _, err := unattended(h).CredentialOIDC(ctx, h.request(true), login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+	if _, err := withAnswers(h).CredentialOIDC(ctx, h.request(true), nobody); !errors.Is(err, login.ErrNeedsPerson) {
 		t.Fatalf("refresh refused: %v, want ErrNeedsPerson", err)
 	}
 	if h.ui.opened.Load() != 1 {
@@ -153,7 +154,7 @@ func TestUnattendedNeedsAPerson(t *testing.T) {
 
 	device := h.request(true)
 	device.Flow = config.FlowDevice
-	if _, err := unattended(h).CredentialOIDC(ctx, device, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) {
+	if _, err := withAnswers(h).CredentialOIDC(ctx, device, nobody); !errors.Is(err, login.ErrNeedsPerson) {
 		t.Fatalf("device flow: %v, want ErrNeedsPerson", err)
 	}
 
@@ -162,15 +163,15 @@ func TestUnattendedNeedsAPerson(t *testing.T) {
 	h = newHarness(t)
 	pw := h.request(true)
 	pw.Flow, pw.Username, pw.Password = config.FlowPassword, "alice", "password"
-	if _, err := unattended(h).CredentialOIDC(ctx, pw, login.Request{}); err != nil || h.idp.PasswordGrants.Load() != 1 {
+	if _, err := withAnswers(h).CredentialOIDC(ctx, pw, nobody); err != nil || h.idp.PasswordGrants.Load() != 1 {
 		t.Fatalf("password from the environment: %v, %d grants", err, h.idp.PasswordGrants.Load())
 	}
 	h = newHarness(t)
 	pw = h.request(true)
 	pw.Flow, pw.Username = config.FlowPassword, "alice"
-	e := unattended(h)
+	e := withAnswers(h)
 	e.CanPrompt = true
-	if _, err := e.CredentialOIDC(ctx, pw, login.Request{}); !errors.Is(err, login.ErrNeedsPerson) || len(e.UI.(*browserUI).asked) != 0 {
+	if _, err := e.CredentialOIDC(ctx, pw, nobody); !errors.Is(err, login.ErrNeedsPerson) || len(e.UI.(*browserUI).asked) != 0 {
 		t.Fatalf("password without PINNIPED_PASSWORD: %v, asked %v", err, e.UI.(*browserUI).asked)
 	}
 }

@@ -62,7 +62,8 @@ type Provider interface {
 // and the runner is Unattended.
 var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
 
-// Runner holds the collaborators.
+// Runner holds the collaborators. It is set up once and never changed
+// afterwards: what differs from one call to the next is in the Request.
 type Runner struct {
 	// Store caches credentials and sessions; nil disables caching.
 	Store cache.Store
@@ -91,18 +92,6 @@ type Runner struct {
 	// Debug, when set, is told what the runner decides and why, for
 	// PINNIPED_DEBUG; never a secret.
 	Debug func(format string, args ...any)
-	// Unattended: nobody is there at all (pinniped proxy renewing in the
-	// background). A login that needs a person (a browser, a device code,
-	// a password to type) is not started; the runner returns
-	// ErrNeedsPerson instead, so the caller can say so at once and run it
-	// when a person can attend. A cached token, a refresh and a password
-	// from the environment still work.
-	Unattended bool
-	// Skew is how much validity a cached cluster credential must have left
-	// to be used (0: credcache.DefaultSkew, kubectl's). pinniped proxy asks
-	// for more, so it renews before kubectl would and has time to retry;
-	// the cache keys are the same, so both still share one credential.
-	Skew time.Duration
 	// CoolOff is how long a login that needs a person, started for a
 	// caller nobody watches (not CanPrompt), keeps others like it from
 	// starting another for the same session (0: DefaultCoolOff; negative:
@@ -112,22 +101,19 @@ type Runner struct {
 	// login (`pinniped login --context NAME`), named in the error of a
 	// caller that cannot.
 	LoginHint string
-	// Attended: a person ran this login themselves (pinniped login
-	// --context), even without a terminal to type into; never held back.
-	Attended bool
 
 	lockWarning sync.Once
 }
 
-func (e *Runner) debug(format string, args ...any) {
-	if e.Debug != nil {
-		e.Debug(format, args...)
+func (r *Runner) debug(format string, args ...any) {
+	if r.Debug != nil {
+		r.Debug(format, args...)
 	}
 }
 
-func (e *Runner) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
 	}
 	return time.Now()
 }
@@ -141,6 +127,23 @@ type Request struct {
 	// Interactive: a person may be typing in a login this one waits for,
 	// so it waits longer for the lock.
 	Interactive bool
+	// Attended: a person asked for this login themselves (pinniped login
+	// --context), even without a terminal to type into; never held back
+	// by the cool-off.
+	Attended bool
+	// Unattended: nobody is there at all (pinniped proxy renewing in the
+	// background). A login that needs a person (a browser, a device code,
+	// a password to type) is not started; the runner returns
+	// ErrNeedsPerson instead, so the caller can say so at once and run it
+	// when a person can attend. A cached token, a refresh and a password
+	// from the environment still work.
+	Unattended bool
+	// MinValid is how much validity a cached cluster credential must have
+	// left to be used (0: credcache.DefaultSkew, kubectl's). pinniped
+	// proxy asks for more, so it renews before kubectl would and has time
+	// to retry; the cache keys are the same, so both still share one
+	// credential.
+	MinValid time.Duration
 }
 
 // requestOf is what kubectl's exec request asks for.
@@ -149,47 +152,47 @@ func requestOf(exec *execcred.Request) Request {
 }
 
 // LoginOIDC prints a credential for kubectl, logging in only if it must.
-func (e *Runner) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
-	cred, err := e.CredentialOIDC(ctx, c, requestOf(exec))
+func (r *Runner) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.Request) error {
+	cred, err := r.CredentialOIDC(ctx, c, requestOf(exec))
 	if err != nil {
 		return err
 	}
-	return e.write(exec, cred)
+	return r.write(exec, cred)
 }
 
 // CredentialOIDC is the credential LoginOIDC prints, for callers in this
 // process (pinniped proxy): cached and valid for more than the skew, or
 // from a login it caches.
-func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) (*credcache.Credential, error) {
-	start := e.now()
-	key := c.CredentialKey(r.Cluster)
-	creds := e.credCache()
-	hit, unlock, err := e.cachedOrLock(ctx, creds, key, c.SessionKey(), r.Interactive)
+func (r *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, req Request) (*credcache.Credential, error) {
+	start := r.now()
+	key := c.CredentialKey(req.Cluster)
+	creds := r.credCache(req)
+	hit, unlock, err := r.cachedOrLock(ctx, creds, key, c.SessionKey(), req)
 	if err != nil || hit != nil {
 		return hit, err
 	}
 	defer unlock()
 
-	tokens, refreshed, err := e.idToken(ctx, c, r.Interactive)
+	tokens, refreshed, err := r.idToken(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
-	token, expiry, err := e.presented(ctx, c, tokens)
+	token, expiry, err := r.presented(ctx, c, tokens)
 	if err != nil {
 		return nil, err
 	}
 	cred := &credcache.Credential{Token: token, ExpirationTimestamp: expiry}
 	if c.Concierge != nil {
-		if cred, err = e.exchangeOIDC(ctx, c.Concierge, token); err != nil {
+		if cred, err = r.exchangeOIDC(ctx, c.Concierge, token); err != nil {
 			return nil, err
 		}
 	}
 	label := c.Issuer
-	if r.Cluster.Server != "" {
-		label = r.Cluster.Server + " via " + c.Issuer
+	if req.Cluster.Server != "" {
+		label = req.Cluster.Server + " via " + c.Issuer
 	}
-	storedIn := e.store(ctx, creds, key, label, c.SessionKey(), cred, "the next kubectl call will log in again; check the cache's disk and permissions")
-	e.debug("done in %s; credential valid until %s, cached in %s", e.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
+	storedIn := r.store(ctx, creds, key, label, c.SessionKey(), cred, "the next kubectl call will log in again; check the cache's disk and permissions")
+	r.debug("done in %s; credential valid until %s, cached in %s", r.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	who, groups := tokens.Username, tokens.Groups
 	if c.Concierge != nil {
 		if name, gs, ok := clusterIdentity(cred); ok {
@@ -201,32 +204,32 @@ func (e *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, r Request) 
 	// All come from the ID token's claims or the cluster's credential:
 	// text from elsewhere, escaped once here for every view.
 	who, groups = termsafe.Visible(who), termsafe.VisibleAll(groups)
-	e.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
+	r.UI.Success(loginview.Summary{Username: who, Groups: groups, Expires: cred.ExpirationTimestamp, StoredIn: storedIn, Refreshed: refreshed})
 	return cred, nil
 }
 
 // cachedOrLock is a cached credential for key valid for more than the
 // skew; or, when there is none, nil and the key's login lock, held (one
 // login per key across processes: the rest wait here, then find the
-// credential the first one cached). interactive: this login may wait for a
-// person, so another waiting on it should hear so. sessionKey, when the
+// credential the first one cached). req.Interactive: this login may wait
+// for a person, so another waiting on it should hear so. sessionKey, when the
 // login has a session, is the one whose login waiting for a person a
 // caller nobody watches does not wait out (see idToken).
-func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key, sessionKey string, interactive bool) (*credcache.Credential, func(), error) {
-	hit, ok, err := e.cached(ctx, creds, key)
+func (r *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key, sessionKey string, req Request) (*credcache.Credential, func(), error) {
+	hit, ok, err := r.cached(ctx, creds, key)
 	if err != nil {
 		return nil, nil, err
 	}
 	if ok {
-		e.debug("cluster credential: cached in %s, valid until %s", e.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
+		r.debug("cluster credential: cached in %s, valid until %s", r.Store.Describe(), hit.ExpirationTimestamp.Format(time.RFC3339))
 		return hit, nil, nil
 	}
-	e.debug("cluster credential: none cached that is valid for %s more", seconds(e.skew()))
-	unlock, err := e.lockOrCoolOff(ctx, key, sessionKey, interactive)
+	r.debug("cluster credential: none cached that is valid for %s more", seconds(skew(req)))
+	unlock, err := r.lockOrCoolOff(ctx, key, sessionKey, req)
 	if err != nil {
 		return nil, nil, err
 	}
-	hit, ok, err = e.cached(ctx, creds, key)
+	hit, ok, err = r.cached(ctx, creds, key)
 	if err != nil || ok {
 		unlock()
 		return hit, nil, err
@@ -237,7 +240,7 @@ func (e *Runner) cachedOrLock(ctx context.Context, creds *credcache.Cache, key, 
 // presented is the token the cluster (or the agent) is shown, and its
 // expiry: the ID token; the access token with --present-token=access; the
 // token exchanged for the cluster's audience when it has one of its own.
-func (e *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions.Tokens) (string, time.Time, error) {
+func (r *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions.Tokens) (string, time.Time, error) {
 	token, expiry := tokens.IDToken, tokens.IDTokenExpiry
 	if c.PresentsAccessToken() {
 		if tokens.AccessToken == "" {
@@ -247,15 +250,15 @@ func (e *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions
 		if !ok {
 			return "", time.Time{}, errors.New("the provider's access token is not a JWT (it is opaque), so no cluster can verify it: leave out --present-token=access, or ask the provider for JWT access tokens (an API audience, a custom authorization server)")
 		}
-		e.debug("presenting the access token, not the ID token")
+		r.debug("presenting the access token, not the ID token")
 		token, expiry = tokens.AccessToken, exp
 		if !tokens.AccessTokenExpiry.IsZero() && tokens.AccessTokenExpiry.Before(exp) {
 			expiry = tokens.AccessTokenExpiry
 		}
 	}
 	if c.ExchangesToken() {
-		e.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
-		p, err := e.Discover(ctx)
+		r.debug("token exchange (RFC 8693) for the audience %s", c.RequestAudience)
+		p, err := r.Discover(ctx)
 		if err != nil {
 			return "", time.Time{}, err
 		}
@@ -268,10 +271,10 @@ func (e *Runner) presented(ctx context.Context, c *config.OIDC, tokens *sessions
 // refusal names the token's claims (never their values): a claim the
 // authenticator maps and the token lacks is the usual first-login cause,
 // and the agent says only "authentication failed" (as upstream).
-func (e *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token string) (*credcache.Credential, error) {
-	e.debug("trading the token at %s with %s %s", conc.Endpoint, conc.AuthenticatorType, conc.AuthenticatorName)
-	e.UI.Step("exchanging the token for a cluster credential")
-	cc, err := e.Exchange(ctx, conc, token)
+func (r *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token string) (*credcache.Credential, error) {
+	r.debug("trading the token at %s with %s %s", conc.Endpoint, conc.AuthenticatorType, conc.AuthenticatorName)
+	r.UI.Step("exchanging the token for a cluster credential")
+	cc, err := r.Exchange(ctx, conc, token)
 	if err != nil {
 		if names := claimNames(token); names != "" && errors.Is(err, agentclient.ErrRefused) {
 			return nil, fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
@@ -286,15 +289,15 @@ func (e *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token
 
 // store caches cred under key and says where, or that it could not (a
 // warning with what then happens, not an error: the credential works).
-func (e *Runner) store(ctx context.Context, creds *credcache.Cache, key, label, session string, cred *credcache.Credential, ifNot string) string {
+func (r *Runner) store(ctx context.Context, creds *credcache.Cache, key, label, session string, cred *credcache.Credential, ifNot string) string {
 	if creds == nil {
 		return "nowhere (caching disabled)"
 	}
 	if err := creds.PutFrom(ctx, key, label, session, *cred); err != nil {
-		e.UI.Warn("could not cache the credential ("+err.Error()+")", ifNot)
+		r.UI.Warn("could not cache the credential ("+err.Error()+")", ifNot)
 		return "nowhere (caching disabled)"
 	}
-	return e.Store.Describe()
+	return r.Store.Describe()
 }
 
 // claimNames lists, sorted, the claim names (never the values) of a JWT;
@@ -370,17 +373,17 @@ func certIdentity(certPEM string) (name string, groups []string, ok bool) {
 	return cert.Subject.CommonName, cert.Subject.Organization, true
 }
 
-func (e *Runner) credCache() *credcache.Cache {
-	if e.Store == nil || e.NoCredentialCache {
+func (r *Runner) credCache(req Request) *credcache.Cache {
+	if r.Store == nil || r.NoCredentialCache {
 		return nil
 	}
-	return &credcache.Cache{Store: e.Store, Now: e.Now, LockDir: e.LockDir, Skew: e.Skew}
+	return &credcache.Cache{Store: r.Store, Now: r.Now, LockDir: r.LockDir, Skew: req.MinValid}
 }
 
 // skew is the validity a cached credential must have left to be used.
-func (e *Runner) skew() time.Duration {
-	if e.Skew > 0 {
-		return e.Skew
+func skew(req Request) time.Duration {
+	if req.MinValid > 0 {
+		return req.MinValid
 	}
 	return credcache.DefaultSkew
 }
@@ -394,7 +397,7 @@ func seconds(d time.Duration) string {
 // breaks the rule of a private directory (a link, another user's file, a
 // directory others may enter) is an error, not a miss: logging in again
 // would write over what is there, and the person would never learn why.
-func (e *Runner) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool, error) {
+func (r *Runner) cached(ctx context.Context, c *credcache.Cache, key string) (*credcache.Credential, bool, error) {
 	if c == nil {
 		return nil, false, nil
 	}
@@ -405,21 +408,21 @@ func (e *Runner) cached(ctx context.Context, c *credcache.Cache, key string) (*c
 	if err != nil {
 		// Anything else (a corrupt entry, a keyring that does not answer)
 		// costs only a new login.
-		e.UI.Warn("the credential cache is unreadable ("+err.Error()+")", "logging in again")
+		r.UI.Warn("the credential cache is unreadable ("+err.Error()+")", "logging in again")
 		return nil, false, nil //nolint:nilerr // a miss, said to the person
 	}
 	return cred, ok, nil
 }
 
-func (e *Runner) lock(ctx context.Context, key string, interactive bool) (func(), error) {
-	return e.lockName(ctx, key, e.lockTimeout(interactive))
+func (r *Runner) lock(ctx context.Context, key string, interactive bool) (func(), error) {
+	return r.lockName(ctx, key, r.lockTimeout(interactive))
 }
 
 // lockTimeout bounds the wait for another process's login: longer when a
 // person may be typing a password in it.
-func (e *Runner) lockTimeout(interactive bool) time.Duration {
-	if e.LockTimeout != 0 {
-		return e.LockTimeout
+func (r *Runner) lockTimeout(interactive bool) time.Duration {
+	if r.LockTimeout != 0 {
+		return r.LockTimeout
 	}
 	if interactive {
 		return 15 * time.Minute
@@ -428,11 +431,11 @@ func (e *Runner) lockTimeout(interactive bool) time.Duration {
 }
 
 // lockName takes the cross-process lock called name, waiting up to timeout.
-func (e *Runner) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
-	if e.Store == nil {
+func (r *Runner) lockName(ctx context.Context, name string, timeout time.Duration) (func(), error) {
+	if r.Store == nil {
 		return func() {}, nil
 	}
-	release, skipped, err := lock.Hold(ctx, e.LockDir, name, timeout)
+	release, skipped, err := lock.Hold(ctx, r.LockDir, name, timeout)
 	switch {
 	case skipped != nil:
 		// A lock only keeps concurrent kubectl calls to one login, and
@@ -440,11 +443,11 @@ func (e *Runner) lockName(ctx context.Context, name string, timeout time.Duratio
 		// holds one: that must not cost the login itself. Any other
 		// failure may hide another process's lock, and a second login
 		// racing it could spend a single-use refresh token twice.
-		e.lockWarning.Do(func() {
-			e.UI.Warn("could not take the login lock ("+skipped.Error()+")", "logging in without it; check the cache directory's disk")
+		r.lockWarning.Do(func() {
+			r.UI.Warn("could not take the login lock ("+skipped.Error()+")", "logging in without it; check the cache directory's disk")
 		})
 	case errors.Is(err, fs.ErrPermission):
-		return nil, fmt.Errorf("%w (the lock directory %s is not writable by you, perhaps made by another user such as root: fix its owner or permissions)", err, e.LockDir)
+		return nil, fmt.Errorf("%w (the lock directory %s is not writable by you, perhaps made by another user such as root: fix its owner or permissions)", err, r.LockDir)
 	case err != nil:
 		return nil, err
 	}
@@ -452,14 +455,14 @@ func (e *Runner) lockName(ctx context.Context, name string, timeout time.Duratio
 }
 
 // idToken returns a usable ID token: cached, refreshed, or from a new login.
-func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) (*sessions.Tokens, bool, error) {
+func (r *Runner) idToken(ctx context.Context, c *config.OIDC, req Request) (*sessions.Tokens, bool, error) {
 	sk := c.SessionKey()
-	session, err := e.loadSession(ctx, sk)
+	session, err := r.loadSession(ctx, sk)
 	if err != nil {
 		return nil, false, err
 	}
-	if session := e.usable(session, c); session != nil {
-		e.debug("session: the cached ID token is good until %s", session.IDTokenExpiry.Format(time.RFC3339))
+	if session := r.usable(session, c, req); session != nil {
+		r.debug("session: the cached ID token is good until %s", session.IDTokenExpiry.Format(time.RFC3339))
 		return session, false, nil
 	}
 	// Clusters reached through one login share its session, but kubectl
@@ -468,30 +471,30 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 	// so one refresh or login per session at a time; whoever waited finds
 	// the session the first one saved. A caller nobody watches does not
 	// wait out a login that waits for a person: it says so at once.
-	unlock, err := e.lockOrCoolOff(ctx, sk, sk, interactive)
+	unlock, err := r.lockOrCoolOff(ctx, sk, sk, req)
 	if err != nil {
 		return nil, false, err
 	}
 	defer unlock()
-	if session, err = e.loadSession(ctx, sk); err != nil {
+	if session, err = r.loadSession(ctx, sk); err != nil {
 		return nil, false, err
 	}
-	if session := e.usable(session, c); session != nil {
+	if session := r.usable(session, c, req); session != nil {
 		return session, false, nil
 	}
 
-	p, err := e.Discover(ctx)
+	p, err := r.Discover(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var refreshErr error
 	if session != nil && session.RefreshToken != "" {
-		e.debug("session: refreshing")
-		e.UI.Step("refreshing your session")
+		r.debug("session: refreshing")
+		r.UI.Step("refreshing your session")
 		fresh, err := p.Refresh(ctx, session.RefreshToken)
 		if err == nil {
-			e.saveSession(ctx, sk, c, fresh)
-			e.clearWaiting(sk)
+			r.saveSession(ctx, sk, c, fresh)
+			r.clearWaiting(sk)
 			return fresh, true, nil
 		}
 		// A step, not a warning: the login that follows shows it if it
@@ -499,10 +502,10 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 		// the environment) leaves nothing to act on, so a quiet renewal
 		// shows nothing (a full-screen client's terminal stays its own).
 		refreshErr = err
-		e.UI.Step("could not refresh the session (" + termsafe.Visible(err.Error()) + "); logging in again")
+		r.UI.Step("could not refresh the session (" + termsafe.Visible(err.Error()) + "); logging in again")
 	}
 
-	tokens, err := e.login(ctx, p, c)
+	tokens, err := r.login(ctx, p, c, req)
 	if err != nil {
 		if refreshErr != nil {
 			// The step above is dropped when nobody was asked; the failure
@@ -517,15 +520,15 @@ func (e *Runner) idToken(ctx context.Context, c *config.OIDC, interactive bool) 
 	if ctx.Err() != nil {
 		return nil, false, fmt.Errorf("login not completed: %w", context.Cause(ctx))
 	}
-	e.saveSession(ctx, sk, c, tokens)
-	e.clearWaiting(sk)
+	r.saveSession(ctx, sk, c, tokens)
+	r.clearWaiting(sk)
 	return tokens, false, nil
 }
 
 // login runs the login c asks for. A Supervisor decides the flow from its
 // list of identity providers (as upstream Pinniped does); with any other
 // issuer a password login uses the password grant.
-func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessions.Tokens, error) {
+func (r *Runner) login(ctx context.Context, p Provider, c *config.OIDC, req Request) (*sessions.Tokens, error) {
 	flow := ""
 	if p.IsSupervisor() || c.Upstream.Name != "" {
 		var err error
@@ -536,67 +539,67 @@ func (e *Runner) login(ctx context.Context, p Provider, c *config.OIDC) (*sessio
 			flow = config.UpstreamFlowPassword
 		}
 	}
-	e.debug("session: none usable; logging in (%s)", flowName(c, flow, e.CanPrompt))
+	r.debug("session: none usable; logging in (%s)", flowName(c, flow, r.CanPrompt))
 	switch {
 	case flow == config.UpstreamFlowPassword:
 		if c.Upstream.Name != "" {
 			// The name is the one the Supervisor listed (ResolveUpstream).
-			e.UI.Step("Log in to " + termsafe.Visible(c.Upstream.Name))
+			r.UI.Step("Log in to " + termsafe.Visible(c.Upstream.Name))
 		}
-		user, pass, err := e.credentials(ctx, c)
+		user, pass, err := r.credentials(ctx, c, req)
 		if err != nil {
 			return nil, err
 		}
 		return p.CLIPasswordLogin(ctx, c.Upstream, c.ListenPort, user, pass)
 	case flow == "" && c.PasswordLogin():
-		user, pass, err := e.credentials(ctx, c)
+		user, pass, err := r.credentials(ctx, c, req)
 		if err != nil {
 			return nil, err
 		}
-		e.UI.Step("logging in as " + user + " with a password")
+		r.UI.Step("logging in as " + user + " with a password")
 		return p.PasswordGrant(ctx, user, pass)
 	case c.Flow == config.FlowDevice:
-		if e.Unattended {
+		if req.Unattended {
 			return nil, fmt.Errorf("%w: the device flow shows a code to enter", ErrNeedsPerson)
 		}
-		if err := e.startPersonLogin(c.SessionKey()); err != nil {
+		if err := r.startPersonLogin(c.SessionKey(), req); err != nil {
 			return nil, err
 		}
-		return p.DeviceLogin(ctx, e.UI)
+		return p.DeviceLogin(ctx, r.UI)
 	}
-	if e.Unattended {
+	if req.Unattended {
 		return nil, fmt.Errorf("%w: the browser login", ErrNeedsPerson)
 	}
-	if err := e.startPersonLogin(c.SessionKey()); err != nil {
+	if err := r.startPersonLogin(c.SessionKey(), req); err != nil {
 		return nil, err
 	}
-	if !e.CanPrompt {
+	if !r.CanPrompt {
 		// An IDE, a pipe, a CI job: no prompt, but a browser login
 		// needs none. Whoever reads this can finish it.
-		e.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
+		r.UI.Warn("no terminal to type into (kubectl runs non-interactively)",
 			"open the link to log in; it is good until --timeout ("+c.Timeout.String()+")")
 	}
-	tokens, err := p.BrowserLogin(ctx, e.UI, browserOptions(c, e.CanPrompt, e.QuietLoginURL))
+	tokens, err := p.BrowserLogin(ctx, r.UI, browserOptions(c, r.CanPrompt, r.QuietLoginURL))
 	if errors.Is(err, oidclogin.ErrSwitchToDevice) {
-		e.UI.Step("switching to the device flow")
-		tokens, err = p.DeviceLogin(ctx, e.UI)
+		r.UI.Step("switching to the device flow")
+		tokens, err = p.DeviceLogin(ctx, r.UI)
 	}
 	return tokens, err
 }
 
 // credentials are PINNIPED_USERNAME and PINNIPED_PASSWORD, or, for what
 // is missing, the person's answers when one can type.
-func (e *Runner) credentials(ctx context.Context, c *config.OIDC) (string, string, error) {
+func (r *Runner) credentials(ctx context.Context, c *config.OIDC, req Request) (string, string, error) {
 	user, pass := c.Username, c.Password
-	if (user == "" || pass == "") && e.Unattended {
+	if (user == "" || pass == "") && req.Unattended {
 		return "", "", fmt.Errorf("%w: the password login asks for what PINNIPED_USERNAME and PINNIPED_PASSWORD do not give", ErrNeedsPerson)
 	}
-	if (user == "" || pass == "") && !e.CanPrompt {
+	if (user == "" || pass == "") && !r.CanPrompt {
 		return "", "", errors.New("a password login needs PINNIPED_USERNAME and PINNIPED_PASSWORD in the environment, or a terminal to ask on; set both")
 	}
 	var err error
 	if user == "" {
-		if user, err = e.UI.Ask(ctx, "Username: ", false); err != nil {
+		if user, err = r.UI.Ask(ctx, "Username: ", false); err != nil {
 			return "", "", fmt.Errorf("read the username: %w", err)
 		}
 		if user = strings.TrimSpace(user); user == "" {
@@ -604,7 +607,7 @@ func (e *Runner) credentials(ctx context.Context, c *config.OIDC) (string, strin
 		}
 	}
 	if pass == "" {
-		if pass, err = e.UI.Ask(ctx, "Password: ", true); err != nil {
+		if pass, err = r.UI.Ask(ctx, "Password: ", true); err != nil {
 			return "", "", fmt.Errorf("read the password: %w", err)
 		}
 		if pass == "" {
@@ -616,11 +619,11 @@ func (e *Runner) credentials(ctx context.Context, c *config.OIDC) (string, strin
 
 // loadSession reads a saved session (nil without a cache). A cache that
 // breaks the private-directory rule is an error, as for credentials.
-func (e *Runner) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
-	if e.Store == nil {
+func (r *Runner) loadSession(ctx context.Context, key string) (*sessions.Tokens, error) {
+	if r.Store == nil {
 		return nil, nil
 	}
-	s, err := e.sessions().Load(ctx, key)
+	s, err := r.sessions().Load(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("refusing the session cache: %w", err)
 	}
@@ -628,14 +631,14 @@ func (e *Runner) loadSession(ctx context.Context, key string) (*sessions.Tokens,
 }
 
 // usable is s when its tokens serve c as they are.
-func (e *Runner) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
+func (r *Runner) usable(s *sessions.Tokens, c *config.OIDC, req Request) *sessions.Tokens {
 	if s == nil {
 		return nil
 	}
 	// Where the token is the cluster credential itself, it must outlast
 	// what the caller asked a credential to outlast (pinniped proxy's
 	// renewal margin), or a renewal would get the very token it renews.
-	minLeft := max(MinIDTokenLifetime, e.Skew)
+	minLeft := max(MinIDTokenLifetime, req.MinValid)
 	// A login that exchanges its token presents only the access token, so
 	// as upstream only that one must still be valid: the Supervisor's ID
 	// tokens live 2 minutes, and asking for 10 would refresh (and rotate
@@ -647,40 +650,40 @@ func (e *Runner) usable(s *sessions.Tokens, c *config.OIDC) *sessions.Tokens {
 		if ok && !s.AccessTokenExpiry.IsZero() && s.AccessTokenExpiry.Before(exp) {
 			exp = s.AccessTokenExpiry
 		}
-		if ok && exp.After(e.now().Add(minLeft)) {
+		if ok && exp.After(r.now().Add(minLeft)) {
 			return s
 		}
 		return nil
 	}
 	if c.ExchangesToken() {
-		if s.AccessToken != "" && s.AccessTokenExpiry.After(e.now().Add(MinAccessTokenLifetime)) {
+		if s.AccessToken != "" && s.AccessTokenExpiry.After(r.now().Add(MinAccessTokenLifetime)) {
 			return s
 		}
 		return nil
 	}
-	if s.IDToken != "" && s.IDTokenExpiry.After(e.now().Add(minLeft)) {
+	if s.IDToken != "" && s.IDTokenExpiry.After(r.now().Add(minLeft)) {
 		return s
 	}
 	return nil
 }
 
-func (e *Runner) saveSession(ctx context.Context, key string, c *config.OIDC, t *sessions.Tokens) {
-	if e.Store == nil {
+func (r *Runner) saveSession(ctx context.Context, key string, c *config.OIDC, t *sessions.Tokens) {
+	if r.Store == nil {
 		return
 	}
 	t.Issuer = &sessions.Issuer{URL: c.Issuer, ClientID: c.ClientID, CABundle: c.CABundle, HasClientSecret: c.ClientSecret != ""}
-	if err := e.sessions().Put(ctx, key, t); err != nil {
-		e.UI.Warn("could not save the session ("+err.Error()+")", "the next login will ask you again")
+	if err := r.sessions().Put(ctx, key, t); err != nil {
+		r.UI.Warn("could not save the session ("+err.Error()+")", "the next login will ask you again")
 	}
 }
 
-func (e *Runner) sessions() *sessions.Cache {
-	return &sessions.Cache{Store: e.Store, LockDir: e.LockDir}
+func (r *Runner) sessions() *sessions.Cache {
+	return &sessions.Cache{Store: r.Store, LockDir: r.LockDir}
 }
 
-func (e *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
-	exp := execcred.KubectlExpiry(c.ExpirationTimestamp, e.now())
-	return execcred.Write(e.Stdout, exec.APIVersion, execcred.Status{
+func (r *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
+	exp := execcred.KubectlExpiry(c.ExpirationTimestamp, r.now())
+	return execcred.Write(r.Stdout, exec.APIVersion, execcred.Status{
 		ExpirationTimestamp: &exp, Token: c.Token,
 		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,
 	})

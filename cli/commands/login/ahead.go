@@ -92,8 +92,9 @@ func (o *AheadOptions) Run(ctx context.Context) error {
 		}
 		// A person ran this: the cool-off that holds back callers nobody
 		// watches (IDEs) never holds it back, even without a terminal.
-		runner.Attended = true
-		cred, err = runner.CredentialOIDC(ctx, c, req)
+		attended := req
+		attended.Attended = true
+		cred, err = runner.CredentialOIDC(ctx, c, attended)
 		if err = view.Finish(err); err != nil {
 			return err
 		}

@@ -75,12 +75,12 @@ func (s State) String() string {
 // Ask is what a renewal asks Get for.
 type Ask struct {
 	// MinValid: a credential with no more than this left will not do (the
-	// runner's Skew). At a renewal it is the current credential's margin,
-	// so the cached one, which is the current one, is not handed back.
+	// login request's MinValid). At a renewal it is the current credential's
+	// margin, so the cached one, which is the current one, is not handed back.
 	MinValid time.Duration
 	// Person: a person may be asked (a browser, a device code, a
 	// password). Without it Get must not start such a login, and returns
-	// an error wrapping login.ErrNeedsPerson instead (Runner.Unattended).
+	// an error wrapping login.ErrNeedsPerson instead (Request.Unattended).
 	Person bool
 }
 
@@ -102,7 +102,7 @@ type Info struct {
 // goroutine; State and Info may be called from any goroutine.
 type Renewer struct {
 	// Get returns a credential valid for more than a.MinValid: the login
-	// runner with Skew = a.MinValid and Unattended = !a.Person.
+	// runner asked with MinValid = a.MinValid and Unattended = !a.Person.
 	Get func(ctx context.Context, a Ask) (*credcache.Credential, error)
 	// Apply starts using a credential (a new upstream generation).
 	Apply func(*credcache.Credential) error

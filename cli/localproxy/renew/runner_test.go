@@ -39,8 +39,9 @@ func TestRenewsThroughTheRunner(t *testing.T) {
 	var applied []time.Time
 	r := &Renewer{
 		Get: func(ctx context.Context, a Ask) (*credcache.Credential, error) {
-			proxy.Skew, proxy.Unattended = a.MinValid, !a.Person
-			return proxy.CredentialStatic(ctx, static, cluster)
+			req := cluster
+			req.MinValid, req.Unattended = a.MinValid, !a.Person
+			return proxy.CredentialStatic(ctx, static, req)
 		},
 		Apply: func(c *credcache.Credential) error { applied = append(applied, c.ExpirationTimestamp); return nil },
 		Now:   clk.now, After: clk.after, WakeCheck: 1 << 62,
