@@ -28,7 +28,6 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
 	"github.com/pinniped-kit/pinniped/cli/login/oidclogin"
@@ -58,6 +57,10 @@ type Provider interface {
 	ExchangeForAudience(ctx context.Context, accessToken, audience string) (string, time.Time, error)
 }
 
+// ErrRefused is wrapped by Exchange's error when the agent refused the
+// token (rather than could not be asked).
+var ErrRefused = errors.New("the agent refused the token")
+
 // ErrNeedsPerson: only a login with a person can give a credential now,
 // and the runner is Unattended.
 var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
@@ -78,7 +81,8 @@ type Runner struct {
 	// Discover is called only when a login or refresh is needed, so the
 	// cached path makes no network calls.
 	Discover func(ctx context.Context) (Provider, error)
-	// Exchange trades a token at the agent.
+	// Exchange trades a token at the agent. When the agent looked at the
+	// token and said no, its error wraps ErrRefused.
 	Exchange func(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error)
 	// LockTimeout bounds waiting for another process's login.
 	LockTimeout time.Duration
@@ -276,7 +280,7 @@ func (r *Runner) exchangeOIDC(ctx context.Context, conc *config.Concierge, token
 	r.UI.Step("exchanging the token for a cluster credential")
 	cc, err := r.Exchange(ctx, conc, token)
 	if err != nil {
-		if names := claimNames(token); names != "" && errors.Is(err, agentclient.ErrRefused) {
+		if names := claimNames(token); names != "" && errors.Is(err, ErrRefused) {
 			return nil, fmt.Errorf("%w. The token carries the claims %s: the JWTAuthenticator's username claim, and any claim its rules require, must be among them (the agent's log names the reason)", err, names)
 		}
 		return nil, err
@@ -682,11 +686,7 @@ func (r *Runner) sessions() *sessions.Cache {
 }
 
 func (r *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
-	exp := execcred.KubectlExpiry(c.ExpirationTimestamp, r.now())
-	return execcred.Write(r.Stdout, exec.APIVersion, execcred.Status{
-		ExpirationTimestamp: &exp, Token: c.Token,
-		ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData,
-	})
+	return execcred.Write(r.Stdout, exec.APIVersion, execcred.StatusOf(*c, r.now()))
 }
 
 // browserOptions are the browser flow's settings for c. The paste prompt is

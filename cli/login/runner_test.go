@@ -28,7 +28,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/execcred"
@@ -599,7 +598,7 @@ func TestWhatTheClusterSees(t *testing.T) {
 	e := h.engine(io.Discard)
 	e.Exchange = func(_ context.Context, _ *config.Concierge, _ string) (*loginv1alpha1.ClusterCredential, error) {
 		if refuse {
-			return nil, fmt.Errorf("%w: authentication failed", agentclient.ErrRefused)
+			return nil, fmt.Errorf("%w: authentication failed", login.ErrRefused)
 		}
 		issued, err := ca.IssueClientCert("oidc:alice", "", []string{"oidc:devs"}, time.Minute)
 		if err != nil {
@@ -619,7 +618,7 @@ func TestWhatTheClusterSees(t *testing.T) {
 	req := h.request(true)
 	req.Concierge.AuthenticatorName = "other" // another credential key
 	err = e.LoginOIDC(context.Background(), req, interactive)
-	if !errors.Is(err, agentclient.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
+	if !errors.Is(err, login.ErrRefused) || !strings.Contains(err.Error(), "aud, ") || !strings.Contains(err.Error(), "iss,") || strings.Contains(err.Error(), h.idp.URL) {
 		t.Fatalf("got %v", err)
 	}
 }

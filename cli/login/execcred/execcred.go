@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 
@@ -102,6 +103,14 @@ type Status struct {
 	Token                 string     `json:"token,omitempty"`
 	ClientCertificateData string     `json:"clientCertificateData,omitempty"`
 	ClientKeyData         string     `json:"clientKeyData,omitempty"`
+}
+
+// StatusOf is what kubectl is given of a cached or new credential at now:
+// its secrets, and the expiry KubectlExpiry makes of its own. The front's
+// cache hit and the engine's login both answer with it.
+func StatusOf(c credcache.Credential, now time.Time) Status {
+	exp := KubectlExpiry(c.ExpirationTimestamp, now)
+	return Status{ExpirationTimestamp: &exp, Token: c.Token, ClientCertificateData: c.ClientCertificateData, ClientKeyData: c.ClientKeyData}
 }
 
 // Write prints the ExecCredential kubectl asked for (its expiry as

@@ -109,3 +109,18 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestStatusOf: kubectl gets the credential's secrets and the expiry
+// KubectlExpiry makes of its own; one that never expires keeps a zero one.
+func TestStatusOf(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := credcache.Credential{Token: "t", ClientCertificateData: "cert", ClientKeyData: "key", ExpirationTimestamp: now.Add(time.Hour)}
+	s := execcred.StatusOf(c, now)
+	if s.Token != "t" || s.ClientCertificateData != "cert" || s.ClientKeyData != "key" || s.ExpirationTimestamp == nil ||
+		!s.ExpirationTimestamp.Equal(execcred.KubectlExpiry(c.ExpirationTimestamp, now)) || !s.ExpirationTimestamp.Before(c.ExpirationTimestamp) {
+		t.Fatalf("%+v", s)
+	}
+	if s := execcred.StatusOf(credcache.Credential{Token: "t"}, now); s.ExpirationTimestamp == nil || !s.ExpirationTimestamp.IsZero() {
+		t.Fatalf("no expiry: %+v", s)
+	}
+}

@@ -114,7 +114,6 @@ func cached(env Env, mode, key string) *execcred.Status {
 	if err != nil || !ok {
 		return nil
 	}
-	exp := execcred.KubectlExpiry(cred.ExpirationTimestamp, time.Now())
-	return &execcred.Status{ExpirationTimestamp: &exp, Token: cred.Token,
-		ClientCertificateData: cred.ClientCertificateData, ClientKeyData: cred.ClientKeyData}
+	s := execcred.StatusOf(*cred, time.Now())
+	return &s
 }

@@ -7,11 +7,13 @@ package loginsetup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
 
+	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
 	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/login"
@@ -68,7 +70,7 @@ func New(f *cmdutil.Factory, cacheMode string, view *ui.Login) (*login.Runner, e
 	}
 	e := &login.Runner{
 		Store: store, LockDir: lockDir, UI: view, Stdout: f.IO.Out, Now: f.Now,
-		Exchange: agentclient.Exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
+		Exchange: exchange, CanPrompt: view.CanPrompt, NoCredentialCache: noCredentials,
 		QuietLoginURL: f.Getenv("PINNIPED_SKIP_PRINT_LOGIN_URL") == "true",
 		Debug:         func(string, ...any) {},
 	}
@@ -139,3 +141,20 @@ func LoginHint(getenv func(string) string) string {
 	}
 	return hint
 }
+
+// exchange is the agent's token exchange, its refusal said in the
+// runner's terms (login.ErrRefused) as well as the client's.
+func exchange(ctx context.Context, c *config.Concierge, token string) (*loginv1alpha1.ClusterCredential, error) {
+	cc, err := agentclient.Exchange(ctx, c, token)
+	if errors.Is(err, agentclient.ErrRefused) {
+		return nil, refused{err}
+	}
+	return cc, err
+}
+
+// refused is the agent client's refusal, which is also login.ErrRefused.
+type refused struct{ error }
+
+func (refused) Is(target error) bool { return target == login.ErrRefused }
+
+func (r refused) Unwrap() error { return r.error }
