@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cache"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/ui/browser"
 )
@@ -44,16 +46,26 @@ type Factory struct {
 	// loading kubeconfigs as KubeConfig does.
 	KubeFlags func() *kubeflags.Flags
 	// Dynamic builds a cluster client from a command's kubeconfig (its
-	// flags, or one it loaded).
-	Dynamic func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error)
-	// Caches are where logins cache credentials and sessions.
+	// flags, or one it loaded); DynamicFor from a rest.Config the command
+	// built itself.
+	Dynamic    func(cc clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error)
+	DynamicFor func(cfg *rest.Config) (dynamic.Interface, error)
+	// HTTPClient is an HTTPS client trusting caBundle (PEM; empty: the
+	// system's roots), TLS 1.2+, giving up after timeout (0: never).
+	HTTPClient func(caBundle []byte, timeout time.Duration) (*http.Client, error)
+	// Caches are where logins cache credentials and sessions, and where
+	// the configuration directory is.
 	Caches Caches
 	// Version is this build.
 	Version buildinfo.Info
+
+	// cachesFor are the Caches of an environment (WithEnv).
+	cachesFor func(getenv func(string) string) Caches
 }
 
-// Caches opens the stores a --credential-cache mode names (credstore.Places
-// in the real world).
+// Caches are the places of one environment (credstore.Places in the real
+// world): the stores a --credential-cache mode names, their locks, and
+// the configuration directory.
 type Caches interface {
 	// Open is the store a login with this mode reads and writes.
 	Open(mode string, warn io.Writer) (cache.Store, error)
@@ -61,6 +73,25 @@ type Caches interface {
 	Everywhere(mode string) ([]cache.Store, error)
 	// LockDir is where such logins take their locks ("" for none).
 	LockDir(mode string) (string, error)
+	// Probe says which store a login with this mode would use here,
+	// writing nothing.
+	Probe(ctx context.Context, mode string) (credstore.Backend, error)
+	// ConfigDir is pinniped's configuration directory (the file cache,
+	// the proxy's state).
+	ConfigDir() (string, error)
+}
+
+// WithEnv is the world as a process with another environment would see
+// it (an exec entry's own variables over this process's): its Getenv and
+// LookupEnv, and the caches that environment names.
+func (f *Factory) WithEnv(lookupEnv func(string) (string, bool)) *Factory {
+	g := *f
+	g.LookupEnv = lookupEnv
+	g.Getenv = func(k string) string { v, _ := lookupEnv(k); return v }
+	if f.cachesFor != nil {
+		g.Caches = f.cachesFor(g.Getenv)
+	}
+	return &g
 }
 
 // New is the real world: the process's streams and environment.
@@ -76,10 +107,13 @@ func New(streams genericiooptions.IOStreams, info buildinfo.Info) *Factory {
 			rules.ExplicitPath = path
 			return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 		},
-		KubeFlags: func() *kubeflags.Flags { return kubeflags.New(clientcmd.NewDefaultClientConfigLoadingRules()) },
-		Dynamic:   kubeflags.Dynamic,
-		Caches:    credstore.ForProcess(),
-		Version:   info,
+		KubeFlags:  func() *kubeflags.Flags { return kubeflags.New(clientcmd.NewDefaultClientConfigLoadingRules()) },
+		Dynamic:    kubeflags.Dynamic,
+		DynamicFor: func(cfg *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) },
+		HTTPClient: httpclient.New,
+		Caches:     credstore.ForProcess(),
+		Version:    info,
+		cachesFor:  func(getenv func(string) string) Caches { return credstore.Places{Getenv: getenv} },
 	}
 }
 
@@ -104,8 +138,11 @@ func Test(in io.Reader, out, errOut io.Writer, env map[string]string) *Factory {
 		Dynamic: func(clientcmd.ClientConfig) (dynamic.Interface, *rest.Config, error) {
 			return nil, nil, os.ErrNotExist
 		},
-		Caches:  testCaches(env),
-		Version: buildinfo.Info{Version: "v0.0.0-test", Commit: "test"},
+		DynamicFor: func(*rest.Config) (dynamic.Interface, error) { return nil, os.ErrNotExist },
+		HTTPClient: httpclient.New,
+		Caches:     testCaches(func(k string) string { return env[k] }),
+		Version:    buildinfo.Info{Version: "v0.0.0-test", Commit: "test"},
+		cachesFor:  testCaches,
 	}
 }
 
@@ -167,11 +204,11 @@ func RunE[O Options](o O, runF func(context.Context, O) error) func(*cobra.Comma
 // the person's own: the keyring mode keeps files there too (a test must
 // not reach the OS keyring), and without an XDG_CONFIG_HOME only "none"
 // works.
-func testCaches(env map[string]string) Caches {
-	if env["XDG_CONFIG_HOME"] == "" {
+func testCaches(getenv func(string) string) Caches {
+	if getenv("XDG_CONFIG_HOME") == "" {
 		return noCaches{}
 	}
-	return filesOnly{credstore.Places{Getenv: func(k string) string { return env[k] }}}
+	return filesOnly{credstore.Places{Getenv: getenv}}
 }
 
 type filesOnly struct{ places credstore.Places }
@@ -192,6 +229,12 @@ func (f filesOnly) Everywhere(mode string) ([]cache.Store, error) {
 }
 
 func (f filesOnly) LockDir(mode string) (string, error) { return f.places.LockDir(fileMode(mode)) }
+
+func (f filesOnly) Probe(ctx context.Context, mode string) (credstore.Backend, error) {
+	return f.places.Probe(ctx, fileMode(mode))
+}
+
+func (f filesOnly) ConfigDir() (string, error) { return f.places.ConfigDir() }
 
 type noCaches struct{}
 
@@ -217,3 +260,12 @@ func (noCaches) LockDir(mode string) (string, error) {
 	}
 	return "", errNoCaches
 }
+
+func (noCaches) Probe(_ context.Context, mode string) (credstore.Backend, error) {
+	if mode == "none" {
+		return credstore.Backend{}, nil
+	}
+	return credstore.Backend{}, errNoCaches
+}
+
+func (noCaches) ConfigDir() (string, error) { return "", errNoCaches }

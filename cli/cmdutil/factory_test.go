@@ -104,3 +104,24 @@ func TestTestFactoryStaysInTheTest(t *testing.T) {
 		t.Errorf("the test's own KUBECONFIG: %v, %v", raw.CurrentContext, err)
 	}
 }
+
+// TestWithEnv: another environment's world reads that environment, and its
+// caches and configuration directory are the ones it names.
+func TestWithEnv(t *testing.T) {
+	mine, theirs := t.TempDir(), t.TempDir()
+	f := Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, map[string]string{"XDG_CONFIG_HOME": mine, "A": "1"})
+	env := map[string]string{"XDG_CONFIG_HOME": theirs, "B": "2"}
+	g := f.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if g.Getenv("B") != "2" || g.Getenv("A") != "" || f.Getenv("B") != "" {
+		t.Fatalf("environments: theirs B=%q A=%q, mine B=%q", g.Getenv("B"), g.Getenv("A"), f.Getenv("B"))
+	}
+	for _, c := range []struct {
+		f    *Factory
+		want string
+	}{{f, mine}, {g, theirs}} {
+		dir, err := c.f.Caches.ConfigDir()
+		if err != nil || dir != filepath.Join(c.want, "pinniped") {
+			t.Errorf("config dir %q, %v; want under %s", dir, err, c.want)
+		}
+	}
+}

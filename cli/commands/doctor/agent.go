@@ -46,7 +46,7 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 		// own CA bundle, which may be trusted where the kubeconfig's is not.
 		return skip("the agent's endpoint is the cluster's server, which did not answer (cluster.api)")
 	}
-	client, err := r.d.HTTP(c.CABundle)
+	client, err := r.d.f.HTTPClient(c.CABundle, 0)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("--concierge-ca-bundle-data is unusable (%v): %s", err, regenerate))
 	}
@@ -105,7 +105,7 @@ func (r *run) kube() (dynamic.Interface, string) {
 	if why, _ := unverified(cfg); why != "" {
 		return nil, "the kubeconfig's cluster " + why + ", so no credential is sent to it (cluster.api)"
 	}
-	dyn, err := r.d.Dynamic(cfg)
+	dyn, err := r.d.f.DynamicFor(cfg)
 	if err != nil {
 		return nil, fmt.Sprintf("no cluster client: %v", err)
 	}
@@ -149,7 +149,7 @@ func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool)
 		if why, fix := unverified(r.d.Admin); why != "" {
 			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: %s", why, fix), false
 		}
-		dyn, err := r.d.Dynamic(r.d.Admin)
+		dyn, err := r.d.f.DynamicFor(r.d.Admin)
 		if err != nil {
 			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
 		}

@@ -22,7 +22,7 @@ func checkBackend(ctx context.Context, r *run) Result {
 		}
 		return ok(`--credential-cache="": nothing is cached`)
 	}
-	b, err := r.d.Backend(ctx, r.mode)
+	b, err := r.d.f.Caches.Probe(ctx, r.mode)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry, or the configuration directory's permissions", err))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"runtime"
 	"time"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
@@ -123,9 +120,7 @@ func (o *Options) Validate() error {
 // --admin-kubeconfig.
 func (o *Options) Complete() error {
 	if o.Doctor == nil {
-		o.Doctor = New(o.f, credstore.Places{Getenv: o.f.Getenv}, exec.LookPath, runtime.GOOS, func(ca []byte) (*http.Client, error) {
-			return httpclient.New(ca, 0)
-		})
+		o.Doctor = New(o.f, exec.LookPath, runtime.GOOS)
 	}
 	o.Doctor.Timeout, o.Doctor.APIGroupSuffix = o.Timeout, o.APIGroupSuffix
 	if o.AdminKubeconfig != "" {

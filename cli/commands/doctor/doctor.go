@@ -3,27 +3,25 @@ package doctor
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime/debug"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
 
 // Doctor is what the checks reach the world through: the Factory every
-// command is built with (clock, environment, caches), and the few seams
-// only doctor needs, to inspect binaries, stores and servers without using
-// them. New fills it for a real process; tests replace fields.
+// command is built with (clock, environment, caches and their probe, HTTP
+// and cluster clients), and the few seams only doctor needs, to inspect
+// binaries without running them. New fills it for a real process; tests
+// replace fields.
 type Doctor struct {
 	f *cmdutil.Factory
 	// LookPath finds a bare exec command on $PATH, as client-go's exec does.
@@ -34,13 +32,6 @@ type Doctor struct {
 	// running binary's.
 	ReadBuild func(path string) (Build, error)
 	Self      func() (Build, error)
-	// Backend says which store a --credential-cache mode uses here.
-	Backend func(ctx context.Context, mode string) (credstore.Backend, error)
-	// HTTP is a client trusting caBundle (PEM; empty: the system's roots).
-	HTTP func(caBundle []byte) (*http.Client, error)
-	// Dynamic is a cluster client for cfg (which doctor has built: no
-	// exec plugin or auth provider, so using it never logs anyone in).
-	Dynamic func(cfg *rest.Config) (dynamic.Interface, error)
 	// Timeout bounds each check.
 	Timeout time.Duration
 	// APIGroupSuffix is the agent's when the login does not name one.
@@ -55,7 +46,7 @@ type Doctor struct {
 }
 
 // New is the real world of f's process.
-func New(f *cmdutil.Factory, places credstore.Places, lookPath func(string) (string, error), goos string, newHTTP func([]byte) (*http.Client, error)) *Doctor {
+func New(f *cmdutil.Factory, lookPath func(string) (string, error), goos string) *Doctor {
 	return &Doctor{
 		f: f, LookPath: lookPath, GOOS: goos,
 		ReadBuild: ReadBuild,
@@ -66,8 +57,6 @@ func New(f *cmdutil.Factory, places credstore.Places, lookPath func(string) (str
 			}
 			return fromInfo(bi), nil
 		},
-		Backend: places.Probe, HTTP: newHTTP,
-		Dynamic: func(cfg *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) },
 		Timeout: 10 * time.Second,
 	}
 }

@@ -154,7 +154,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		},
 		"an adapter error quoting the cached credential": func(b *bed) {
 			b.tweak = func(d *Doctor) {
-				d.Dynamic = func(cfg *rest.Config) (dynamic.Interface, error) {
+				d.f.DynamicFor = func(cfg *rest.Config) (dynamic.Interface, error) {
 					return nil, fmt.Errorf("no client for key %q", cfg.KeyData)
 				}
 			}

@@ -33,7 +33,6 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
-	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/loginflags/flagset"
 )
@@ -382,10 +381,17 @@ func (b *bed) adapters(d *Doctor) {
 	d.GOOS = "linux"
 	d.ReadBuild = func(path string) (Build, error) { return b.builds[filepath.Base(path)], nil }
 	d.Self = func() (Build, error) { return b.self, nil }
-	d.Backend = func(context.Context, string) (credstore.Backend, error) { return b.backend, nil }
-	d.HTTP = func(ca []byte) (*http.Client, error) { return httpclient.New(ca, 0) }
-	d.Dynamic = func(cfg *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) }
+	d.f.Caches = probed{Caches: d.f.Caches, backend: b.backend}
+	d.f.DynamicFor = func(cfg *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) }
 }
+
+// probed are the bed's caches, with the backend the bed says a probe finds.
+type probed struct {
+	cmdutil.Caches
+	backend credstore.Backend
+}
+
+func (p probed) Probe(context.Context, string) (credstore.Backend, error) { return p.backend, nil }
 
 // run runs `pinniped doctor` on the bed with args; it returns stdout and
 // the command's error.

@@ -48,7 +48,7 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 	}
 	p := &issuerProbe{}
 	r.issuer = p
-	p.client, p.err = r.d.HTTP(r.oidc.CABundle)
+	p.client, p.err = r.d.f.HTTPClient(r.oidc.CABundle, 0)
 	if p.err != nil {
 		return p
 	}

@@ -39,7 +39,7 @@ func TestIssuerWithoutTLS(t *testing.T) {
 	want(t, r, "exec.args", Fail, "must be an https URL")
 	want(t, r, "issuer.tls", Skip, "validate (exec.args)")
 	// Were it let through, the probe itself refuses it before any request.
-	run := &run{d: &Doctor{f: &cmdutil.Factory{Now: time.Now}, HTTP: func([]byte) (*http.Client, error) { return http.DefaultClient, nil }},
+	run := &run{d: &Doctor{f: &cmdutil.Factory{Now: time.Now, HTTPClient: func([]byte, time.Duration) (*http.Client, error) { return http.DefaultClient, nil }}},
 		oidc: &config.OIDC{Issuer: plain.URL}}
 	if res := checkIssuerTLS(t.Context(), run); res.Status != Fail || !strings.Contains(res.Fix, "not served over https") {
 		t.Errorf("a plain-http issuer: %+v", res)
@@ -321,7 +321,7 @@ func TestAdminKubeconfigOfAnotherCluster(t *testing.T) {
 	// Its token, forced into an error message, is redacted.
 	b = newBed(t)
 	b.tweak = func(d *Doctor) {
-		d.Dynamic = func(cfg *rest.Config) (dynamic.Interface, error) {
+		d.f.DynamicFor = func(cfg *rest.Config) (dynamic.Interface, error) {
 			return nil, fmt.Errorf("no client for token %q", cfg.BearerToken)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
-	"github.com/pinniped-kit/pinniped/cli/httpclient"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/discovery"
@@ -353,7 +352,7 @@ func (o *Options) generate(ctx context.Context, contextName string) (*clientcmda
 	name := clusterName + o.NameSuffix
 	gen := kubeconfig.Build(name, server, serverCA, pinniped, login)
 	if !o.SkipValidation {
-		if err := validateEndpoint(ctx, server, serverCA); err != nil {
+		if err := o.validateEndpoint(ctx, server, serverCA); err != nil {
 			return nil, none, err
 		}
 	}
@@ -529,7 +528,7 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	if strings.Contains(c.RequestAudience, ".pinniped.dev") {
 		return fmt.Errorf("the audience %q contains .pinniped.dev, which a Supervisor refuses to exchange tokens for: give the JWTAuthenticator another spec.audience, or pass --oidc-request-audience", c.RequestAudience)
 	}
-	client, err := httpclient.New(c.CABundle, 15*time.Second)
+	client, err := o.f.HTTPClient(c.CABundle, 15*time.Second)
 	if err != nil {
 		return fmt.Errorf("the CA bundle for %s: %w", c.Issuer, err)
 	}
@@ -540,8 +539,8 @@ func (o *Options) completeOIDC(ctx context.Context, c *config.OIDC, auth *kubeco
 	return o.issuerSide(ctx, client, disc, c)
 }
 
-func validateEndpoint(ctx context.Context, server string, ca []byte) error {
-	client, err := httpclient.New(ca, 10*time.Second)
+func (o *Options) validateEndpoint(ctx context.Context, server string, ca []byte) error {
+	client, err := o.f.HTTPClient(ca, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("the endpoint's CA bundle: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/login"
@@ -161,11 +160,5 @@ func (o *AheadOptions) asPlugin(entry *clientcmdapi.ExecConfig) *cmdutil.Factory
 			}
 		}
 	}
-	f := *o.f
-	f.LookupEnv = kubeexec.Env(entry, o.f.LookupEnv)
-	f.Getenv = func(k string) string { v, _ := f.LookupEnv(k); return v }
-	if f.Getenv("XDG_CONFIG_HOME") != o.f.Getenv("XDG_CONFIG_HOME") {
-		f.Caches = credstore.Places{Getenv: f.Getenv}
-	}
-	return &f
+	return o.f.WithEnv(kubeexec.Env(entry, o.f.LookupEnv))
 }

@@ -21,7 +21,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 	"github.com/pinniped-kit/pinniped/cli/handoff"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
 	"github.com/pinniped-kit/pinniped/cli/localproxy"
@@ -105,11 +104,11 @@ See docs/local-proxy.md.`,
 // Complete fills in the defaults.
 func (o *Options) Complete() error {
 	if o.StateDir == "" {
-		dir, err := state.DefaultDir(credstore.Places{Getenv: o.f.Getenv})
+		dir, err := o.f.Caches.ConfigDir()
 		if err != nil {
 			return fmt.Errorf("find the proxy's state directory (or give --state-dir): %w", err)
 		}
-		o.StateDir = dir
+		o.StateDir = state.DefaultDir(dir)
 	}
 	abs, err := filepath.Abs(o.StateDir)
 	if err != nil {

@@ -109,11 +109,11 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 			line("  ", c)
 		}
 	}
-	dir, err := state.DefaultDir(credstore.Places{Getenv: f.Getenv})
+	dir, err := f.Caches.ConfigDir()
 	if err != nil {
 		return fmt.Errorf("find pinniped proxy's state directory: %w", err)
 	}
-	return printProxy(f.IO.Out, dir, now)
+	return printProxy(f.IO.Out, state.DefaultDir(dir), now)
 }
 
 // sessionLine says what a session is (its issuer and client) and what it

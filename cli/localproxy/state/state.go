@@ -24,7 +24,6 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/lock"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
-	"github.com/pinniped-kit/pinniped/cli/credstore"
 )
 
 // Files in the state directory.
@@ -42,13 +41,7 @@ const startWait = 2 * time.Second
 
 // DefaultDir is <config dir>/proxy: $XDG_CONFIG_HOME/pinniped/proxy, else
 // ~/.config/pinniped/proxy.
-func DefaultDir(p credstore.Places) (string, error) {
-	dir, err := p.ConfigDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "proxy"), nil
-}
+func DefaultDir(configDir string) string { return filepath.Join(configDir, "proxy") }
 
 // Prepare creates dir (0700) when missing, tightens one of this user's
 // that others may enter, and refuses anything else (privatedir's rule).

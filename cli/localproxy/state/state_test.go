@@ -22,14 +22,16 @@ func newDir(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "pinniped", "proxy")
 }
 
+// TestDefaultDir: the proxy's state lives in pinniped's configuration
+// directory, as the Factory's caches find it.
 func TestDefaultDir(t *testing.T) {
-	dir, err := DefaultDir(credstore.Places{Getenv: func(k string) string {
+	config, err := credstore.Places{Getenv: func(k string) string {
 		if k == "XDG_CONFIG_HOME" {
 			return "/x/config"
 		}
 		return ""
-	}})
-	if err != nil || dir != filepath.Join("/x/config", "pinniped", "proxy") {
+	}}.ConfigDir()
+	if dir := DefaultDir(config); err != nil || dir != filepath.Join("/x/config", "pinniped", "proxy") {
 		t.Errorf("%q %v", dir, err)
 	}
 }
