@@ -94,7 +94,7 @@ func TestTokenSourceCarriesExtras(t *testing.T) {
 		t.Fatal(err)
 	}
 	aud := proxytoken.ForInstall("install-1")
-	f.handler.Credentials = &clustercred.Token{
+	f.handler.Credentials = &proxytoken.Source{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return key, aud, true },
 		Fallback: &clustercred.CA{CA: f.ca},
 		Now:      func() time.Time { return now },

@@ -20,7 +20,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/exchange"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
+	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
 

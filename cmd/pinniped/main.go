@@ -8,8 +8,8 @@ package main
 import (
 	"os"
 
-	"github.com/pinniped-kit/pinniped/cli/handoff"
-	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/front/fastlogin"
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 )
 
 func main() {

@@ -402,7 +402,7 @@ func (p *Runtime) loadSigner() []byte {
 	if p.certificatesOnly {
 		p.signer.Set(certs)
 	} else {
-		p.signer.Set(&clustercred.Token{Key: p.signingKey, TTL: p.ttl, Fallback: certs})
+		p.signer.Set(&proxytoken.Source{Key: p.signingKey, TTL: p.ttl, Fallback: certs})
 	}
 	return trust
 }

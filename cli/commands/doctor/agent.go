@@ -23,8 +23,8 @@ import (
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/httpclient"
+	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 )
 
 const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`) to log in first"

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
+	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 )
 
 func (r *run) youClient() (dynamic.Interface, string, bool) {

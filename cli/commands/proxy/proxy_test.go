@@ -18,7 +18,7 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/cli/commands"
 	"github.com/pinniped-kit/pinniped/cli/commands/proxy"
-	"github.com/pinniped-kit/pinniped/cli/handoff"
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/cli/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/kubeflags"
+	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/ui/termsafe"
 )
 

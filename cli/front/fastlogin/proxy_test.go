@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
+	"github.com/pinniped-kit/pinniped/cli/front/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
-	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 )
 
 // TestProxyCredential: the front answers the proxy kubeconfig's exec entry

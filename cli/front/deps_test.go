@@ -1,4 +1,4 @@
-package main
+package front_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pinniped-kit/pinniped/cli/front"
 )
 
 // TestFrontStaysTiny: kubectl runs this binary before nearly every request,
@@ -19,7 +21,7 @@ func TestFrontStaysTiny(t *testing.T) {
 		// Only stdout, one import path a line: the go tool writes its own
 		// news ("go: downloading ...") to stderr when the module cache is
 		// cold, and none of it is a package.
-		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".")
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", front.Binary)
 		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -29,8 +31,8 @@ func TestFrontStaysTiny(t *testing.T) {
 		}
 		allowed := []string{
 			"github.com/pinniped-kit/pinniped/cmd/pinniped",
-			"github.com/pinniped-kit/pinniped/cli/login/fastlogin",
-			"github.com/pinniped-kit/pinniped/cli/handoff",
+			"github.com/pinniped-kit/pinniped/cli/front/fastlogin",
+			"github.com/pinniped-kit/pinniped/cli/front/handoff",
 			"github.com/pinniped-kit/pinniped/cli/login/loginflags",
 			"github.com/pinniped-kit/pinniped/cli/login/config",
 			"github.com/pinniped-kit/pinniped/agent/apis/httpsurl",
@@ -46,7 +48,7 @@ func TestFrontStaysTiny(t *testing.T) {
 			"golang.org/x/sys/",
 		}
 		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, "github.com/pinniped-kit/pinniped/cli/login/fastlogin") {
+		if !slices.Contains(deps, "github.com/pinniped-kit/pinniped/cli/front/fastlogin") {
 			t.Fatalf("go list (%s) did not list the front's own packages; got:\n%s", goos, out)
 		}
 		for _, dep := range deps {

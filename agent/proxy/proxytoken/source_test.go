@@ -1,4 +1,4 @@
-package clustercred_test
+package proxytoken_test
 
 import (
 	"context"
@@ -40,8 +40,8 @@ func newTokenFixture(t *testing.T) *tokenFixture {
 }
 
 // source is a Token source; haveKey says whether the signing key exists yet.
-func (f *tokenFixture) source(haveKey bool) *clustercred.Token {
-	return &clustercred.Token{
+func (f *tokenFixture) source(haveKey bool) *proxytoken.Source {
+	return &proxytoken.Source{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return f.key, f.aud, haveKey },
 		TTL:      7 * time.Minute,
 		Fallback: &clustercred.CA{CA: f.ca},

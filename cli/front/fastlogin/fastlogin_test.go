@@ -18,8 +18,8 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/commands/login"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/front/fastlogin"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
-	"github.com/pinniped-kit/pinniped/cli/login/fastlogin"
 )
 
 const (
