@@ -90,8 +90,8 @@ unit:
 	go test -race -count=1 ./...
 	cd e2e/tools/supervisor && go test -count=1 ./...
 	cd e2e/tools/oidcop && go test -count=1 ./...
-	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
-	go test -run '^$$' -fuzz '^FuzzIdentityArrivesAsIssued$$' -fuzztime $(FUZZTIME) ./agent/proxy/impersonator/
+	go test -run '^$$' -fuzz '^FuzzProxySendsOnlyItsIdentity$$' -fuzztime $(FUZZTIME) ./agent/endpoints/proxy/impersonator/
+	go test -run '^$$' -fuzz '^FuzzIdentityArrivesAsIssued$$' -fuzztime $(FUZZTIME) ./agent/endpoints/proxy/impersonator/
 
 ## e2e: end-to-end tests on the real test bed (see e2e/README.md)
 e2e:

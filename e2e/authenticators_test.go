@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 

@@ -29,8 +29,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/agent/identityrule"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+	"github.com/pinniped-kit/pinniped/agent/authentication/identityrule"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )

@@ -35,8 +35,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 

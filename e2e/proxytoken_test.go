@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pinniped-kit/pinniped/agent/proxy/proxyconfig"
-	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
-	"github.com/pinniped-kit/pinniped/agent/proxy/secretca"
-	"github.com/pinniped-kit/pinniped/agent/proxy/tokenkeys"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxyconfig"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/secretca"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/tokenkeys"
 	"github.com/pinniped-kit/pinniped/e2e/testbed"
 )
 

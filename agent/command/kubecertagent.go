@@ -3,7 +3,7 @@ package command
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/pinniped-kit/pinniped/agent/kubecertagent"
+	"github.com/pinniped-kit/pinniped/agent/credentials/kubecertagent"
 )
 
 // newKubeCertAgentCommand is what the helper pod beside kube-controller-manager

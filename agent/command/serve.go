@@ -18,9 +18,9 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/helperpod"
 	"github.com/pinniped-kit/pinniped/agent/apis/objectnames"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxycredential"
-	"github.com/pinniped-kit/pinniped/agent/clustercred"
-	"github.com/pinniped-kit/pinniped/agent/logbuffer"
-	"github.com/pinniped-kit/pinniped/agent/metrics"
+	"github.com/pinniped-kit/pinniped/agent/credentials/clustercred"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/logbuffer"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/metrics"
 	"github.com/pinniped-kit/pinniped/agent/server"
 )
 

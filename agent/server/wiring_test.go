@@ -18,8 +18,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/clustercred"
-	"github.com/pinniped-kit/pinniped/agent/strategy"
+	"github.com/pinniped-kit/pinniped/agent/credentials/clustercred"
+	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
 )
 
 // TestStrategiesInTheOrderClientsPreferThem: the status lists the signing

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/proxy/proxytoken"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
 	"github.com/pinniped-kit/pinniped/cache/filestore"
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/login"

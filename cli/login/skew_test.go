@@ -15,11 +15,11 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	loginv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/login/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/clustercred"
-	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/clustercred"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/exchange"
 	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )

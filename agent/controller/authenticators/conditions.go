@@ -9,7 +9,7 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/tokentimes"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt"
 )
 
 // steps lists each kind's conditions in the order they are checked; a

@@ -32,10 +32,10 @@ import (
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/agent/defaults"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/webhook"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/webhook"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Resource is the resource of an authenticator kind (JWTAuthenticator or

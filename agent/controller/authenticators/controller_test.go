@@ -18,9 +18,9 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt/jwttest"
 	"github.com/pinniped-kit/pinniped/agent/controller/authenticators"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
 )
 
 func jwtAuthenticator(t *testing.T, name string, spec authv1alpha1.JWTAuthenticatorSpec) *unstructured.Unstructured {

@@ -22,8 +22,8 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
-	"github.com/pinniped-kit/pinniped/agent/defaults"
-	"github.com/pinniped-kit/pinniped/agent/strategy"
+	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Controller probes strategies and writes the status. Only the leader runs it.

@@ -21,7 +21,7 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/strategy"
+	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

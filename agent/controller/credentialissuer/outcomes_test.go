@@ -20,7 +20,7 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/strategy"
+	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
 )
 
 func prober(probe func(context.Context) (*strategy.Working, error)) strategy.Prober {

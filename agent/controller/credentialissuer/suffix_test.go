@@ -14,7 +14,7 @@ import (
 
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/controller/credentialissuer"
-	"github.com/pinniped-kit/pinniped/agent/strategy"
+	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
 )
 
 // TestSuffixedCredentialIssuer: under an API group suffix the controller

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
 	"github.com/pinniped-kit/pinniped/cache/privatedir"
 )
 

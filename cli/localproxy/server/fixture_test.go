@@ -24,9 +24,9 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttptest"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority/catest"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/rawhttptest"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"

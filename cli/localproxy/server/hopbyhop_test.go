@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/pinniped-kit/pinniped/agent/proxy/rawhttptest"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/rawhttptest"
 
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/server"

@@ -17,8 +17,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/certauthority/catest"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority/catest"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 )
 

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	authv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/authentication/v1alpha1"
-	"github.com/pinniped-kit/pinniped/agent/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/clustercred"
-	"github.com/pinniped-kit/pinniped/agent/exchange"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt"
-	"github.com/pinniped-kit/pinniped/agent/tokenauth/jwt/jwttest"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt"
+	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt/jwttest"
+	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/agent/credentials/clustercred"
+	"github.com/pinniped-kit/pinniped/agent/endpoints/exchange"
 	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 )
