@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -21,7 +20,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,7 +102,7 @@ func TestFIPS(t *testing.T) {
 		})
 		alice := testbed.DexUsers[0]
 		env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PINNIPED_USERNAME=" + alice.Email, "PINNIPED_PASSWORD=" + alice.Password}
-		stderr, err := runStderr(env, pinniped, "login", "oidc", "--issuer="+srv.URL, "--ca-bundle="+caFile, "--flow=password", "--credential-cache=none")
+		_, stderr, err := RunCmd(env, pinniped, "login", "oidc", "--issuer="+srv.URL, "--ca-bundle="+caFile, "--flow=password", "--credential-cache=none")
 		if err == nil {
 			t.Fatalf("a login at an issuer that serves a 404 worked: %s", stderr)
 		}
@@ -153,20 +151,6 @@ spec:
 			return nil
 		})
 	})
-}
-
-// runStderr runs name as RunE does and returns its stderr alone: what the
-// user reads, without the command line (which holds temporary paths that
-// name the test).
-func runStderr(env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(BedEnv(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	return stderr.String(), err
 }
 
 // weakTLSIssuer serves h over TLS on 127.0.0.1 with a self-signed 1024-bit

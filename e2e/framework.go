@@ -73,16 +73,25 @@ func Run(t testing.TB, env []string, name string, args ...string) string {
 
 // RunE is Run returning the error instead of failing the test.
 func RunE(env []string, name string, args ...string) (string, error) {
+	stdout, stderr, err := RunCmd(env, name, args...)
+	if err != nil {
+		return stdout, fmt.Errorf("%s %s: %w\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout, nil
+}
+
+// RunCmd runs a command in the bed's environment plus env, for at most 5
+// minutes, and returns what it wrote to stdout and stderr apart, and how
+// it ended: for a test that reads what a command says when it fails.
+func RunCmd(env []string, name string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(BedEnv(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String(), nil
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 // BedEnv is the environment for subprocesses: ours, which TestMain set up with the admin
