@@ -83,12 +83,14 @@ type Caches interface {
 
 // WithEnv is the world as a process with another environment would see
 // it (an exec entry's own variables over this process's): its Getenv and
-// LookupEnv, and the caches that environment names.
+// LookupEnv, and, when it names another configuration directory
+// (XDG_CONFIG_HOME), the caches there. Otherwise the caches are f's own
+// (a test's fake ones too).
 func (f *Factory) WithEnv(lookupEnv func(string) (string, bool)) *Factory {
 	g := *f
 	g.LookupEnv = lookupEnv
 	g.Getenv = func(k string) string { v, _ := lookupEnv(k); return v }
-	if f.cachesFor != nil {
+	if f.cachesFor != nil && g.Getenv("XDG_CONFIG_HOME") != f.Getenv("XDG_CONFIG_HOME") {
 		g.Caches = f.cachesFor(g.Getenv)
 	}
 	return &g
@@ -159,10 +161,11 @@ func testRules(env map[string]string) *clientcmd.ClientConfigLoadingRules {
 // Options are a command's inputs, in kubectl's three phases.
 type Options interface {
 	// Complete fills in what the flags leave open: defaults, files, the
-	// environment, the world the command reaches. It refuses nothing the
-	// user chose: that is Validate's.
+	// environment, the world the command reaches. It fails only when it
+	// cannot read what it must (a kubeconfig, a file named by a flag).
 	Complete() error
-	// Validate refuses inputs that cannot work, before any effect.
+	// Validate refuses inputs that cannot work, before any effect (it
+	// may read what Complete filled in).
 	Validate() error
 	// Run does the work.
 	Run(ctx context.Context) error

@@ -125,3 +125,21 @@ func TestWithEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestWithEnvKeepsCachesOfTheSameDirectory: an environment naming the same
+// configuration directory keeps the Factory's caches, a test's fake too.
+func TestWithEnvKeepsCachesOfTheSameDirectory(t *testing.T) {
+	dir := t.TempDir()
+	f := Test(nil, &bytes.Buffer{}, &bytes.Buffer{}, map[string]string{"XDG_CONFIG_HOME": dir})
+	fake := noCaches{}
+	f.Caches = fake
+	g := f.WithEnv(func(k string) (string, bool) {
+		if k == "XDG_CONFIG_HOME" {
+			return dir, true
+		}
+		return "", false
+	})
+	if g.Caches != Caches(fake) {
+		t.Fatalf("the same directory got other caches: %#v", g.Caches)
+	}
+}

@@ -50,7 +50,7 @@ type Provider interface {
 var ErrRefused = errors.New("the agent refused the token")
 
 // ErrNeedsPerson: only a login with a person can give a credential now,
-// and the runner is Unattended.
+// and the request is Unattended.
 var ErrNeedsPerson = errors.New("a login is needed, and it needs a person")
 
 // Runner holds the collaborators. It is set up once and never changed

@@ -27,9 +27,11 @@
 //     JSON-escaped; every positional argument counts as one) before it is
 //     printed, as a second line of defence. The text output shows control
 //     characters escaped: servers' messages must not drive the terminal.
-//   - The checks reach the world only through Doctor's fields (clock,
-//     binaries, caches, HTTP and cluster clients), so the same code runs in
-//     the tests against httptest servers and temporary files.
+//   - The checks reach the world only through the Factory (clock,
+//     environment, caches and their probe, HTTP and cluster clients) and
+//     Doctor's own seams for binaries (LookPath, GOOS, ReadBuild, Self), so
+//     the same code runs in the tests against httptest servers and
+//     temporary files.
 //
 // The checks, in order:
 //

@@ -27,7 +27,7 @@ import (
 // asCLI makes this test binary the pinniped CLI: client-go runs the
 // proxy's kubeconfig's exec entry (this binary, through
 // PINNIPED_CLI_PATH) as kubectl would.
-const asCLI = "PROXYCMD_TEST_AS_PINNIPED"
+const asCLI = "PROXY_TEST_AS_PINNIPED"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
