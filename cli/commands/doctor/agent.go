@@ -29,24 +29,24 @@ import (
 
 const needsLogin = "not logged in: run `kubectl get ns` (or `pinniped login ...`) to log in first"
 
-func (r *run) noAgent() string {
-	if r.kind == "" {
+func (s *agentFacts) noAgent() string {
+	if s.kind == "" {
 		return needsArgs
 	}
 	return "the login does not use the agent (no --enable-concierge): the cluster checks the token itself"
 }
 
-func checkAgentAPI(ctx context.Context, r *run) Result {
-	c := r.conc
+func checkAgentAPI(ctx context.Context, s *agentFacts) Result {
+	c := s.conc
 	if c == nil {
-		return skip("%s", r.noAgent())
+		return skip("%s", s.noAgent())
 	}
-	if r.clusterSilent && r.anon != nil && sameServer(c.Endpoint, r.anon.Host) {
+	if s.clusterSilent && s.anon != nil && sameServer(c.Endpoint, s.anon.Host) {
 		// Only silence is certain to repeat: the agent's endpoint has its
 		// own CA bundle, which may be trusted where the kubeconfig's is not.
 		return skip("the agent's endpoint is the cluster's server, which did not answer (cluster.api)")
 	}
-	client, err := r.d.f.HTTPClient(c.CABundle, 0)
+	client, err := s.d.f.HTTPClient(c.CABundle, 0)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("--concierge-ca-bundle-data is unusable (%v): %s", err, regenerate))
 	}
@@ -82,21 +82,21 @@ func checkAgentAPI(ctx context.Context, r *run) Result {
 // the kubeconfig's own when it starts no login. nil, and why, when there
 // is none or it must not be sent (cluster.api found the connection
 // unverified, or the server unreachable).
-func (r *run) kube() (dynamic.Interface, string) {
-	if why := r.clusterUnusable(); why != "" {
+func (s *agentFacts) kube() (dynamic.Interface, string) {
+	if why := s.clusterUnusable(); why != "" {
 		return nil, why
 	}
 	var cfg *rest.Config
 	switch {
-	case r.cred != nil && r.anon != nil:
-		cfg = rest.CopyConfig(r.anon)
-		if r.cred.ClientCertificateData != "" {
-			cfg.CertData, cfg.KeyData = []byte(r.cred.ClientCertificateData), []byte(r.cred.ClientKeyData)
+	case s.cred != nil && s.anon != nil:
+		cfg = rest.CopyConfig(s.anon)
+		if s.cred.ClientCertificateData != "" {
+			cfg.CertData, cfg.KeyData = []byte(s.cred.ClientCertificateData), []byte(s.cred.ClientKeyData)
 		} else {
-			cfg.BearerToken = r.cred.Token
+			cfg.BearerToken = s.cred.Token
 		}
-	case r.full != nil:
-		cfg = r.full
+	case s.full != nil:
+		cfg = s.full
 	default:
 		return nil, needsLogin
 	}
@@ -105,7 +105,7 @@ func (r *run) kube() (dynamic.Interface, string) {
 	if why, _ := unverified(cfg); why != "" {
 		return nil, "the kubeconfig's cluster " + why + ", so no credential is sent to it (cluster.api)"
 	}
-	dyn, err := r.d.f.DynamicFor(cfg)
+	dyn, err := s.d.f.DynamicFor(cfg)
 	if err != nil {
 		return nil, fmt.Sprintf("no cluster client: %v", err)
 	}
@@ -116,13 +116,13 @@ func (r *run) kube() (dynamic.Interface, string) {
 // it may be): a credential is never sent over a connection whose server
 // is not verified, and a server that did not answer would only cost each
 // check its timeout again.
-func (r *run) clusterUnusable() string {
+func (s *agentFacts) clusterUnusable() string {
 	switch {
-	case r.clusterUnsafe != "":
-		return r.clusterUnsafe
-	case r.clusterSilent:
+	case s.clusterUnsafe != "":
+		return s.clusterUnsafe
+	case s.clusterSilent:
 		return "the API server could not be reached (cluster.api)"
-	case r.clusterDown:
+	case s.clusterDown:
 		return "the API server's TLS connection could not be used (cluster.api)"
 	}
 	return ""
@@ -133,32 +133,32 @@ func (r *run) clusterUnusable() string {
 // or authenticators), else with the login's. When it cannot, the Result
 // says why (a SKIP, or a FAIL for an --admin-kubeconfig of another
 // cluster).
-func (r *run) agentClient(ctx context.Context) (dynamic.Interface, Result, bool) {
-	if r.conc == nil {
-		return nil, skip("%s", r.noAgent()), false
+func (s *agentFacts) agentClient(ctx context.Context) (dynamic.Interface, Result, bool) {
+	if s.conc == nil {
+		return nil, skip("%s", s.noAgent()), false
 	}
-	if r.d.Admin != nil {
-		if r.anon == nil {
+	if s.d.Admin != nil {
+		if s.anon == nil {
 			return nil, skip("needs the context (kubeconfig.context)"), false
 		}
-		if r.clusterDown && sameServer(r.d.Admin.Host, r.anon.Host) {
-			return nil, skip("%s", r.clusterUnusable()), false
+		if s.clusterDown && sameServer(s.d.Admin.Host, s.anon.Host) {
+			return nil, skip("%s", s.clusterUnusable()), false
 		}
 		// The rule the login's credential keeps holds for an
 		// administrator's too, which is worth more.
-		if why, fix := unverified(r.d.Admin); why != "" {
+		if why, fix := unverified(s.d.Admin); why != "" {
 			return nil, skip("--admin-kubeconfig's current context %s, so doctor does not send its credential: %s", why, fix), false
 		}
-		dyn, err := r.d.f.DynamicFor(r.d.Admin)
+		dyn, err := s.d.f.DynamicFor(s.d.Admin)
 		if err != nil {
 			return nil, skip("no cluster client for --admin-kubeconfig: %v", err), false
 		}
-		if res, same := r.adminSameCluster(ctx, dyn); !same {
+		if res, same := s.adminSameCluster(ctx, dyn); !same {
 			return nil, res, false
 		}
 		return dyn, Result{}, true
 	}
-	dyn, why := r.kube()
+	dyn, why := s.kube()
 	if dyn == nil {
 		return nil, skip("%s", why), false
 	}
@@ -196,33 +196,33 @@ func unverified(cfg *rest.Config) (why, fix string) {
 // context's cluster, so that its answers are about the agent this login
 // uses: the same server, or one its agent advertises (a kubeconfig made
 // for the impersonation proxy names the proxy, not the API server).
-func (r *run) adminSameCluster(ctx context.Context, dyn dynamic.Interface) (Result, bool) {
-	if r.adminChecked {
-		return r.adminResult, r.adminResult.Status == ""
+func (s *agentFacts) adminSameCluster(ctx context.Context, dyn dynamic.Interface) (Result, bool) {
+	if s.adminChecked {
+		return s.adminResult, s.adminResult.Status == ""
 	}
-	r.adminChecked = true
-	if sameServer(r.d.Admin.Host, r.anon.Host) {
+	s.adminChecked = true
+	if sameServer(s.d.Admin.Host, s.anon.Host) {
 		return Result{}, true
 	}
-	endpoints, err := r.advertised(ctx, dyn)
+	endpoints, err := s.advertised(ctx, dyn)
 	for _, e := range endpoints {
-		if sameServer(e, r.anon.Host) {
+		if sameServer(e, s.anon.Host) {
 			return Result{}, true
 		}
 	}
 	// Its answers would be about another cluster's agent.
-	why := fmt.Sprintf("its agent does not advertise this context's server %s", r.anon.Host)
+	why := fmt.Sprintf("its agent does not advertise this context's server %s", s.anon.Host)
 	if err != nil {
-		why = fmt.Sprintf("its agent's CredentialIssuers cannot be read (%v) to tell whether it serves this context's server %s", err, r.anon.Host)
+		why = fmt.Sprintf("its agent's CredentialIssuers cannot be read (%v) to tell whether it serves this context's server %s", err, s.anon.Host)
 	}
-	r.adminResult = fail("--admin-kubeconfig: "+r.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", r.d.Admin.Host, why))
-	return r.adminResult, false
+	s.adminResult = fail("--admin-kubeconfig: "+s.d.Admin.Host, fmt.Sprintf("--admin-kubeconfig's current context is the cluster at %s, and %s: switch it to this cluster's context (kubectl config use-context), or pass the right file", s.d.Admin.Host, why))
+	return s.adminResult, false
 }
 
 // advertised are the endpoints the CredentialIssuers read with dyn
 // advertise (impersonation proxies, TokenCredentialRequest servers).
-func (r *run) advertised(ctx context.Context, dyn dynamic.Interface) ([]string, error) {
-	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
+func (s *agentFacts) advertised(ctx context.Context, dyn dynamic.Interface) ([]string, error) {
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, s.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
 	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -268,13 +268,13 @@ func sameServer(a, b string) bool {
 // read (most users may not read the agent's objects: that is no fault),
 // and a refusal of the credential into a FAIL; other errors are left to
 // the caller.
-func (r *run) refused(err error, what string) (Result, bool) {
+func (s *agentFacts) refused(err error, what string) (Result, bool) {
 	switch {
-	case apierrors.IsForbidden(err) && r.d.Admin != nil:
+	case apierrors.IsForbidden(err) && s.d.Admin != nil:
 		return fail(err.Error(), fmt.Sprintf("--admin-kubeconfig's credential may not read %s: use an administrator's kubeconfig", what)), true
 	case apierrors.IsForbidden(err):
 		return skip("your login may not read %s, as most users may not: an administrator can check it with `pinniped doctor --admin-kubeconfig=THEIRS` on this kubeconfig", what), true
-	case apierrors.IsUnauthorized(err) && r.cred == nil:
+	case apierrors.IsUnauthorized(err) && s.cred == nil:
 		return fail(err.Error(), "the cluster refused the kubeconfig's own token or certificate (401): get a new one, or "+regenerate), true
 	case apierrors.IsUnauthorized(err):
 		return fail(err.Error(), "the cluster refused the cached credential (401): run `pinniped logout`, then `kubectl get ns` to log in again"), true
@@ -284,19 +284,19 @@ func (r *run) refused(err error, what string) (Result, bool) {
 
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
-func checkAPIServices(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient(ctx)
+func checkAPIServices(ctx context.Context, s *agentFacts) Result {
+	dyn, res, can := s.agentClient(ctx)
 	if !can {
 		return res
 	}
 	var good []string
-	for _, name := range groupsuffix.APIServiceNames(r.conc.Suffix()) {
+	for _, name := range groupsuffix.APIServiceNames(s.conc.Suffix()) {
 		u, err := dyn.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
-		if res, done := r.refused(err, "the APIService "+name); done {
+		if res, done := s.refused(err, "the APIService "+name); done {
 			return res
 		}
 		if apierrors.IsNotFound(err) {
-			return fail(err.Error(), fmt.Sprintf("the APIService %s does not exist: install the agent (`pinniped install`), or fix --concierge-api-group-suffix (%s) in the exec entry", name, r.conc.Suffix()))
+			return fail(err.Error(), fmt.Sprintf("the APIService %s does not exist: install the agent (`pinniped install`), or fix --concierge-api-group-suffix (%s) in the exec entry", name, s.conc.Suffix()))
 		}
 		if err != nil {
 			return fail(err.Error(), fmt.Sprintf("the APIService %s cannot be read (%v): try again, or ask your administrator", name, err))
@@ -328,16 +328,16 @@ type proxyInfo struct {
 	ca       []byte
 }
 
-func checkCredentialIssuer(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient(ctx)
+func checkCredentialIssuer(ctx context.Context, s *agentFacts) Result {
+	dyn, res, can := s.agentClient(ctx)
 	if !can {
-		r.credentialIssuerErr = "needs the CredentialIssuer (agent.credentialissuer)"
+		s.credentialIssuerErr = "needs the CredentialIssuer (agent.credentialissuer)"
 		return res
 	}
-	r.credentialIssuerErr = "the CredentialIssuer could not be read (agent.credentialissuer)"
-	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, r.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
+	s.credentialIssuerErr = "the CredentialIssuer could not be read (agent.credentialissuer)"
+	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Config, s.conc.Suffix()), Version: groupsuffix.Version, Resource: "credentialissuers"}
 	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
-	if res, done := r.refused(err, "CredentialIssuers ("+gvr.Group+")"); done {
+	if res, done := s.refused(err, "CredentialIssuers ("+gvr.Group+")"); done {
 		return res
 	}
 	if err != nil {
@@ -349,7 +349,7 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 	if len(list.Items) == 0 {
 		return fail("none", "the cluster has no CredentialIssuer, so the agent has not started: ask your administrator to check the agent's pods")
 	}
-	r.credentialIssuerErr = ""
+	s.credentialIssuerErr = ""
 	var lines []string
 	success := false
 	var firstError string
@@ -359,24 +359,24 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 			return fail(err.Error(), fmt.Sprintf("the CredentialIssuer %s is unreadable (%v): ask your administrator", item.GetName(), err))
 		}
 		var parts []string
-		for _, s := range ci.Status.Strategies {
-			p := fmt.Sprintf("%s %s/%s", s.Type, s.Status, s.Reason)
-			if f := s.Frontend; f != nil {
+		for _, st := range ci.Status.Strategies {
+			p := fmt.Sprintf("%s %s/%s", st.Type, st.Status, st.Reason)
+			if f := st.Frontend; f != nil {
 				switch {
 				case f.ImpersonationProxyInfo != nil:
 					p += " via the impersonation proxy at " + f.ImpersonationProxyInfo.Endpoint
-					if s.Status == configv1alpha1.SuccessStrategyStatus {
+					if st.Status == configv1alpha1.SuccessStrategyStatus {
 						ca, _ := base64.StdEncoding.DecodeString(f.ImpersonationProxyInfo.CertificateAuthorityData)
-						r.proxies = append(r.proxies, proxyInfo{endpoint: f.ImpersonationProxyInfo.Endpoint, ca: ca})
+						s.proxies = append(s.proxies, proxyInfo{endpoint: f.ImpersonationProxyInfo.Endpoint, ca: ca})
 					}
 				case f.TokenCredentialRequestAPIInfo != nil:
 					p += " via the TokenCredentialRequest API at " + f.TokenCredentialRequestAPIInfo.Server
 				}
 			}
-			if s.Status == configv1alpha1.SuccessStrategyStatus {
+			if st.Status == configv1alpha1.SuccessStrategyStatus {
 				success = true
-			} else if firstError == "" && s.Reason != configv1alpha1.DisabledStrategyReason {
-				firstError = fmt.Sprintf("%s %s: %s", s.Type, s.Reason, s.Message)
+			} else if firstError == "" && st.Reason != configv1alpha1.DisabledStrategyReason {
+				firstError = fmt.Sprintf("%s %s: %s", st.Type, st.Reason, st.Message)
 			}
 			parts = append(parts, p)
 		}
@@ -396,12 +396,12 @@ func checkCredentialIssuer(ctx context.Context, r *run) Result {
 	return ok("%s", detail)
 }
 
-func checkAuthenticator(ctx context.Context, r *run) Result {
-	dyn, res, can := r.agentClient(ctx)
+func checkAuthenticator(ctx context.Context, s *agentFacts) Result {
+	dyn, res, can := s.agentClient(ctx)
 	if !can {
 		return res
 	}
-	c := r.conc
+	c := s.conc
 	kind, err := c.Kind()
 	if err != nil {
 		return skip("needs a valid --concierge-authenticator-type (exec.args)")
@@ -409,7 +409,7 @@ func checkAuthenticator(ctx context.Context, r *run) Result {
 	resource := strings.ToLower(kind) + "s"
 	gvr := schema.GroupVersionResource{Group: groupsuffix.Group(groupsuffix.Authentication, c.Suffix()), Version: groupsuffix.Version, Resource: resource}
 	u, err := dyn.Resource(gvr).Get(ctx, c.AuthenticatorName, metav1.GetOptions{})
-	if res, done := r.refused(err, fmt.Sprintf("the %s %q", kind, c.AuthenticatorName)); done {
+	if res, done := s.refused(err, fmt.Sprintf("the %s %q", kind, c.AuthenticatorName)); done {
 		return res
 	}
 	if apierrors.IsNotFound(err) {
@@ -454,7 +454,7 @@ func checkAuthenticator(ctx context.Context, r *run) Result {
 		}
 		return fail(phase+"; "+strings.Join(bad, "; "), fmt.Sprintf("the %s is %s%s: ask your administrator to fix it", name, phase, why))
 	}
-	if o := r.oidc; o != nil && kind == "JWTAuthenticator" {
+	if o := s.oidc; o != nil && kind == "JWTAuthenticator" {
 		if spec.Issuer != "" && spec.Issuer != o.Issuer {
 			return fail("spec.issuer "+spec.Issuer, fmt.Sprintf("the %s trusts the issuer %s, but this login gets its tokens from %s: fix --issuer in the exec entry, or the authenticator's spec.issuer", name, spec.Issuer, o.Issuer))
 		}
@@ -476,18 +476,18 @@ func orEmpty(m map[string]any) map[string]any {
 	return m
 }
 
-func checkProxy(ctx context.Context, r *run) Result {
-	if r.conc == nil {
-		return skip("%s", r.noAgent())
+func checkProxy(ctx context.Context, s *agentFacts) Result {
+	if s.conc == nil {
+		return skip("%s", s.noAgent())
 	}
-	if r.credentialIssuerErr != "" {
-		return skip("%s", r.credentialIssuerErr)
+	if s.credentialIssuerErr != "" {
+		return skip("%s", s.credentialIssuerErr)
 	}
-	if len(r.proxies) == 0 {
+	if len(s.proxies) == 0 {
 		return skip("the agent advertises no working impersonation proxy")
 	}
 	var done []string
-	for _, p := range r.proxies {
+	for _, p := range s.proxies {
 		notAfter, err := handshake(ctx, p)
 		if err != nil {
 			if errors.Is(err, errUnreadableCA) {
@@ -501,7 +501,7 @@ func checkProxy(ctx context.Context, r *run) Result {
 			}
 			return fail(err.Error(), fmt.Sprintf("the impersonation proxy at %s does not answer (%v): check the network, or ask your administrator to check its Service", p.endpoint, err))
 		}
-		left := notAfter.Sub(r.d.f.Now())
+		left := notAfter.Sub(s.d.f.Now())
 		if left < certWarning {
 			return warn(fmt.Sprintf("%s: certificate until %s", p.endpoint, notAfter.UTC().Format(time.RFC3339)),
 				fmt.Sprintf("the impersonation proxy's certificate at %s expires in %s: ask your administrator to renew it", p.endpoint, left.Round(time.Minute)))

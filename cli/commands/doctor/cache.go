@@ -9,20 +9,20 @@ import (
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 )
 
-func checkBackend(ctx context.Context, r *run) Result {
-	if r.kind == "" {
+func checkBackend(ctx context.Context, s *cacheFacts) Result {
+	if s.kind == "" {
 		return skip("%s", needsArgs)
 	}
-	switch r.mode {
+	switch s.mode {
 	case "none":
 		return ok("--credential-cache=none: nothing is cached, so every kubectl call logs in again")
 	case "":
-		if r.kind == "oidc" {
+		if s.kind == "oidc" {
 			return ok(`--credential-cache="": cluster credentials are not cached (sessions are)`)
 		}
 		return ok(`--credential-cache="": nothing is cached`)
 	}
-	b, err := r.d.f.Caches.Probe(ctx, r.mode)
+	b, err := s.d.f.Caches.Probe(ctx, s.mode)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry, or the configuration directory's permissions", err))
 	}
@@ -36,32 +36,32 @@ func checkBackend(ctx context.Context, r *run) Result {
 	return ok("%s", b.Store)
 }
 
-func checkCredential(ctx context.Context, r *run) Result {
-	if r.kind == "" {
+func checkCredential(ctx context.Context, s *cacheFacts) Result {
+	if s.kind == "" {
 		return skip("%s", needsArgs)
 	}
-	if r.static != nil && r.conc == nil {
+	if s.static != nil && s.conc == nil {
 		// kubectl is handed the token itself; nothing is exchanged or cached.
-		r.cred = &credcache.Credential{Token: r.static.Token}
+		s.cred = &credcache.Credential{Token: s.static.Token}
 		return ok("static login without the agent: the token itself is the credential")
 	}
-	if r.mode == "none" || r.mode == "" {
-		return skip("this login caches no cluster credential (--credential-cache=%q)", r.mode)
+	if s.mode == "none" || s.mode == "" {
+		return skip("this login caches no cluster credential (--credential-cache=%q)", s.mode)
 	}
 	// Every store a login may have written to, each on its own and only
 	// read: the login's combined store would, on a keyring timeout, write
 	// a marker, and Get deletes a corrupt entry. Read in the login's
 	// order: the keyring, then the files it falls back to.
-	stores, err := r.d.f.Caches.Everywhere(r.mode)
+	stores, err := s.d.f.Caches.Everywhere(s.mode)
 	if err != nil || len(stores) == 0 {
 		return fail(fmt.Sprint(err), fmt.Sprintf("the credential cache cannot be opened (%v): fix --credential-cache in the exec entry", err))
 	}
-	key := r.login.CredentialKey(r.execCluster)
+	key := s.login.CredentialKey(s.execCluster)
 	var cred *credcache.Credential
 	var where string
 	var unread []error
 	for _, store := range stores {
-		c, found, err := (&credcache.Cache{Store: store, Now: r.d.f.Now}).Peek(ctx, key)
+		c, found, err := (&credcache.Cache{Store: store, Now: s.d.f.Now}).Peek(ctx, key)
 		switch {
 		case errors.Is(err, credcache.ErrUnreadable):
 			return warn(fmt.Sprintf("%s: %v", store.Describe(), err), fmt.Sprintf("the cached credential in %s is unreadable: run `pinniped logout`, then log in again with `kubectl get ns`", store.Describe()))
@@ -82,12 +82,12 @@ func checkCredential(ctx context.Context, r *run) Result {
 	if cred == nil {
 		return warn("none", "not logged in (no valid cluster credential is cached for this context): run `kubectl get ns` to log in, then run doctor again")
 	}
-	r.cred = cred
-	r.secret(cred.Token, cred.ClientKeyData, cred.ClientCertificateData)
+	s.cred = cred
+	s.secret(cred.Token, cred.ClientKeyData, cred.ClientCertificateData)
 	what := "a token"
 	if cred.ClientCertificateData != "" {
 		what = "a client certificate"
 	}
-	left := cred.ExpirationTimestamp.Sub(r.d.f.Now()).Round(time.Second)
+	left := cred.ExpirationTimestamp.Sub(s.d.f.Now()).Round(time.Second)
 	return ok("%s in %s, valid until %s (%s more)", what, where, cred.ExpirationTimestamp.UTC().Format(time.RFC3339), left)
 }

@@ -16,6 +16,12 @@
 //   - Every check runs, whatever failed before it: the point is to see
 //     the whole chain at once. A check that depends on an earlier one
 //     reports SKIP and why.
+//   - The checks run in stages, in the chain's order: context, exec,
+//     cache, cluster, issuer, agent, you. A stage's checks (in its own
+//     file) write its facts (contextFacts, execFacts, ...), which embed the
+//     previous stage's and are handed to the next stage: a check reads
+//     only what earlier stages learned, and a fact it lacks is the skip's
+//     reason.
 //   - Each check has a stable name (below), so scripts and the end-to-end
 //     tests can break a link and find the advice that names it; titles
 //     and sentences may change, names may not.

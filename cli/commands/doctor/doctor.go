@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -61,21 +62,40 @@ func New(f *cmdutil.Factory, lookPath func(string) (string, error), goos string)
 	}
 }
 
-// run is one walk of the chain: what each check learns, for the ones
-// after it.
+// run is one walk of the chain: the report it writes and the secrets it
+// met. What the checks learn is not kept here: each stage's facts (below)
+// are built by its checks and handed to the next stage.
 type run struct {
 	d      *Doctor
 	report Report
 	// secrets are scrubbed from the report before it leaves Run.
 	secrets []string
+	// load reads the kubeconfig with a context ("": its current one).
+	load func(context string) clientcmd.ClientConfig
+}
 
-	load          func(context string) clientcmd.ClientConfig
-	contextName   string
-	namespace     string
-	user          *clientcmdapi.AuthInfo
-	anon          *rest.Config // the cluster, without credentials
-	full          *rest.Config // the kubeconfig's own credentials, when they start no login
-	execCluster   config.Cluster
+// The stages of the chain, in order: context → exec → cache → cluster →
+// issuer → agent → you. Each stage's facts embed the previous stage's, so a
+// check reads what the stages before it learned and writes only its own
+// stage's facts; a fact a check needs and finds missing (nil, "") names the
+// check that would have found it in its skip.
+
+// contextFacts are what kubeconfig.context learned: the context and its
+// cluster and user.
+type contextFacts struct {
+	*run
+	contextName string
+	namespace   string
+	user        *clientcmdapi.AuthInfo
+	anon        *rest.Config // the cluster, without credentials
+	full        *rest.Config // the kubeconfig's own credentials, when they start no login
+	execCluster config.Cluster
+}
+
+// execFacts are what the exec checks learned: the binaries kubectl runs
+// and, once its arguments validate, the login.
+type execFacts struct {
+	*contextFacts
 	front, engine string
 	frontOK       bool
 	kind          string // "oidc" or "static", once the arguments validate
@@ -84,22 +104,43 @@ type run struct {
 	static        *config.Static
 	conc          *config.Concierge
 	mode          string
-	cred          *credcache.Credential
-	clusterSkew   *time.Duration
+}
+
+// cacheFacts are what the cache checks learned: the cached credential.
+type cacheFacts struct {
+	*execFacts
+	cred *credcache.Credential
+}
+
+// clusterFacts are what cluster.api learned of the API server and its
+// clock.
+type clusterFacts struct {
+	*cacheFacts
+	clusterSkew *time.Duration
 	// clusterUnsafe says why no credential is sent to the cluster (its
 	// connection is not verified: http, insecure-skip-tls-verify);
-	// clusterDown that it could not be used. All from cluster.api.
+	// clusterDown that it could not be used.
 	clusterUnsafe string
 	clusterDown   bool
 	// clusterSilent: it did not answer at all (clusterDown also covers an
 	// answer that was not TLS, or not trusted).
 	clusterSilent bool
+}
+
+// issuerFacts are what the issuer checks learned.
+type issuerFacts struct {
+	*clusterFacts
+	issuer *issuerProbe
+	doc    *discovery.Document
+}
+
+// agentFacts are what the agent checks learned; the "you" checks read them.
+type agentFacts struct {
+	*issuerFacts
 	// adminChecked: whether --admin-kubeconfig reaches this cluster was
 	// asked; adminResult is the FAIL when it does not.
 	adminChecked        bool
 	adminResult         Result
-	issuer              *issuerProbe
-	doc                 *discovery.Document
 	credentialIssuerErr string
 	proxies             []proxyInfo
 }
@@ -108,64 +149,109 @@ type run struct {
 // empty) of the kubeconfig kubeconfig loads, and returns the checklist,
 // scrubbed of every secret met on the way.
 func (d *Doctor) Run(ctx context.Context, kubeconfig func(context string) clientcmd.ClientConfig, contextName string) *Report {
-	r := &run{d: d, contextName: contextName, load: kubeconfig}
+	r := &run{d: d, load: kubeconfig}
 	r.secret(d.Secrets...)
 	r.report.Context = contextName
-	for _, c := range checks {
-		r.check(ctx, c)
-	}
-	r.report.Context = r.contextName
+
+	c := &contextFacts{run: r, contextName: contextName}
+	stage(ctx, r, c, contextChecks)
+	e := &execFacts{contextFacts: c}
+	stage(ctx, r, e, execChecks)
+	k := &cacheFacts{execFacts: e}
+	stage(ctx, r, k, cacheChecks)
+	cl := &clusterFacts{cacheFacts: k}
+	stage(ctx, r, cl, clusterChecks)
+	i := &issuerFacts{clusterFacts: cl}
+	stage(ctx, r, i, issuerChecks)
+	a := &agentFacts{issuerFacts: i}
+	stage(ctx, r, a, agentChecks)
+	stage(ctx, r, a, youChecks)
+
+	r.report.Context = c.contextName
 	r.report.redact(r.secrets)
 	return &r.report
 }
 
-// A check is one line of the list.
-type check struct {
+// A check is one line of the list, run on its stage's facts.
+type check[F any] struct {
 	name, title string
-	run         func(ctx context.Context, r *run) Result
+	run         func(ctx context.Context, facts F) Result
 }
 
-// checks are the list, in order; package doc names each.
-var checks = []check{
-	{"kubeconfig.context", "kubeconfig context", checkContext},
-	{"exec.front", "pinniped in the exec entry", checkFront},
-	{"exec.policy", "kubectl's credential plugin policy", checkPluginPolicy},
-	{"exec.engine", "pinniped-engine beside it", checkEngine},
-	{"exec.versions", "versions", checkVersions},
-	{"exec.args", "login arguments", checkArgs},
-	{"cache.backend", "credential cache", checkBackend},
-	{"cache.credential", "cached cluster credential", checkCredential},
-	{"cluster.api", "cluster API server", checkClusterAPI},
-	{"clock.cluster", "clock against the cluster", checkClockCluster},
-	{"clock.issuer", "clock against the issuer", checkClockIssuer},
-	{"issuer.tls", "issuer TLS trust", checkIssuerTLS},
-	{"issuer.discovery", "issuer discovery", checkDiscovery},
-	{"issuer.jwks", "issuer signing keys", checkJWKS},
-	{"issuer.client", "client id and redirect URI", checkClient},
-	{"issuer.upstream", "Supervisor identity provider", checkUpstream},
-	{"agent.api", "agent TokenCredentialRequest API", checkAgentAPI},
-	{"agent.apiservice", "agent APIServices", checkAPIServices},
-	{"agent.credentialissuer", "agent CredentialIssuer", checkCredentialIssuer},
-	{"agent.authenticator", "authenticator", checkAuthenticator},
-	{"agent.proxy", "impersonation proxy", checkProxy},
-	{"you.identity", "who you are", checkIdentity},
-	{"you.permissions", "what you can do", checkPermissions},
+// The checks of each stage, in order; the package doc names each.
+var (
+	contextChecks = []check[*contextFacts]{
+		{"kubeconfig.context", "kubeconfig context", checkContext},
+	}
+	execChecks = []check[*execFacts]{
+		{"exec.front", "pinniped in the exec entry", checkFront},
+		{"exec.policy", "kubectl's credential plugin policy", checkPluginPolicy},
+		{"exec.engine", "pinniped-engine beside it", checkEngine},
+		{"exec.versions", "versions", checkVersions},
+		{"exec.args", "login arguments", checkArgs},
+	}
+	cacheChecks = []check[*cacheFacts]{
+		{"cache.backend", "credential cache", checkBackend},
+		{"cache.credential", "cached cluster credential", checkCredential},
+	}
+	clusterChecks = []check[*clusterFacts]{
+		{"cluster.api", "cluster API server", checkClusterAPI},
+		{"clock.cluster", "clock against the cluster", checkClockCluster},
+	}
+	issuerChecks = []check[*issuerFacts]{
+		{"clock.issuer", "clock against the issuer", checkClockIssuer},
+		{"issuer.tls", "issuer TLS trust", checkIssuerTLS},
+		{"issuer.discovery", "issuer discovery", checkDiscovery},
+		{"issuer.jwks", "issuer signing keys", checkJWKS},
+		{"issuer.client", "client id and redirect URI", checkClient},
+		{"issuer.upstream", "Supervisor identity provider", checkUpstream},
+	}
+	agentChecks = []check[*agentFacts]{
+		{"agent.api", "agent TokenCredentialRequest API", checkAgentAPI},
+		{"agent.apiservice", "agent APIServices", checkAPIServices},
+		{"agent.credentialissuer", "agent CredentialIssuer", checkCredentialIssuer},
+		{"agent.authenticator", "authenticator", checkAuthenticator},
+		{"agent.proxy", "impersonation proxy", checkProxy},
+	}
+	youChecks = []check[*agentFacts]{
+		{"you.identity", "who you are", checkIdentity},
+		{"you.permissions", "what you can do", checkPermissions},
+	}
+)
+
+// named is a check's name and title, whatever its stage.
+type named struct{ name, title string }
+
+// checks are every check's name and title, in the report's order.
+var checks = slices.Concat(namesOf(contextChecks), namesOf(execChecks), namesOf(cacheChecks),
+	namesOf(clusterChecks), namesOf(issuerChecks), namesOf(agentChecks), namesOf(youChecks))
+
+func namesOf[F any](cs []check[F]) []named {
+	out := make([]named, len(cs))
+	for i, c := range cs {
+		out[i] = named{c.name, c.title}
+	}
+	return out
 }
 
-func (r *run) check(ctx context.Context, c check) {
-	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
-	defer cancel()
-	res := func() (res Result) {
-		defer func() {
-			// A bug in one check must not hide the others.
-			if p := recover(); p != nil {
-				res = fail(fmt.Sprint(p), fmt.Sprintf("doctor itself failed on this check (%v): this is a bug, please report it", p))
-			}
+// stage runs a stage's checks on its facts, in order, each bounded by the
+// Doctor's Timeout, and adds their lines to the report.
+func stage[F any](ctx context.Context, r *run, facts F, checks []check[F]) {
+	for _, c := range checks {
+		ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
+		res := func() (res Result) {
+			defer func() {
+				// A bug in one check must not hide the others.
+				if p := recover(); p != nil {
+					res = fail(fmt.Sprint(p), fmt.Sprintf("doctor itself failed on this check (%v): this is a bug, please report it", p))
+				}
+			}()
+			return c.run(ctx, facts)
 		}()
-		return c.run(ctx, r)
-	}()
-	res.Name, res.Title = c.name, c.title
-	r.report.Checks = append(r.report.Checks, res)
+		cancel()
+		res.Name, res.Title = c.name, c.title
+		r.report.Checks = append(r.report.Checks, res)
+	}
 }
 
 func (r *run) secret(s ...string) { r.secrets = append(r.secrets, s...) }

@@ -88,7 +88,7 @@ func TestAllGood(t *testing.T) {
 	}
 }
 
-func resultsFor(cs []check) []Result {
+func resultsFor(cs []named) []Result {
 	var out []Result
 	for _, c := range cs {
 		out = append(out, Result{Name: c.name})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
@@ -28,82 +29,82 @@ const needsArgs = "needs login arguments that validate (exec.args)"
 
 const regenerate = "ask your administrator for a kubeconfig made by `pinniped get kubeconfig`"
 
-func checkContext(_ context.Context, r *run) Result {
-	raw, err := r.load("").RawConfig()
+func checkContext(_ context.Context, s *contextFacts) Result {
+	raw, err := s.load("").RawConfig()
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the kubeconfig cannot be read (%v): fix the file, or point --kubeconfig at another", err))
 	}
 	for _, u := range raw.AuthInfos {
 		// Whatever the context, no user's secrets are ever printed.
-		r.secret(kubeexec.Secrets(u)...)
+		s.secret(kubeexec.Secrets(u)...)
 	}
 	if len(raw.Contexts) == 0 {
 		return fail("", "no kubeconfig with a context was found: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config")
 	}
-	if r.contextName == "" {
-		r.contextName = raw.CurrentContext
+	if s.contextName == "" {
+		s.contextName = raw.CurrentContext
 	}
-	if r.contextName == "" {
+	if s.contextName == "" {
 		return fail("", "the kubeconfig has no current context: pass --kubeconfig-context NAME, or run `kubectl config use-context NAME`")
 	}
-	kctx := raw.Contexts[r.contextName]
+	kctx := raw.Contexts[s.contextName]
 	if kctx == nil {
 		names := make([]string, 0, len(raw.Contexts))
 		for n := range raw.Contexts {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return fail("", fmt.Sprintf("the kubeconfig has no context %q: pass --kubeconfig-context with one of %s", r.contextName, strings.Join(names, ", ")))
+		return fail("", fmt.Sprintf("the kubeconfig has no context %q: pass --kubeconfig-context with one of %s", s.contextName, strings.Join(names, ", ")))
 	}
 	if raw.Clusters[kctx.Cluster] == nil {
-		return fail("", fmt.Sprintf("context %q names the cluster %q, which the kubeconfig does not define: add it, or %s", r.contextName, kctx.Cluster, regenerate))
+		return fail("", fmt.Sprintf("context %q names the cluster %q, which the kubeconfig does not define: add it, or %s", s.contextName, kctx.Cluster, regenerate))
 	}
 	user := raw.AuthInfos[kctx.AuthInfo]
 	if user == nil {
-		return fail("", fmt.Sprintf("context %q names the user %q, which the kubeconfig does not define: add it, or %s", r.contextName, kctx.AuthInfo, regenerate))
+		return fail("", fmt.Sprintf("context %q names the user %q, which the kubeconfig does not define: add it, or %s", s.contextName, kctx.AuthInfo, regenerate))
 	}
-	r.user = user
-	r.namespace = kctx.Namespace
-	if r.namespace == "" {
-		r.namespace = "default"
+	s.user = user
+	s.namespace = kctx.Namespace
+	if s.namespace == "" {
+		s.namespace = "default"
 	}
 	// The cluster alone, without the user: an exec plugin or an auth
 	// provider would log in.
 	bare := raw.DeepCopy()
 	bare.AuthInfos[kctx.AuthInfo] = clientcmdapi.NewAuthInfo()
-	anon, err := clientcmd.NewNonInteractiveClientConfig(*bare, r.contextName, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	anon, err := clientcmd.NewNonInteractiveClientConfig(*bare, s.contextName, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("the cluster %q of context %q cannot be used (%v): fix its server and certificate-authority in the kubeconfig", kctx.Cluster, r.contextName, err))
+		return fail(err.Error(), fmt.Sprintf("the cluster %q of context %q cannot be used (%v): fix its server and certificate-authority in the kubeconfig", kctx.Cluster, s.contextName, err))
 	}
-	r.anon = rest.AnonymousClientConfig(anon)
-	r.anon.UserAgent = "pinniped-doctor"
+	s.anon = rest.AnonymousClientConfig(anon)
+	s.anon.UserAgent = "pinniped-doctor"
 	// Building the full config only reads it; nothing runs until a request.
-	cfg, err := r.load(r.contextName).ClientConfig()
+	cfg, err := s.load(s.contextName).ClientConfig()
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("kubectl cannot use context %q (%v): fix its user %q in the kubeconfig, or %s", r.contextName, err, kctx.AuthInfo, regenerate))
+		return fail(err.Error(), fmt.Sprintf("kubectl cannot use context %q (%v): fix its user %q in the kubeconfig, or %s", s.contextName, err, kctx.AuthInfo, regenerate))
 	}
 	if user.Exec != nil {
 		// What kubectl hands the plugin, and so what the cache key holds.
-		r.execCluster, err = kubeexec.ExecCluster(user.Exec, func() (*rest.Config, error) { return cfg, nil })
+		s.execCluster, err = kubeexec.ExecCluster(user.Exec, func() (*rest.Config, error) { return cfg, nil })
 		if err != nil {
-			return fail(err.Error(), fmt.Sprintf("kubectl cannot run the exec plugin of context %q (%v): fix the cluster's certificate-authority in the kubeconfig, or %s", r.contextName, err, regenerate))
+			return fail(err.Error(), fmt.Sprintf("kubectl cannot run the exec plugin of context %q (%v): fix the cluster's certificate-authority in the kubeconfig, or %s", s.contextName, err, regenerate))
 		}
 	}
 	if user.Exec == nil && user.AuthProvider == nil && (cfg.BearerToken != "" || cfg.BearerTokenFile != "" || len(cfg.CertData) > 0 || cfg.CertFile != "") {
-		r.full = rest.CopyConfig(cfg)
-		r.full.UserAgent = "pinniped-doctor"
-		r.secret(cfg.BearerToken, string(cfg.KeyData))
+		s.full = rest.CopyConfig(cfg)
+		s.full.UserAgent = "pinniped-doctor"
+		s.secret(cfg.BearerToken, string(cfg.KeyData))
 	}
-	return ok("cluster %q at %s, user %q", kctx.Cluster, r.anon.Host, kctx.AuthInfo)
+	return ok("cluster %q at %s, user %q", kctx.Cluster, s.anon.Host, kctx.AuthInfo)
 }
 
-func checkFront(_ context.Context, r *run) Result {
-	if r.user == nil {
+func checkFront(_ context.Context, s *execFacts) Result {
+	if s.user == nil {
 		return skip("needs the context (kubeconfig.context)")
 	}
-	e := r.user.Exec
+	e := s.user.Exec
 	if e == nil {
-		if r.full != nil {
+		if s.full != nil {
 			return fail("", "the context's user logs in with a token or certificate in the kubeconfig, not with pinniped: "+regenerate)
 		}
 		return fail("", "the context's user has no exec entry, so kubectl never runs pinniped: "+regenerate)
@@ -111,25 +112,25 @@ func checkFront(_ context.Context, r *run) Result {
 	if !handoff.IsFront(e.Command) {
 		return fail("", fmt.Sprintf("the context's user runs %q, not pinniped: %s", filepath.Base(e.Command), regenerate))
 	}
-	path, err := r.resolveCommand(e.Command)
+	path, err := s.resolveCommand(e.Command)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("kubectl cannot find %s (%v): install pinniped there, or fix the exec entry's command", e.Command, err))
 	}
-	r.front, r.frontOK = path, true
+	s.front, s.frontOK = path, true
 	return ok("%s", path)
 }
 
 // resolveCommand finds an exec command as kubectl does: an absolute path
 // as it is, one with a separator relative to the kubeconfig's directory
 // (client-go's loader rewrites those), a bare name on $PATH.
-func (r *run) resolveCommand(cmd string) (string, error) {
+func (s *execFacts) resolveCommand(cmd string) (string, error) {
 	path := cmd
 	switch {
 	case filepath.IsAbs(cmd):
 	case strings.ContainsRune(cmd, filepath.Separator):
-		path = filepath.Join(filepath.Dir(r.user.LocationOfOrigin), cmd)
+		path = filepath.Join(filepath.Dir(s.user.LocationOfOrigin), cmd)
 	default:
-		p, err := r.d.LookPath(cmd)
+		p, err := s.d.LookPath(cmd)
 		if err != nil {
 			return "", fmt.Errorf("not on $PATH: %w", err)
 		}
@@ -145,11 +146,11 @@ func (r *run) resolveCommand(cmd string) (string, error) {
 	return path, nil
 }
 
-func checkEngine(_ context.Context, r *run) Result {
-	if !r.frontOK {
+func checkEngine(_ context.Context, s *execFacts) Result {
+	if !s.frontOK {
 		return skip("needs pinniped (exec.front)")
 	}
-	front, engine := handoff.EngineBeside(r.front, r.d.GOOS)
+	front, engine := handoff.EngineBeside(s.front, s.d.GOOS)
 	if _, err := os.Stat(engine); err != nil {
 		fix := fmt.Sprintf("%s is missing: pinniped hands every command but a cached login to it, so install both binaries side by side from the same release archive", engine)
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -157,9 +158,9 @@ func checkEngine(_ context.Context, r *run) Result {
 		}
 		return fail(err.Error(), fix)
 	}
-	r.engine = engine
-	if front != r.front {
-		return ok("%s (beside %s, which %s links to)", engine, front, r.front)
+	s.engine = engine
+	if front != s.front {
+		return ok("%s (beside %s, which %s links to)", engine, front, s.front)
 	}
 	return ok("%s", engine)
 }
@@ -264,12 +265,12 @@ func same(a, b Build) (equal, told bool) {
 	return a.Version == b.Version, a.Version != "" && b.Version != ""
 }
 
-func checkVersions(_ context.Context, r *run) Result {
-	if r.engine == "" {
+func checkVersions(_ context.Context, s *execFacts) Result {
+	if s.engine == "" {
 		return skip("needs pinniped and pinniped-engine (exec.front, exec.engine)")
 	}
-	front, ferr := r.d.ReadBuild(r.front)
-	engine, eerr := r.d.ReadBuild(r.engine)
+	front, ferr := s.d.ReadBuild(s.front)
+	engine, eerr := s.d.ReadBuild(s.engine)
 	if ferr != nil || eerr != nil {
 		return warn(errors.Join(ferr, eerr).Error(), "could not tell which builds pinniped and pinniped-engine are (their build information is unreadable): reinstall both from one release archive if logins misbehave")
 	}
@@ -283,22 +284,22 @@ func checkVersions(_ context.Context, r *run) Result {
 		// (-buildvcs=false, a source tarball) say too little.
 		return skip("could not tell whether pinniped (%s) and pinniped-engine (%s) are the same build: they carry no version or commit", front, engine)
 	}
-	self, err := r.d.Self()
+	self, err := s.d.Self()
 	if err != nil {
 		return ok("pinniped and pinniped-engine: %s (this binary's build is unknown)", front)
 	}
 	if equal, told := same(front, self); told && !equal {
 		return warn(fmt.Sprintf("kubeconfig's pinniped: %s; this pinniped: %s", front, self),
-			fmt.Sprintf("the kubeconfig runs %s (%s), another build than this doctor (%s): run that one's doctor, or install one version everywhere", r.front, front, self))
+			fmt.Sprintf("the kubeconfig runs %s (%s), another build than this doctor (%s): run that one's doctor, or install one version everywhere", s.front, front, self))
 	}
 	return ok("pinniped and pinniped-engine: %s", front)
 }
 
-func checkArgs(_ context.Context, r *run) Result {
-	if r.user == nil || r.user.Exec == nil || !handoff.IsFront(r.user.Exec.Command) {
+func checkArgs(_ context.Context, s *execFacts) Result {
+	if s.user == nil || s.user.Exec == nil || !handoff.IsFront(s.user.Exec.Command) {
 		return skip("needs an exec entry running pinniped (exec.front)")
 	}
-	login, err := kubeexec.Parse(r.user.Exec, r.d.f.LookupEnv)
+	login, err := kubeexec.Parse(s.user.Exec, s.d.f.LookupEnv)
 	switch {
 	case errors.Is(err, kubeexec.ErrNotALogin):
 		return fail("", "the exec entry's arguments do not start with `login oidc` or `login static`: "+regenerate)
@@ -306,9 +307,9 @@ func checkArgs(_ context.Context, r *run) Result {
 		return fail(err.Error(), fmt.Sprintf("%v: fix them in the exec entry, or %s", err, regenerate))
 	}
 	if login.OIDC != nil {
-		r.secret(login.OIDC.ClientSecret, login.OIDC.Password)
+		s.secret(login.OIDC.ClientSecret, login.OIDC.Password)
 	} else {
-		r.secret(login.Static.Token)
+		s.secret(login.Static.Token)
 	}
 	// The login is recorded for the later checks only once it validates:
 	// a login refuses to run with a config Validate refuses, so probing
@@ -317,37 +318,136 @@ func checkArgs(_ context.Context, r *run) Result {
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 		return fail(msg, fmt.Sprintf("the login arguments are refused (%s): fix those flags in the exec entry, or %s", msg, regenerate))
 	}
-	r.login, r.oidc, r.static, r.mode, r.kind = login, login.OIDC, login.Static, login.CacheMode(), login.Kind()
+	s.login, s.oidc, s.static, s.mode, s.kind = login, login.OIDC, login.Static, login.CacheMode(), login.Kind()
 	if login.OIDC != nil {
-		r.conc = login.OIDC.Concierge
+		s.conc = login.OIDC.Concierge
 	} else {
-		r.conc = login.Static.Concierge
+		s.conc = login.Static.Concierge
 	}
-	return ok("%s", r.describeLogin())
+	return ok("%s", s.describeLogin())
 }
 
 // describeLogin says what the login does, in words that hold no secret.
-func (r *run) describeLogin() string {
+func (s *execFacts) describeLogin() string {
 	var b strings.Builder
-	if r.oidc != nil {
-		fmt.Fprintf(&b, "login oidc at %s as client %q", r.oidc.Issuer, r.oidc.ClientID)
-		if r.oidc.Upstream.Name != "" {
-			fmt.Fprintf(&b, " through the identity provider %q", r.oidc.Upstream.Name)
+	if s.oidc != nil {
+		fmt.Fprintf(&b, "login oidc at %s as client %q", s.oidc.Issuer, s.oidc.ClientID)
+		if s.oidc.Upstream.Name != "" {
+			fmt.Fprintf(&b, " through the identity provider %q", s.oidc.Upstream.Name)
 		}
-		if r.oidc.Flow != config.FlowAuto {
-			fmt.Fprintf(&b, ", flow %s", r.oidc.Flow)
+		if s.oidc.Flow != config.FlowAuto {
+			fmt.Fprintf(&b, ", flow %s", s.oidc.Flow)
 		}
 	} else {
 		b.WriteString("login static with a token")
-		if r.static.TokenEnv != "" {
-			fmt.Fprintf(&b, " from $%s", r.static.TokenEnv)
+		if s.static.TokenEnv != "" {
+			fmt.Fprintf(&b, " from $%s", s.static.TokenEnv)
 		} else {
 			b.WriteString(" written in the kubeconfig")
 		}
 	}
-	if c := r.conc; c != nil {
+	if c := s.conc; c != nil {
 		kind, _ := c.Kind()
 		fmt.Fprintf(&b, "; exchanged with the %s %q at %s (API group suffix %s)", kind, c.AuthenticatorName, c.Endpoint, c.Suffix())
 	}
 	return b.String()
+}
+
+// checkPluginPolicy: kubectl 1.35 refuses credential plugins that its
+// kuberc does not allow, with an error that names neither the file nor the
+// fix.
+func checkPluginPolicy(_ context.Context, s *execFacts) Result {
+	if !s.frontOK {
+		return skip("needs the pinniped binary (exec.front)")
+	}
+	path := s.kubercPath()
+	if path == "" {
+		return ok("kubectl reads no kuberc: every credential plugin may run")
+	}
+	raw, err := os.ReadFile(path) //nolint:gosec // kubectl's own preferences file
+	if errors.Is(err, fs.ErrNotExist) {
+		return ok("no %s: every credential plugin may run", path)
+	}
+	if err != nil {
+		return warn(err.Error(), fmt.Sprintf("kubectl could not read %s either: fix its permissions", path))
+	}
+	var pref kuberc
+	if err := yaml.Unmarshal(raw, &pref); err != nil {
+		return warn(err.Error(), fmt.Sprintf("%s does not parse, and kubectl refuses it too: fix it (kubectl kuberc view shows it)", path))
+	}
+	// name: is what every kubectl with a plugin policy reads (1.35 knows
+	// no other; 1.36 took command: as its new spelling and still reads it).
+	entry := "credentialPluginAllowlist:\n  - name: " + s.front
+	if pref.Allowlist != nil && pref.Policy != "Allowlist" {
+		// client-go's ValidatePluginPolicy: kubectl runs no plugin at all.
+		return fail(fmt.Sprintf("credentialPluginAllowlist without credentialPluginPolicy: Allowlist in %s", path),
+			fmt.Sprintf("kubectl refuses every credential plugin over this (\"misconfigured credential plugin allowlist\"): in %s set credentialPluginPolicy: Allowlist, and keep pinniped in the list:\n%s", path, entry))
+	}
+	switch pref.Policy {
+	case "", "AllowAll":
+		return ok("%s allows every credential plugin", path)
+	case "DenyAll":
+		return fail(fmt.Sprintf("credentialPluginPolicy: DenyAll in %s", path),
+			fmt.Sprintf("kubectl refuses every credential plugin, pinniped too: in %s set credentialPluginPolicy: Allowlist and add\n%s", path, entry))
+	case "Allowlist":
+	default:
+		return warn(fmt.Sprintf("credentialPluginPolicy: %q in %s", pref.Policy, path),
+			"kubectl knows AllowAll, DenyAll and Allowlist: fix the policy")
+	}
+	for i, a := range pref.Allowlist {
+		// kubectl 1.36's conversion refuses both spellings with different
+		// values, and client-go's validateAllowlist a path filepath.Clean
+		// would change. With the file named by $KUBERC kubectl then fails
+		// every command; with the default file it warns and reads none of
+		// it (every plugin may run, and the policy is lost).
+		if a.Name != "" && a.Command != "" && a.Name != a.Command {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s has both name: %s and command: %s", i+1, path, a.Name, a.Command),
+				fmt.Sprintf("kubectl 1.36 and later refuse the file over it (command: is name:'s new spelling), and kubectl 1.35 reads only the name: keep one, such as\n  - name: %s", s.front))
+		}
+		name := a.Command
+		if name == "" {
+			name = a.Name
+		}
+		if name == "" {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s names no plugin", i+1, path),
+				fmt.Sprintf("kubectl refuses every credential plugin over it (\"empty allowlist entry\"): remove it, or write\n  - name: %s", s.front))
+		}
+		if filepath.Clean(name) != name {
+			return fail(fmt.Sprintf("entry %d of credentialPluginAllowlist in %s is not a clean path: %s", i+1, path, name),
+				fmt.Sprintf("kubectl refuses the whole allowlist over it (\"non-normalized file path\"): write it as %s", filepath.Clean(name)))
+		}
+	}
+	// kubectl 1.35 reads only name: an entry without one is an empty entry
+	// there, and client-go then refuses the whole list, pinniped's entry
+	// too.
+	commandOnly := 0
+	for i, a := range pref.Allowlist {
+		if a.Name == "" && commandOnly == 0 {
+			commandOnly = i + 1
+		}
+	}
+	for _, a := range pref.Allowlist {
+		name := a.Command
+		if name == "" {
+			name = a.Name
+		}
+		allowed := ""
+		if name == s.front {
+			allowed = name
+		} else if !strings.ContainsRune(name, filepath.Separator) {
+			if p, err := s.d.LookPath(name); err == nil && p == s.front {
+				allowed = name + ", found at " + p
+			}
+		}
+		if allowed == "" {
+			continue
+		}
+		if commandOnly != 0 {
+			return warn(fmt.Sprintf("allowed by %s (%s), but kubectl 1.35 refuses the whole list: entry %d has no name:", path, allowed, commandOnly),
+				fmt.Sprintf("for kubectl 1.35 too, spell every entry name: (1.36 and later read it as well), such as\n  - name: %s", s.front))
+		}
+		return ok("allowed by %s (%s)", path, allowed)
+	}
+	return fail(fmt.Sprintf("%s allows only the credential plugins it lists, and not %s", path, s.front),
+		fmt.Sprintf("kubectl refuses pinniped (\"plugin ... not permitted by the credential plugin allowlist\"): add this entry to credentialPluginAllowlist in %s\n  - name: %s", path, s.front))
 }

@@ -35,37 +35,37 @@ type issuerProbe struct {
 	plain bool
 }
 
-func noIssuer(r *run) string {
-	if r.static != nil {
+func noIssuer(s *issuerFacts) string {
+	if s.static != nil {
 		return "static-token logins have no OIDC issuer"
 	}
 	return needsArgs
 }
 
-func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
-	if r.issuer != nil {
-		return r.issuer
+func (s *issuerFacts) probeIssuer(ctx context.Context) *issuerProbe {
+	if s.issuer != nil {
+		return s.issuer
 	}
 	p := &issuerProbe{}
-	r.issuer = p
-	p.client, p.err = r.d.f.HTTPClient(r.oidc.CABundle, 0)
+	s.issuer = p
+	p.client, p.err = s.d.f.HTTPClient(s.oidc.CABundle, 0)
 	if p.err != nil {
 		return p
 	}
 	// A login sends codes and tokens there: never over plain http, and
 	// never reported trusted without a certificate.
-	if err := httpsurl.Check("the issuer", r.oidc.Issuer); err != nil {
+	if err := httpsurl.Check("the issuer", s.oidc.Issuer); err != nil {
 		p.err, p.plain = err, true
 		return p
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.oidc.Issuer, "/")+"/.well-known/openid-configuration", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(s.oidc.Issuer, "/")+"/.well-known/openid-configuration", nil)
 	if err != nil {
 		p.err = err
 		return p
 	}
-	before := r.d.f.Now()
+	before := s.d.f.Now()
 	resp, err := p.client.Do(req)
-	after := r.d.f.Now()
+	after := s.d.f.Now()
 	if err != nil {
 		// The client refuses a redirect to http (its error wraps
 		// ErrNotHTTPS): the issuer is not served over https either way.
@@ -82,8 +82,8 @@ func (r *run) probeIssuer(ctx context.Context) *issuerProbe {
 	}
 	p.leaf = resp.TLS.PeerCertificates[0]
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		s := skewOf(d, before, after)
-		p.skew = &s
+		sk := skewOf(d, before, after)
+		p.skew = &sk
 	}
 	return p
 }
@@ -108,39 +108,39 @@ func notTLS(err error) bool {
 	return errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
-func (r *run) trustFix() string {
+func (s *issuerFacts) trustFix() string {
 	fix := "pass the issuer's CA with --oidc-ca-bundle to `pinniped get kubeconfig` (it becomes --ca-bundle-data in the exec entry)"
-	if c := r.conc; c != nil && strings.EqualFold(c.AuthenticatorType, "jwt") {
+	if c := s.conc; c != nil && strings.EqualFold(c.AuthenticatorType, "jwt") {
 		fix += fmt.Sprintf(", and trust it in spec.tls of the JWTAuthenticator %q", c.AuthenticatorName)
 	}
 	return fix
 }
 
-func checkIssuerTLS(ctx context.Context, r *run) Result {
-	if r.oidc == nil {
-		return skip("%s", noIssuer(r))
+func checkIssuerTLS(ctx context.Context, s *issuerFacts) Result {
+	if s.oidc == nil {
+		return skip("%s", noIssuer(s))
 	}
-	p := r.probeIssuer(ctx)
+	p := s.probeIssuer(ctx)
 	if p.client == nil {
-		return fail(p.err.Error(), fmt.Sprintf("the issuer's CA bundle is unusable (%v): %s", p.err, r.trustFix()))
+		return fail(p.err.Error(), fmt.Sprintf("the issuer's CA bundle is unusable (%v): %s", p.err, s.trustFix()))
 	}
 	if p.err != nil {
 		switch {
 		case p.plain:
-			return fail(p.err.Error(), fmt.Sprintf("the issuer %s is not served over https (%v): fix --issuer in the exec entry to its https URL, or %s", r.oidc.Issuer, p.err, regenerate))
+			return fail(p.err.Error(), fmt.Sprintf("the issuer %s is not served over https (%v): fix --issuer in the exec entry to its https URL, or %s", s.oidc.Issuer, p.err, regenerate))
 		case notTLS(p.err):
-			return fail(p.err.Error(), fmt.Sprintf("the issuer %s does not speak TLS at that address (%v): check the issuer URL's port, or tell the provider's administrator", r.oidc.Issuer, p.err))
+			return fail(p.err.Error(), fmt.Sprintf("the issuer %s does not speak TLS at that address (%v): check the issuer URL's port, or tell the provider's administrator", s.oidc.Issuer, p.err))
 		}
 		if isTLSTrust(p.err) {
-			return fail(p.err.Error(), fmt.Sprintf("the issuer's TLS certificate is not trusted (%v): %s", p.err, r.trustFix()))
+			return fail(p.err.Error(), fmt.Sprintf("the issuer's TLS certificate is not trusted (%v): %s", p.err, s.trustFix()))
 		}
-		return fail(p.err.Error(), fmt.Sprintf("the issuer %s is unreachable from here (%v): check the issuer URL, DNS, the network and any HTTPS_PROXY", r.oidc.Issuer, p.err))
+		return fail(p.err.Error(), fmt.Sprintf("the issuer %s is unreachable from here (%v): check the issuer URL, DNS, the network and any HTTPS_PROXY", s.oidc.Issuer, p.err))
 	}
 	from := "this machine's trusted CAs"
-	if len(r.oidc.CABundle) > 0 {
+	if len(s.oidc.CABundle) > 0 {
 		from = "the kubeconfig's CA bundle"
 	}
-	left := p.leaf.NotAfter.Sub(r.d.f.Now())
+	left := p.leaf.NotAfter.Sub(s.d.f.Now())
 	detail := fmt.Sprintf("trusted through %s; its certificate is valid until %s", from, p.leaf.NotAfter.UTC().Format(time.RFC3339))
 	if left < certWarning {
 		return warn(detail, fmt.Sprintf("the issuer's certificate expires in %s: tell the provider's administrator to renew it", left.Round(time.Minute)))
@@ -148,26 +148,26 @@ func checkIssuerTLS(ctx context.Context, r *run) Result {
 	return ok("%s", detail)
 }
 
-func (r *run) needsDiscovery(ctx context.Context) (string, bool) {
-	if r.oidc == nil {
-		return noIssuer(r), false
+func (s *issuerFacts) needsDiscovery(ctx context.Context) (string, bool) {
+	if s.oidc == nil {
+		return noIssuer(s), false
 	}
-	if p := r.probeIssuer(ctx); p.client == nil || p.err != nil {
+	if p := s.probeIssuer(ctx); p.client == nil || p.err != nil {
 		return "the issuer is unreachable or untrusted (issuer.tls)", false
 	}
 	return "", true
 }
 
-func checkDiscovery(ctx context.Context, r *run) Result {
-	if why, can := r.needsDiscovery(ctx); !can {
+func checkDiscovery(ctx context.Context, s *issuerFacts) Result {
+	if why, can := s.needsDiscovery(ctx); !can {
 		return skip("%s", why)
 	}
-	doc, err := discovery.Fetch(ctx, r.issuer.client, r.oidc.Issuer)
+	doc, err := discovery.Fetch(ctx, s.issuer.client, s.oidc.Issuer)
 	if err != nil {
 		// Fetch's errors say what to do already.
 		return fail(err.Error(), err.Error())
 	}
-	r.doc = doc
+	s.doc = doc
 	detail := fmt.Sprintf("%s publishes its endpoints", doc.Issuer)
 	if doc.IsSupervisor() {
 		detail += " (a Pinniped Supervisor)"
@@ -175,21 +175,21 @@ func checkDiscovery(ctx context.Context, r *run) Result {
 	return ok("%s", detail)
 }
 
-func checkJWKS(ctx context.Context, r *run) Result {
-	if r.doc == nil {
+func checkJWKS(ctx context.Context, s *issuerFacts) Result {
+	if s.doc == nil {
 		return skip("needs the discovery document (issuer.discovery)")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.doc.JWKSURI, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.doc.JWKSURI, nil)
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("the issuer's jwks_uri %q is not a URL: tell the provider's administrator", r.doc.JWKSURI))
+		return fail(err.Error(), fmt.Sprintf("the issuer's jwks_uri %q is not a URL: tell the provider's administrator", s.doc.JWKSURI))
 	}
-	resp, err := r.issuer.client.Do(req)
+	resp, err := s.issuer.client.Do(req)
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s cannot be fetched (%v): check the network, or tell the provider's administrator", r.doc.JWKSURI, err))
+		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s cannot be fetched (%v): check the network, or tell the provider's administrator", s.doc.JWKSURI, err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return fail(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("the issuer's keys at %s answer HTTP %d: tell the provider's administrator", r.doc.JWKSURI, resp.StatusCode))
+		return fail(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("the issuer's keys at %s answer HTTP %d: tell the provider's administrator", s.doc.JWKSURI, resp.StatusCode))
 	}
 	var set struct {
 		Keys []struct {
@@ -199,7 +199,7 @@ func checkJWKS(ctx context.Context, r *run) Result {
 		} `json:"keys"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s are not a JSON Web Key Set (%v): tell the provider's administrator", r.doc.JWKSURI, err))
+		return fail(err.Error(), fmt.Sprintf("the issuer's keys at %s are not a JSON Web Key Set (%v): tell the provider's administrator", s.doc.JWKSURI, err))
 	}
 	var kinds []string
 	for _, k := range set.Keys {
@@ -209,7 +209,7 @@ func checkJWKS(ctx context.Context, r *run) Result {
 		kinds = append(kinds, strings.TrimSpace(k.Kty+" "+k.Alg))
 	}
 	if len(kinds) == 0 {
-		return fail("no signing keys", fmt.Sprintf("the issuer publishes no signing key at %s, so no token from it can be verified: tell the provider's administrator", r.doc.JWKSURI))
+		return fail("no signing keys", fmt.Sprintf("the issuer publishes no signing key at %s, so no token from it can be verified: tell the provider's administrator", s.doc.JWKSURI))
 	}
 	noun := "signing keys"
 	if len(kinds) == 1 {
@@ -218,14 +218,14 @@ func checkJWKS(ctx context.Context, r *run) Result {
 	return ok("%d %s (%s)", len(kinds), noun, strings.Join(kinds, ", "))
 }
 
-func checkClient(ctx context.Context, r *run) Result {
-	if r.doc == nil {
+func checkClient(ctx context.Context, s *issuerFacts) Result {
+	if s.doc == nil {
 		return skip("needs the discovery document (issuer.discovery)")
 	}
-	c := r.oidc
+	c := s.oidc
 	switch {
 	case c.Flow == config.FlowDevice:
-		if r.doc.DeviceAuthorizationEndpoint == "" {
+		if s.doc.DeviceAuthorizationEndpoint == "" {
 			return fail("no device_authorization_endpoint", "the issuer offers no device flow (its discovery lists no https device_authorization_endpoint): drop --flow=device from the exec entry")
 		}
 		return ok("the issuer offers the device flow (not tried: that would start a login)")
@@ -237,7 +237,7 @@ func checkClient(ctx context.Context, r *run) Result {
 		return skip("no loopback port to name in the redirect URI: %v", err)
 	}
 	// The very request a browser login would send, from the same builder.
-	authorize, err := oidclogin.New(ctx, c, r.issuer.client, r.doc, r.d.f.Now).NewAuthorizeRequest(redirect, c.Upstream)
+	authorize, err := oidclogin.New(ctx, c, s.issuer.client, s.doc, s.d.f.Now).NewAuthorizeRequest(redirect, c.Upstream)
 	if err != nil {
 		return fail(err.Error(), "no authorize request could be made on this machine: run doctor again")
 	}
@@ -247,11 +247,11 @@ func checkClient(ctx context.Context, r *run) Result {
 	}
 	// Not followed: the provider's first answer says whether it takes the
 	// request; following it would lead to a login page.
-	client := *r.issuer.client
+	client := *s.issuer.client
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(req)
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("the authorization endpoint %s does not answer (%v): check the network, or tell the provider's administrator", r.doc.AuthorizationEndpoint, err))
+		return fail(err.Error(), fmt.Sprintf("the authorization endpoint %s does not answer (%v): check the network, or tell the provider's administrator", s.doc.AuthorizationEndpoint, err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	refused := fmt.Sprintf("the provider refused client id %q or the redirect URI %s (HTTP %d)", c.ClientID, redirect, resp.StatusCode)
@@ -297,18 +297,18 @@ func redirectURI(ctx context.Context, port int, noListener bool) (string, error)
 	return "http://127.0.0.1:" + strconv.Itoa(port) + "/callback", nil
 }
 
-func checkUpstream(ctx context.Context, r *run) Result {
-	if r.doc == nil {
+func checkUpstream(ctx context.Context, s *issuerFacts) Result {
+	if s.doc == nil {
 		return skip("needs the discovery document (issuer.discovery)")
 	}
-	up := r.oidc.Upstream
-	if !r.doc.IsSupervisor() {
+	up := s.oidc.Upstream
+	if !s.doc.IsSupervisor() {
 		if up.Name != "" {
 			return fail("not a Supervisor", fmt.Sprintf("--upstream-identity-provider-name %q is set, but the issuer is not a Pinniped Supervisor: drop the flag from the exec entry, or fix --issuer", up.Name))
 		}
 		return skip("the issuer is not a Pinniped Supervisor")
 	}
-	list, err := r.doc.IdentityProviders(ctx, r.issuer.client)
+	list, err := s.doc.IdentityProviders(ctx, s.issuer.client)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the Supervisor's identity providers cannot be listed (%v): tell the Supervisor's administrator", err))
 	}
@@ -329,4 +329,39 @@ func checkUpstream(ctx context.Context, r *run) Result {
 		return fail(list.String(), fmt.Sprintf("the Supervisor has no identity provider %q of type %s (it lists %s): fix --upstream-identity-provider-name/-type in the exec entry", up.Name, typ, list))
 	}
 	return ok("the Supervisor lists %q (%s)", up.Name, typ)
+}
+
+func checkClockIssuer(ctx context.Context, s *issuerFacts) Result {
+	if s.oidc == nil {
+		return skip("%s", noIssuer(s))
+	}
+	p := s.probeIssuer(ctx)
+	if p.err != nil || p.skew == nil {
+		return skip("the issuer gave no time (issuer.tls)")
+	}
+	sk := *p.skew
+	detail := "the issuer's clock is " + describeSkew(sk, "this machine's")
+	status, fix := judgeSkew(sk), ""
+	// When the cluster's clock agrees with this machine's, the issuer's is
+	// the odd one out: blame it, not the user's.
+	mine := s.clusterSkew == nil || judgeSkew(*s.clusterSkew) != OK
+	switch {
+	case status == Fail && mine:
+		fix = fmt.Sprintf("%s, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", detail, failSkew)
+	case status == Fail:
+		fix = fmt.Sprintf("%s (and the cluster's agrees with this machine's), beyond the %s tokens allow: ask the provider's administrator to fix the issuer's clock (NTP)", detail, failSkew)
+	case status == Warn && mine:
+		fix = detail + ": set this machine's clock (NTP)"
+	case status == Warn:
+		fix = detail + " (and the cluster's agrees with this machine's): ask the provider's administrator to fix the issuer's clock (NTP)"
+	}
+	if s.clusterSkew != nil {
+		// What the cluster sees: tokens stamped by the issuer, checked on the cluster's clock.
+		vs := sk - *s.clusterSkew
+		detail += ", and " + describeSkew(vs, "the cluster's")
+		if st, f := judgeClusterSkew(vs, s.conc); st == Fail || (st == Warn && status != Fail) {
+			status, fix = st, f
+		}
+	}
+	return Result{Status: status, Detail: detail, Fix: fix}
 }

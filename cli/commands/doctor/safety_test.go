@@ -39,13 +39,14 @@ func TestIssuerWithoutTLS(t *testing.T) {
 	want(t, r, "exec.args", Fail, "must be an https URL")
 	want(t, r, "issuer.tls", Skip, "validate (exec.args)")
 	// Were it let through, the probe itself refuses it before any request.
-	run := &run{d: &Doctor{f: &cmdutil.Factory{Now: time.Now, HTTPClient: func([]byte, time.Duration) (*http.Client, error) { return http.DefaultClient, nil }}},
-		oidc: &config.OIDC{Issuer: plain.URL}}
-	if res := checkIssuerTLS(t.Context(), run); res.Status != Fail || !strings.Contains(res.Fix, "not served over https") {
+	walk := &run{d: &Doctor{f: &cmdutil.Factory{Now: time.Now, HTTPClient: func([]byte, time.Duration) (*http.Client, error) { return http.DefaultClient, nil }}}}
+	facts := &issuerFacts{clusterFacts: &clusterFacts{cacheFacts: &cacheFacts{execFacts: &execFacts{
+		contextFacts: &contextFacts{run: walk}, oidc: &config.OIDC{Issuer: plain.URL}}}}}
+	if res := checkIssuerTLS(t.Context(), facts); res.Status != Fail || !strings.Contains(res.Fix, "not served over https") {
 		t.Errorf("a plain-http issuer: %+v", res)
 	}
-	if run.issuer.status != 0 {
-		t.Errorf("the plain-http issuer was asked (HTTP %d)", run.issuer.status)
+	if facts.issuer.status != 0 {
+		t.Errorf("the plain-http issuer was asked (HTTP %d)", facts.issuer.status)
 	}
 
 	b = newBed(t)

@@ -17,23 +17,23 @@ import (
 	"github.com/pinniped-kit/pinniped/cli/login/agentclient"
 )
 
-func (r *run) youClient() (dynamic.Interface, string, bool) {
-	dyn, why := r.kube()
+func (s *agentFacts) youClient() (dynamic.Interface, string, bool) {
+	dyn, why := s.kube()
 	return dyn, why, dyn != nil
 }
 
-func checkIdentity(ctx context.Context, r *run) Result {
-	dyn, why, can := r.youClient()
+func checkIdentity(ctx context.Context, s *agentFacts) Result {
+	dyn, why, can := s.youClient()
 	if !can {
 		return skip("%s", why)
 	}
-	suffix := groupsuffix.OrDefault(r.d.APIGroupSuffix)
-	if r.conc != nil {
-		suffix = r.conc.Suffix()
+	suffix := groupsuffix.OrDefault(s.d.APIGroupSuffix)
+	if s.conc != nil {
+		suffix = s.conc.Suffix()
 	}
 	res, err := agentclient.WhoAmI(ctx, dyn, suffix)
 	if err != nil {
-		if res, done := r.refused(err, "who you are"); done {
+		if res, done := s.refused(err, "who you are"); done {
 			return res
 		}
 		return fail(err.Error(), fmt.Sprintf("the cluster did not say who you are (%v): try `pinniped whoami`, or ask your administrator", err))
@@ -54,15 +54,15 @@ var probes = []struct{ verb, group, resource string }{
 	{"list", "", "pods"}, {"create", "", "pods"}, {"list", "apps", "deployments"}, {"list", "", "secrets"}, {"list", "", "namespaces"},
 }
 
-func checkPermissions(ctx context.Context, r *run) Result {
-	dyn, why, can := r.youClient()
+func checkPermissions(ctx context.Context, s *agentFacts) Result {
+	dyn, why, can := s.youClient()
 	if !can {
 		return skip("%s", why)
 	}
-	obj := map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": map[string]any{"namespace": r.namespace}}
+	obj := map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": map[string]any{"namespace": s.namespace}}
 	u, err := dyn.Resource(rulesReviewGVR).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if err != nil {
-		if res, done := r.refused(err, "your own permissions (SelfSubjectRulesReview)"); done {
+		if res, done := s.refused(err, "your own permissions (SelfSubjectRulesReview)"); done {
 			return res
 		}
 		return fail(err.Error(), fmt.Sprintf("the cluster did not list your permissions (%v): try `kubectl auth can-i --list`", err))
@@ -71,14 +71,14 @@ func checkPermissions(ctx context.Context, r *run) Result {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &review); err != nil {
 		return fail(err.Error(), fmt.Sprintf("the SelfSubjectRulesReview answer is unreadable (%v): try `kubectl auth can-i --list`", err))
 	}
-	summary, useful := summarise(r.namespace, review.Status)
+	summary, useful := summarise(s.namespace, review.Status)
 	if !useful && review.Status.Incomplete {
 		// Webhook authorizers cannot list rules: an empty list then says
 		// nothing about what they allow.
 		return ok("%s; the cluster's authorizer cannot list rules, so what is listed is a lower bound (try `kubectl auth can-i VERB RESOURCE`)", summary)
 	}
 	if !useful {
-		return warn(summary, fmt.Sprintf("you may not read anything in namespace %s (only review your own access): ask your administrator for a RoleBinding there", r.namespace))
+		return warn(summary, fmt.Sprintf("you may not read anything in namespace %s (only review your own access): ask your administrator for a RoleBinding there", s.namespace))
 	}
 	return ok("%s", summary)
 }

@@ -26,75 +26,75 @@ var (
 	failSkew = tokentimes.CLISkew
 )
 
-func checkClusterAPI(ctx context.Context, r *run) Result {
-	if r.anon == nil {
+func checkClusterAPI(ctx context.Context, s *clusterFacts) Result {
+	if s.anon == nil {
 		return skip("needs the context (kubeconfig.context)")
 	}
-	u, err := serverURL(r.anon)
+	u, err := serverURL(s.anon)
 	if err != nil {
-		r.clusterUnsafe = "the cluster's server is not a URL, so no credential is sent to it (cluster.api)"
-		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL (%v): fix it in the kubeconfig", r.anon.Host, err))
+		s.clusterUnsafe = "the cluster's server is not a URL, so no credential is sent to it (cluster.api)"
+		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL (%v): fix it in the kubeconfig", s.anon.Host, err))
 	}
 	if !strings.EqualFold(u.Scheme, "https") {
 		// Not even asked: nothing is to be learnt from a clear-text answer.
 		// A server without a scheme and without a CA is http to client-go.
-		r.clusterUnsafe = "the cluster's server is plain http, so no credential is sent to it (cluster.api)"
-		return fail("http: "+r.anon.Host, fmt.Sprintf("the cluster's server %s is plain http (client-go reaches it as %s://%s), so kubectl sends your credential in clear text: set its https address and certificate-authority-data in the kubeconfig, or %s", r.anon.Host, u.Scheme, u.Host, regenerate))
+		s.clusterUnsafe = "the cluster's server is plain http, so no credential is sent to it (cluster.api)"
+		return fail("http: "+s.anon.Host, fmt.Sprintf("the cluster's server %s is plain http (client-go reaches it as %s://%s), so kubectl sends your credential in clear text: set its https address and certificate-authority-data in the kubeconfig, or %s", s.anon.Host, u.Scheme, u.Host, regenerate))
 	}
-	if r.anon.Insecure {
+	if s.anon.Insecure {
 		// Asked anonymously all the same: whether it answers is still news.
-		r.clusterUnsafe = "the kubeconfig turns off certificate checks for this cluster, so no credential is sent to it (cluster.api)"
+		s.clusterUnsafe = "the kubeconfig turns off certificate checks for this cluster, so no credential is sent to it (cluster.api)"
 	}
-	client, err := rest.HTTPClientFor(r.anon)
+	client, err := rest.HTTPClientFor(s.anon)
 	if err != nil {
 		return fail(err.Error(), fmt.Sprintf("the kubeconfig's cluster settings are unusable (%v): fix the cluster's server and certificate-authority", err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(u.String(), "/")+"/version", nil)
 	if err != nil {
-		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL: fix it in the kubeconfig", r.anon.Host))
+		return fail(err.Error(), fmt.Sprintf("the cluster's server %q is not a URL: fix it in the kubeconfig", s.anon.Host))
 	}
-	before := r.d.f.Now()
+	before := s.d.f.Now()
 	resp, err := client.Do(req)
-	after := r.d.f.Now()
+	after := s.d.f.Now()
 	if err != nil {
 		// Every later check that asks the cluster would wait out its
 		// timeout on the same cause.
-		r.clusterDown = true
+		s.clusterDown = true
 		if notTLS(err) {
-			return fail(err.Error(), fmt.Sprintf("the API server at %s does not speak TLS at that address (%v): fix the cluster's server (its https port) in the kubeconfig, or %s", r.anon.Host, err, regenerate))
+			return fail(err.Error(), fmt.Sprintf("the API server at %s does not speak TLS at that address (%v): fix the cluster's server (its https port) in the kubeconfig, or %s", s.anon.Host, err, regenerate))
 		}
 		if isTLSTrust(err) {
-			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", r.anon.Host, err, regenerate))
+			return fail(err.Error(), fmt.Sprintf("the API server at %s presents a certificate the kubeconfig does not trust (%v): fix the cluster's certificate-authority-data, or %s", s.anon.Host, err, regenerate))
 		}
-		r.clusterSilent = true
-		if r.conc != nil && sameServer(r.conc.Endpoint, r.anon.Host) {
+		s.clusterSilent = true
+		if s.conc != nil && sameServer(s.conc.Endpoint, s.anon.Host) {
 			// The exec entry cannot say whether this server is the API
 			// server or the agent's impersonation proxy (managed clusters):
 			// if the latter, its silence is the agent's.
-			return fail(err.Error(), fmt.Sprintf("the cluster's server %s does not answer (%v): check the server address, the network and any proxy; if it is the agent's impersonation proxy (on managed clusters), the agent may be down: ask your administrator to check its pods (`pinniped doctor --admin-kubeconfig=THEIRS` shows its APIServices)", r.anon.Host, err))
+			return fail(err.Error(), fmt.Sprintf("the cluster's server %s does not answer (%v): check the server address, the network and any proxy; if it is the agent's impersonation proxy (on managed clusters), the agent may be down: ask your administrator to check its pods (`pinniped doctor --admin-kubeconfig=THEIRS` shows its APIServices)", s.anon.Host, err))
 		}
-		return fail(err.Error(), fmt.Sprintf("the API server at %s does not answer (%v): check the server address, the network and any proxy", r.anon.Host, err))
+		return fail(err.Error(), fmt.Sprintf("the API server at %s does not answer (%v): check the server address, the network and any proxy", s.anon.Host, err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		s := skewOf(d, before, after)
-		r.clusterSkew = &s
+		sk := skewOf(d, before, after)
+		s.clusterSkew = &sk
 	}
 	var v struct {
 		GitVersion string `json:"gitVersion"`
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
-	if r.anon.Insecure {
-		return warn(fmt.Sprintf("insecure-skip-tls-verify; HTTP %d", resp.StatusCode), fmt.Sprintf("the kubeconfig turns off certificate checks for %s (insecure-skip-tls-verify), so anyone on the way can take the credential kubectl sends: set the cluster's certificate-authority-data instead, or %s", r.anon.Host, regenerate))
+	if s.anon.Insecure {
+		return warn(fmt.Sprintf("insecure-skip-tls-verify; HTTP %d", resp.StatusCode), fmt.Sprintf("the kubeconfig turns off certificate checks for %s (insecure-skip-tls-verify), so anyone on the way can take the credential kubectl sends: set the cluster's certificate-authority-data instead, or %s", s.anon.Host, regenerate))
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK && v.GitVersion != "":
-		return ok("Kubernetes %s at %s", v.GitVersion, r.anon.Host)
+		return ok("Kubernetes %s at %s", v.GitVersion, s.anon.Host)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// Some clusters answer nothing anonymously; it still answered.
-		return ok("%s answers (HTTP %d to an anonymous request)", r.anon.Host, resp.StatusCode)
+		return ok("%s answers (HTTP %d to an anonymous request)", s.anon.Host, resp.StatusCode)
 	}
-	return warn(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("%s answered GET /version with HTTP %d, which a Kubernetes API server does not: check the kubeconfig's server address", r.anon.Host, resp.StatusCode))
+	return warn(fmt.Sprintf("HTTP %d", resp.StatusCode), fmt.Sprintf("%s answered GET /version with HTTP %d, which a Kubernetes API server does not: check the kubeconfig's server address", s.anon.Host, resp.StatusCode))
 }
 
 // skewOf is how far a server whose Date header said d is ahead of this
@@ -126,54 +126,19 @@ func judgeSkew(s time.Duration) Status {
 	return OK
 }
 
-func checkClockCluster(_ context.Context, r *run) Result {
-	if r.clusterSkew == nil {
+func checkClockCluster(_ context.Context, s *clusterFacts) Result {
+	if s.clusterSkew == nil {
 		return skip("the API server gave no time (cluster.api)")
 	}
-	s := *r.clusterSkew
-	detail := "the cluster's clock is " + describeSkew(s, "this machine's")
-	switch judgeSkew(s) {
+	sk := *s.clusterSkew
+	detail := "the cluster's clock is " + describeSkew(sk, "this machine's")
+	switch judgeSkew(sk) {
 	case Fail:
 		return fail(detail, fmt.Sprintf("%s, beyond the %s that credentials allow: set this machine's clock (NTP), or ask your administrator to fix the nodes'", detail, failSkew))
 	case Warn:
 		return warn(detail, fmt.Sprintf("%s, more than the %s margin kept before a credential expires: set this machine's clock (NTP)", detail, warnSkew))
 	}
 	return ok("%s", detail)
-}
-
-func checkClockIssuer(ctx context.Context, r *run) Result {
-	if r.oidc == nil {
-		return skip("%s", noIssuer(r))
-	}
-	p := r.probeIssuer(ctx)
-	if p.err != nil || p.skew == nil {
-		return skip("the issuer gave no time (issuer.tls)")
-	}
-	s := *p.skew
-	detail := "the issuer's clock is " + describeSkew(s, "this machine's")
-	status, fix := judgeSkew(s), ""
-	// When the cluster's clock agrees with this machine's, the issuer's is
-	// the odd one out: blame it, not the user's.
-	mine := r.clusterSkew == nil || judgeSkew(*r.clusterSkew) != OK
-	switch {
-	case status == Fail && mine:
-		fix = fmt.Sprintf("%s, beyond the %s tokens allow: set this machine's clock (NTP), or ask the provider's administrator", detail, failSkew)
-	case status == Fail:
-		fix = fmt.Sprintf("%s (and the cluster's agrees with this machine's), beyond the %s tokens allow: ask the provider's administrator to fix the issuer's clock (NTP)", detail, failSkew)
-	case status == Warn && mine:
-		fix = detail + ": set this machine's clock (NTP)"
-	case status == Warn:
-		fix = detail + " (and the cluster's agrees with this machine's): ask the provider's administrator to fix the issuer's clock (NTP)"
-	}
-	if r.clusterSkew != nil {
-		// What the cluster sees: tokens stamped by the issuer, checked on the cluster's clock.
-		vs := s - *r.clusterSkew
-		detail += ", and " + describeSkew(vs, "the cluster's")
-		if st, f := judgeClusterSkew(vs, r.conc); st == Fail || (st == Warn && status != Fail) {
-			status, fix = st, f
-		}
-	}
-	return Result{Status: status, Detail: detail, Fix: fix}
 }
 
 // judgeClusterSkew judges an issuer's clock vs ahead of the cluster's
