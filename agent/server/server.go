@@ -193,7 +193,7 @@ func (a *agent) build() error {
 		a.sources, a.csr, o.CertTTL, a.log.With("strategy", "KubeClusterSigningCertificate"), a.kickStatus)
 	a.metrics = metrics.New(a.log.With("logger", "audit"), o.LogIdentities)
 	a.metrics.ProxyAudit = o.ProxyAudit
-	a.authn = &authenticators.Controller{Dynamic: a.dyn, Kube: a.kube, Namespace: o.Namespace, Registry: a.registry,
+	a.authn = &authenticators.Controller{Now: time.Now, Dynamic: a.dyn, Kube: a.kube, Namespace: o.Namespace, Registry: a.registry,
 		IsLeader: a.leading.Load, Log: a.log.With("controller", "authenticators"), GroupSuffix: o.GroupSuffix}
 	return nil
 }
@@ -285,7 +285,7 @@ func (a *agent) aggregatedAPI(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler := &exchange.Handler{Authenticators: a.registry, Credentials: a.sources, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
+	handler := &exchange.Handler{Now: time.Now, Authenticators: a.registry, Credentials: a.sources, Log: a.log.With("logger", "exchange"), Observe: a.metrics.Observe,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	return &http.Server{
 		Addr:    o.ListenAddress,
@@ -321,7 +321,7 @@ func (a *agent) proxyAndLeader(ctx context.Context) error {
 	proxyController := proxy.Leader(map[string]string{"app.kubernetes.io/part-of": "pinniped"},
 		map[string]string{"app.kubernetes.io/name": objectnames.Agent})
 
-	ci := &credentialissuer.Controller{Dynamic: a.dyn, Kube: a.kube, Rest: a.restConfig, Name: o.CredentialIssuerName, Trigger: a.statusTrigger,
+	ci := &credentialissuer.Controller{Now: time.Now, Dynamic: a.dyn, Kube: a.kube, Rest: a.restConfig, Name: o.CredentialIssuerName, Trigger: a.statusTrigger,
 		GroupSuffix:       o.GroupSuffix,
 		AnonymousExchange: credentialissuer.AnonymousExchangeCheck(a.restConfig, o.GroupSuffix),
 		Log:               a.log.With("controller", "credentialissuer"),

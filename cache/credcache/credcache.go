@@ -56,8 +56,9 @@ type indexEntry struct {
 // Cache reads and writes credentials.
 type Cache struct {
 	Store cache.Store
-	Now   func() time.Time
-	Skew  time.Duration
+	// Now is the clock, required (time.Now but in tests).
+	Now  func() time.Time
+	Skew time.Duration
 	// LockDir holds the lock that serialises index updates across
 	// processes (kubectl runs many at once); without it, only this
 	// process's own updates are serialised.
@@ -74,13 +75,6 @@ func (c *Cache) index() *index.List[indexEntry] {
 		c.idx = &index.List[indexEntry]{Store: c.Store, Key: indexKey, LockDir: c.LockDir, What: "the credential index"}
 	})
 	return c.idx
-}
-
-func (c *Cache) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
 }
 
 func (c *Cache) skew() time.Duration {
@@ -124,7 +118,7 @@ func (c *Cache) Peek(ctx context.Context, key string) (*Credential, bool, error)
 	// An expired entry is a miss but stays: the engine may be writing its
 	// successor right now (kubectl runs many at once), and deleting here
 	// without the index lock could remove that. The index evicts it.
-	if !e.Credential.ExpirationTimestamp.After(c.now().Add(c.skew())) {
+	if !e.Credential.ExpirationTimestamp.After(c.Now().Add(c.skew())) {
 		return nil, false, nil
 	}
 	return &e.Credential, true, nil
@@ -147,7 +141,7 @@ func (c *Cache) PutFrom(ctx context.Context, key, label, session string, cred Cr
 	if !usable(&cred) {
 		return errors.New("refusing to cache a credential without an expiry or secret")
 	}
-	now := c.now()
+	now := c.Now()
 	b, err := json.Marshal(entry{Version: 1, Credential: cred, Created: now, Label: label})
 	if err != nil {
 		return err
@@ -208,7 +202,7 @@ func (c *Cache) List(ctx context.Context) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := c.now()
+	now := c.Now()
 	var out []Entry
 	for _, e := range idx {
 		if e.Expires.After(now) {
@@ -242,7 +236,7 @@ func (c *Cache) updateIndex(ctx context.Context, fn func([]indexEntry) ([]indexE
 		if err != nil {
 			return nil, err
 		}
-		now := c.now()
+		now := c.Now()
 		keep := idx[:0]
 		var drop []string
 		for _, e := range idx {

@@ -98,7 +98,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xff, 0x00})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		store := &filestore.Store{Dir: filepath.Join(t.TempDir(), "creds")} // made 0700 by the store; t.TempDir is 0755
-		c := &credcache.Cache{Store: store}
+		c := &credcache.Cache{Now: time.Now, Store: store}
 		_ = store.Set(context.Background(), "k", raw)
 		got, ok, err := c.Get(context.Background(), "k")
 		if err != nil {
@@ -134,14 +134,14 @@ func TestIndexUpdatesAcrossProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &credcache.Cache{Store: store, LockDir: dir + "/locks"} // a process of its own
+			c := &credcache.Cache{Now: time.Now, Store: store, LockDir: dir + "/locks"} // a process of its own
 			if err := c.Put(context.Background(), fmt.Sprintf("k%d", i), "", cred(exp)); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	list, err := (&credcache.Cache{Store: store}).List(context.Background())
+	list, err := (&credcache.Cache{Now: time.Now, Store: store}).List(context.Background())
 	if err != nil || len(list) != n {
 		t.Fatalf("the index lists %d of %d credentials (%v): updates were lost", len(list), n, err)
 	}

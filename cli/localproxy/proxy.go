@@ -235,7 +235,9 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 	holder := &upstream.Holder{}
 	n := 0
 	r := &renew.Renewer{
-		Get: get,
+		Now:   time.Now,
+		After: time.After,
+		Get:   get,
 		Apply: func(c *credcache.Credential) error {
 			n++
 			g, err := upstream.NewGeneration(t.Upstream, *c, n)

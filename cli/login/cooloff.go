@@ -54,7 +54,7 @@ func (r *Runner) waitingSince(sessionKey string) time.Time {
 	if started.IsZero() {
 		return started
 	}
-	if age := r.now().Sub(started); age < 0 || age >= r.coolOff() {
+	if age := r.Now().Sub(started); age < 0 || age >= r.coolOff() {
 		return time.Time{}
 	}
 	return started
@@ -93,7 +93,7 @@ func (r *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, req
 		return r.lock(ctx, name, req.Interactive)
 	}
 	timeout := r.lockTimeout(req.Interactive)
-	deadline := r.now().Add(timeout)
+	deadline := r.Now().Add(timeout)
 	told := false
 	for {
 		unlock, err := r.lockName(ctx, name, min(slice, timeout))
@@ -107,10 +107,10 @@ func (r *Runner) lockOrCoolOff(ctx context.Context, name, sessionKey string, req
 			if !told {
 				told = true
 				r.UI.Warn(fmt.Sprintf("another login of this session, started %s ago, is waiting in the browser (or for a device code)",
-					r.now().Sub(since).Round(time.Second)), "finish it there; this one goes on when it ends")
+					r.Now().Sub(since).Round(time.Second)), "finish it there; this one goes on when it ends")
 			}
 		}
-		if ctx.Err() != nil || !r.now().Before(deadline) {
+		if ctx.Err() != nil || !r.Now().Before(deadline) {
 			return nil, err
 		}
 	}
@@ -122,7 +122,7 @@ func (r *Runner) markWaiting(sessionKey string) {
 	if r.LockDir == "" || r.coolOff() == 0 {
 		return
 	}
-	if b, err := json.Marshal(pending{Started: r.now()}); err == nil {
+	if b, err := json.Marshal(pending{Started: r.Now()}); err == nil {
 		if err := privatedir.WriteFile(r.LockDir, pendingName(sessionKey), b); err != nil {
 			r.debug("could not record the login in progress: %v", err)
 		}
@@ -139,7 +139,7 @@ func (r *Runner) clearWaiting(sessionKey string) {
 // of its session started lately: one line, fast, naming what to do.
 // running says whether that login still runs (its lock is held).
 func (r *Runner) coolingOff(since time.Time, running bool) error {
-	age := r.now().Sub(since).Round(time.Second)
+	age := r.Now().Sub(since).Round(time.Second)
 	login := "`pinniped login` in a terminal"
 	if r.LoginHint != "" {
 		login = "`" + r.LoginHint + "` in a terminal"
@@ -148,7 +148,7 @@ func (r *Runner) coolingOff(since time.Time, running bool) error {
 		return fmt.Errorf("%w: a login started %s ago is waiting in the browser (or for a device code); finish it there, or run %s",
 			ErrLoginWaiting, age, login)
 	}
-	again := since.Add(r.coolOff()).Sub(r.now()).Round(time.Second)
+	again := since.Add(r.coolOff()).Sub(r.Now()).Round(time.Second)
 	return fmt.Errorf("%w: a login was started in the browser %s ago and not finished; log in now with %s (no new browser opens for another %s)",
 		ErrLoginWaiting, age, login, again)
 }

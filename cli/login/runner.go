@@ -62,7 +62,8 @@ type Runner struct {
 	// are still kept (upstream's --credential-cache="").
 	NoCredentialCache bool
 	LockDir           string
-	Now               func() time.Time
+	// Now is the clock, required.
+	Now func() time.Time
 	// UI shows the login to the person; cli/ui.ForLogin picks its form.
 	UI     loginview.View
 	Stdout io.Writer
@@ -101,13 +102,6 @@ func (r *Runner) debug(format string, args ...any) {
 	if r.Debug != nil {
 		r.Debug(format, args...)
 	}
-}
-
-func (r *Runner) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // Request is what a credential is asked for.
@@ -156,7 +150,7 @@ func (r *Runner) LoginOIDC(ctx context.Context, c *config.OIDC, exec *execcred.R
 // process (pinniped proxy): cached and valid for more than the skew, or
 // from a login it caches.
 func (r *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, req Request) (*credcache.Credential, error) {
-	start := r.now()
+	start := r.Now()
 	key := c.CredentialKey(req.Cluster)
 	creds := r.credCache(req)
 	hit, unlock, err := r.cachedOrLock(ctx, creds, key, c.SessionKey(), req)
@@ -184,7 +178,7 @@ func (r *Runner) CredentialOIDC(ctx context.Context, c *config.OIDC, req Request
 		label = req.Cluster.Server + " via " + c.Issuer
 	}
 	storedIn := r.store(ctx, creds, key, label, c.SessionKey(), cred, "the next kubectl call will log in again; check the cache's disk and permissions")
-	r.debug("done in %s; credential valid until %s, cached in %s", r.now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
+	r.debug("done in %s; credential valid until %s, cached in %s", r.Now().Sub(start).Round(time.Millisecond), cred.ExpirationTimestamp.Format(time.RFC3339), storedIn)
 	who, groups := tokens.Username, tokens.Groups
 	if c.Concierge != nil {
 		if name, gs, ok := clusterIdentity(cred); ok {
@@ -293,5 +287,5 @@ func (r *Runner) store(ctx context.Context, creds *credcache.Cache, key, label, 
 }
 
 func (r *Runner) write(exec *execcred.Request, c *credcache.Credential) error {
-	return execcred.Write(r.Stdout, exec.APIVersion, execcred.StatusOf(*c, r.now()))
+	return execcred.Write(r.Stdout, exec.APIVersion, execcred.StatusOf(*c, r.Now()))
 }

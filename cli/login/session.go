@@ -209,18 +209,18 @@ func (r *Runner) usable(s *sessions.Tokens, c *config.OIDC, req Request) *sessio
 		if ok && !s.AccessTokenExpiry.IsZero() && s.AccessTokenExpiry.Before(exp) {
 			exp = s.AccessTokenExpiry
 		}
-		if ok && exp.After(r.now().Add(minLeft)) {
+		if ok && exp.After(r.Now().Add(minLeft)) {
 			return s
 		}
 		return nil
 	}
 	if c.ExchangesToken() {
-		if s.AccessToken != "" && s.AccessTokenExpiry.After(r.now().Add(MinAccessTokenLifetime)) {
+		if s.AccessToken != "" && s.AccessTokenExpiry.After(r.Now().Add(MinAccessTokenLifetime)) {
 			return s
 		}
 		return nil
 	}
-	if s.IDToken != "" && s.IDTokenExpiry.After(r.now().Add(minLeft)) {
+	if s.IDToken != "" && s.IDTokenExpiry.After(r.Now().Add(minLeft)) {
 		return s
 	}
 	return nil

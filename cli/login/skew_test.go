@@ -44,7 +44,7 @@ func skewedCluster(t *testing.T, h *harness, skew time.Duration) (*config.Concie
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := &exchange.Handler{Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)}
+	handler := &exchange.Handler{Now: time.Now, Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", clusterNow().UTC().Format(http.TimeFormat))
 		handler.ServeHTTP(w, r)

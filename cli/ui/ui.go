@@ -14,6 +14,7 @@ package ui
 import (
 	"errors"
 	"io"
+	"time"
 
 	"github.com/pinniped-kit/pinniped/cli/ui/plain"
 	"github.com/pinniped-kit/pinniped/cli/ui/terminal"
@@ -38,7 +39,7 @@ func For(in io.Reader, w io.Writer, getenv func(string) string) Reporter {
 	case tty.IsTerminal(w) && !tty.Plain(getenv):
 		return &terminal.Steps{W: w}
 	}
-	return &plain.Steps{W: w}
+	return &plain.Steps{Now: time.Now, W: w}
 }
 
 // Close ends a step left running when the wait was cut short (an error or

@@ -35,7 +35,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/jwt"
 	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth/webhook"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Resource is the resource of an authenticator kind (JWTAuthenticator or
@@ -62,8 +61,10 @@ type Controller struct {
 	Namespace string // where CA bundle Secrets and ConfigMaps live
 	Registry  *tokenauth.Registry
 	IsLeader  func() bool
-	Log       *slog.Logger
-	Now       func() time.Time
+	// Log and Now, the logger and the clock, are required: set once where
+	// it is built (the agent's server; a test's own).
+	Log *slog.Logger
+	Now func() time.Time
 	// GroupSuffix is the agent's API group suffix; empty means the default.
 	GroupSuffix string
 
@@ -129,7 +130,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// Until the informers sync the replica is not ready; say why while it
 	// lasts rather than only when the agent stops.
 	slow := time.AfterFunc(30*time.Second, func() {
-		c.log().Warn("the authenticator informers have not synced after 30 s; the replica stays not ready (are the agent's CRDs installed, and may it list them?)")
+		c.Log.Warn("the authenticator informers have not synced after 30 s; the replica stays not ready (are the agent's CRDs installed, and may it list them?)")
 	})
 	for kind, inf := range c.informers {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -187,20 +188,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	defer c.firstPassDone(key)
 	if err := c.reconcile(ctx, key); err != nil {
-		c.log().Info("authenticator not ready; will retry", "authenticator", key.String(), "error", err)
+		c.Log.Info("authenticator not ready; will retry", "authenticator", key.String(), "error", err)
 		c.queue.AddRateLimited(key)
 		return true
 	}
 	c.queue.Forget(key)
 	return true
-}
-
-func (c *Controller) log() *slog.Logger {
-	return defaults.Log(c.Log)
-}
-
-func (c *Controller) now() time.Time {
-	return defaults.Now(c.Now)
 }
 
 // reconcile returns an error only when a retry might help.
@@ -211,7 +204,7 @@ func (c *Controller) reconcile(ctx context.Context, key tokenauth.Key) error {
 	}
 	if !exists {
 		c.forget(key)
-		c.log().Info("authenticator removed", "authenticator", key.String())
+		c.Log.Info("authenticator removed", "authenticator", key.String())
 		return nil
 	}
 	u, ok := obj.(*unstructured.Unstructured)
@@ -261,11 +254,11 @@ func (c *Controller) reconcile(ctx context.Context, key tokenauth.Key) error {
 			c.forget(key)
 		} else {
 			c.install(key, fingerprint, a)
-			c.log().Info("authenticator ready", "authenticator", key.String())
+			c.Log.Info("authenticator ready", "authenticator", key.String())
 		}
 	}
 
-	setConditions(conditions, phase, key.Kind, gen, buildErr, c.now(), readyMessage(spec))
+	setConditions(conditions, phase, key.Kind, gen, buildErr, c.Now(), readyMessage(spec))
 	if c.IsLeader != nil && c.IsLeader() && (*phase != beforePhase || conditionsChanged(before, *conditions)) {
 		if err := c.writeStatus(ctx, key.Kind, typed); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			utilruntime.HandleError(fmt.Errorf("update status of %s: %w", key, err))

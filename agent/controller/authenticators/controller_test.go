@@ -69,6 +69,7 @@ func TestReconcileLifecycle(t *testing.T) {
 	})
 	reg := tokenauth.NewRegistry()
 	c := &authenticators.Controller{
+		Now:     time.Now,
 		Dynamic: dyn, Kube: kube, Namespace: "pinniped", Registry: reg,
 		IsLeader: func() bool { return true }, Log: slog.New(slog.DiscardHandler),
 	}
@@ -194,6 +195,7 @@ func TestStatusWrittenOnceLeading(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, dex)
 	var leading atomic.Bool
 	c := &authenticators.Controller{
+		Now:     time.Now,
 		Dynamic: dyn, Kube: kubefake.NewClientset(), Namespace: "pinniped", Registry: tokenauth.NewRegistry(),
 		IsLeader: leading.Load, Log: slog.New(slog.DiscardHandler),
 	}
@@ -227,6 +229,7 @@ func TestSyncedWithNoAuthenticators(t *testing.T) {
 		authenticators.WebhookAuthenticators: "WebhookAuthenticatorList",
 	}
 	c := &authenticators.Controller{
+		Now:     time.Now,
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds), Kube: kubefake.NewClientset(),
 		Namespace: "pinniped", Registry: tokenauth.NewRegistry(), IsLeader: func() bool { return false }, Log: slog.New(slog.DiscardHandler),
 	}

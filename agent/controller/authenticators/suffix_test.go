@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +40,7 @@ func TestSuffixedAuthenticators(t *testing.T) {
 		jwtRes: "JWTAuthenticatorList", webhookRes: "WebhookAuthenticatorList",
 	}, ours, theirs)
 	reg := tokenauth.NewRegistry()
-	c := &authenticators.Controller{Dynamic: dyn, Kube: kubefake.NewClientset(), Namespace: "pinniped-suffixed", Registry: reg,
+	c := &authenticators.Controller{Now: time.Now, Dynamic: dyn, Kube: kubefake.NewClientset(), Namespace: "pinniped-suffixed", Registry: reg,
 		IsLeader: func() bool { return true }, Log: slog.New(slog.DiscardHandler), GroupSuffix: "tuna.io"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -85,7 +85,7 @@ func (c *Controller) anonymousVerdict(ctx context.Context, written func() []conf
 	case errors.As(err, &r):
 		c.anonymous.refused, c.anonymous.known = err, true
 	default:
-		c.log().Info("could not tell whether anonymous requests reach the TokenCredentialRequest API; keeping the last verdict", "error", err)
+		c.Log.Info("could not tell whether anonymous requests reach the TokenCredentialRequest API; keeping the last verdict", "error", err)
 		if !c.anonymous.known {
 			for _, s := range written() {
 				if s.Reason == configv1alpha1.ErrorDuringSetupStrategyReason && strings.HasPrefix(s.Message, refusedPrefix) {

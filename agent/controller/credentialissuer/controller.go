@@ -23,16 +23,17 @@ import (
 	configv1alpha1 "github.com/pinniped-kit/pinniped/agent/apis/config/v1alpha1"
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/credentials/strategy"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Controller probes strategies and writes the status. Only the leader runs it.
 type Controller struct {
-	Dynamic  dynamic.Interface
-	Kube     kubernetes.Interface
-	Rest     *rest.Config
-	Name     string
-	Probers  []strategy.Prober
+	Dynamic dynamic.Interface
+	Kube    kubernetes.Interface
+	Rest    *rest.Config
+	Name    string
+	Probers []strategy.Prober
+	// Log and Now, the logger and the clock, are required: set once where
+	// it is built (the agent's server; a test's own).
 	Log      *slog.Logger
 	Now      func() time.Time
 	Interval time.Duration // between probes once everything works
@@ -89,7 +90,7 @@ type SyncResult struct {
 
 // SyncOnce probes every strategy and writes the status.
 func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
-	now := metav1.NewTime(c.now().UTC())
+	now := metav1.NewTime(c.Now().UTC())
 	server, ca := c.frontendInfo(ctx)
 	var r SyncResult
 	known, anonErr := c.anonymousVerdict(ctx, func() []configv1alpha1.CredentialIssuerStrategy { return c.writtenStrategies(ctx) })
@@ -143,7 +144,7 @@ func (c *Controller) SyncOnce(ctx context.Context) SyncResult {
 		strategies = append(strategies, s)
 	}
 	if err := c.writeStatus(ctx, strategies); err != nil {
-		c.log().Error("could not update CredentialIssuer status", "name", c.Name, "error", err)
+		c.Log.Error("could not update CredentialIssuer status", "name", c.Name, "error", err)
 		return SyncResult{}
 	}
 	return r
@@ -217,12 +218,4 @@ func (c *Controller) frontendInfo(ctx context.Context) (server, caB64 string) {
 		}
 	}
 	return c.Rest.Host, base64.StdEncoding.EncodeToString(ca)
-}
-
-func (c *Controller) log() *slog.Logger {
-	return defaults.Log(c.Log)
-}
-
-func (c *Controller) now() time.Time {
-	return defaults.Now(c.Now)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,7 +33,7 @@ func newController(t *testing.T, objs []runtime.Object, probers ...strategy.Prob
 		map[schema.GroupVersionResource]string{strategy.Resource(""): "CredentialIssuerList"}, objs...)
 	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"},
 		Data: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster: {server: \"https://public:6443\", certificate-authority-data: Q0E=}\n"}})
-	return &credentialissuer.Controller{Dynamic: dyn, Kube: kube, Rest: &rest.Config{Host: "https://internal"}, Name: "pinniped-config",
+	return &credentialissuer.Controller{Log: slog.New(slog.DiscardHandler), Dynamic: dyn, Kube: kube, Rest: &rest.Config{Host: "https://internal"}, Name: "pinniped-config",
 		Probers: probers, Now: func() time.Time { return now }}, dyn
 }
 

@@ -3,6 +3,7 @@ package credentialissuer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,7 +123,7 @@ func TestFrontendFromTheAgentsOwnView(t *testing.T) {
 	} {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 			map[schema.GroupVersionResource]string{strategy.Resource(""): "CredentialIssuerList"})
-		c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: restConfig, Name: "pinniped-config",
+		c := &credentialissuer.Controller{Log: slog.New(slog.DiscardHandler), Dynamic: dyn, Kube: fake.NewClientset(), Rest: restConfig, Name: "pinniped-config",
 			Now: func() time.Time { return now }, Probers: []strategy.Prober{prober(func(context.Context) (*strategy.Working, error) { return nil, nil })}}
 		c.SyncOnce(context.Background())
 		s := statusOf(t, dyn)

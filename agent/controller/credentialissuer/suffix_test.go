@@ -2,6 +2,7 @@ package credentialissuer_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestSuffixedCredentialIssuer(t *testing.T) {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		strategy.Resource(""): "CredentialIssuerList", suffixed: "CredentialIssuerList"})
-	c := &credentialissuer.Controller{Dynamic: dyn, Kube: fake.NewClientset(), Rest: &rest.Config{Host: "https://internal"},
+	c := &credentialissuer.Controller{Log: slog.New(slog.DiscardHandler), Dynamic: dyn, Kube: fake.NewClientset(), Rest: &rest.Config{Host: "https://internal"},
 		Name: "pinniped-config", GroupSuffix: "tuna.io", Now: func() time.Time { return now },
 		Probers: []strategy.Prober{{Type: configv1alpha1.CertificateSigningRequestStrategyType,
 			Success: configv1alpha1.SigningRequestsApprovedStrategyReason, Failure: configv1alpha1.CouldNotSignRequestsStrategyReason,

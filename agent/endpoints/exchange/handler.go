@@ -30,7 +30,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/authentication/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/authentication/tokenauth"
 	"github.com/pinniped-kit/pinniped/agent/credentials/clustercred"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/observe"
 )
 
@@ -75,8 +74,10 @@ type TokenAuthenticator interface {
 type Handler struct {
 	Authenticators TokenAuthenticator
 	Credentials    clustercred.Source
-	Log            *slog.Logger
-	Now            func() time.Time
+	// Log and Now, the logger and the clock, are required: set once where
+	// it is built (the agent's server; a test's own).
+	Log *slog.Logger
+	Now func() time.Time
 	// Observe, if set, is called after every exchange (metrics, audit).
 	Observe func(observe.Exchange)
 	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
@@ -196,12 +197,8 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, kind, apiVersio
 	return true
 }
 
-func (h *Handler) now() time.Time {
-	return defaults.Now(h.Now)
-}
-
 func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Request) {
-	start := h.now()
+	start := h.Now()
 	var req loginv1alpha1.TokenCredentialRequest
 	if !h.decode(w, r, "TokenCredentialRequest", h.api().loginVersion, &req) {
 		return
@@ -218,7 +215,7 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 	if !h.takeSlot(r.Context()) {
 		if h.Observe != nil {
 			h.Observe(observe.Exchange{Authenticator: tokenauth.Key{Kind: req.Spec.Authenticator.Kind, Name: req.Spec.Authenticator.Name}.String(),
-				TokenHash: hashToken(req.Spec.Token), Reason: "too many exchanges in progress", Duration: h.now().Sub(start)})
+				TokenHash: hashToken(req.Spec.Token), Reason: "too many exchanges in progress", Duration: h.Now().Sub(start)})
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		st := apierrors.NewTooManyRequests(BusyMessage, RetryAfterSeconds).Status()
@@ -231,7 +228,7 @@ func (h *Handler) createTokenCredentialRequest(w http.ResponseWriter, r *http.Re
 	ctx, cancel := context.WithTimeout(r.Context(), exchangeTimeout)
 	defer cancel()
 	res := h.exchange(ctx, &req.Spec)
-	res.Duration = h.now().Sub(start)
+	res.Duration = h.Now().Sub(start)
 	if h.Observe != nil {
 		h.Observe(res.Exchange)
 	}
@@ -294,7 +291,7 @@ func (h *Handler) exchange(ctx context.Context, spec *loginv1alpha1.TokenCredent
 	res := exchangeResult{Exchange: observe.Exchange{Authenticator: key.String(), TokenHash: hashToken(spec.Token)}}
 	fail := func(reason string) exchangeResult {
 		res.Reason = reason
-		h.log().Info("token exchange failed", "authenticator", res.Authenticator, "tokenSHA256", res.TokenHash, "reason", reason)
+		h.Log.Info("token exchange failed", "authenticator", res.Authenticator, "tokenSHA256", res.TokenHash, "reason", reason)
 		return res
 	}
 
@@ -373,14 +370,10 @@ func (h *Handler) createWhoAmIRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &identityv1alpha1.WhoAmIRequest{
 		TypeMeta:   metav1.TypeMeta{Kind: "WhoAmIRequest", APIVersion: h.api().identityVersion},
-		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(h.now().UTC())},
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(h.Now().UTC())},
 		Status:     identityv1alpha1.WhoAmIRequestStatus{KubernetesUserInfo: identityv1alpha1.KubernetesUserInfo{User: info}},
 	}
 	writeJSON(w, http.StatusCreated, out)
-}
-
-func (h *Handler) log() *slog.Logger {
-	return defaults.Log(h.Log)
 }
 
 func hashToken(token string) string {

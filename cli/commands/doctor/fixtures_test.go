@@ -364,7 +364,7 @@ func (b *bed) write() {
 	if err != nil || store == nil {
 		return
 	}
-	if err := (&credcache.Cache{Store: store}).Put(context.Background(), key, "test", *b.cached); err != nil {
+	if err := (&credcache.Cache{Now: time.Now, Store: store}).Put(context.Background(), key, "test", *b.cached); err != nil {
 		t.Fatal(err)
 	}
 }

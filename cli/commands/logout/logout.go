@@ -178,7 +178,7 @@ func cachesFor(places cmdutil.Caches, mode string) ([]caches, error) {
 	}
 	out := make([]caches, len(stores))
 	for i, st := range stores {
-		out[i] = caches{st, &credcache.Cache{Store: st, LockDir: lockDir}, &sessions.Cache{Store: st, LockDir: lockDir}, lockDir}
+		out[i] = caches{st, &credcache.Cache{Now: time.Now, Store: st, LockDir: lockDir}, &sessions.Cache{Store: st, LockDir: lockDir}, lockDir}
 	}
 	return out, nil
 }

@@ -113,7 +113,7 @@ func cacheLogin(t *testing.T, st cache.Store, args []string, env map[string]stri
 	}
 	ctx := context.Background()
 	cred := credcache.Credential{Token: "t", ExpirationTimestamp: time.Now().Add(time.Hour)}
-	if err := (&credcache.Cache{Store: st}).Put(ctx, c.CredentialKey(config.Cluster{Server: "https://10.0.0.1:6443"}), "label", cred); err != nil {
+	if err := (&credcache.Cache{Now: time.Now, Store: st}).Put(ctx, c.CredentialKey(config.Cluster{Server: "https://10.0.0.1:6443"}), "label", cred); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&sessions.Cache{Store: st}).Put(ctx, c.SessionKey(), &sessions.Tokens{IDToken: "id", RefreshToken: "r"}); err != nil {
@@ -124,7 +124,7 @@ func cacheLogin(t *testing.T, st cache.Store, args []string, env map[string]stri
 func empty(t *testing.T, stores ...cache.Store) {
 	t.Helper()
 	for _, st := range stores {
-		list, _ := (&credcache.Cache{Store: st}).List(context.Background())
+		list, _ := (&credcache.Cache{Now: time.Now, Store: st}).List(context.Background())
 		keys, _ := (&sessions.Cache{Store: st}).Keys(context.Background())
 		if len(list) != 0 || len(keys) != 0 {
 			t.Errorf("%s still holds %d credentials and %d sessions", st.Describe(), len(list), len(keys))

@@ -162,7 +162,7 @@ func cacheSession(t *testing.T, st cache.Store, args []string, t0 *sessions.Toke
 	}
 	ctx := context.Background()
 	cred := credcache.Credential{Token: "t", ExpirationTimestamp: time.Now().Add(time.Hour)}
-	if err := (&credcache.Cache{Store: st}).Put(ctx, c.CredentialKey(config.Cluster{Server: "https://10.0.0.1:6443"}), "label", cred); err != nil {
+	if err := (&credcache.Cache{Now: time.Now, Store: st}).Put(ctx, c.CredentialKey(config.Cluster{Server: "https://10.0.0.1:6443"}), "label", cred); err != nil {
 		t.Fatal(err)
 	}
 	if t0.Issuer == nil {

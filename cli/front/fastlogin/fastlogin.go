@@ -110,7 +110,7 @@ func cached(env Env, mode, key string) *execcred.Status {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	cred, ok, err := (&credcache.Cache{Store: store}).Get(ctx, key)
+	cred, ok, err := (&credcache.Cache{Now: time.Now, Store: store}).Get(ctx, key)
 	if err != nil || !ok {
 		return nil
 	}

@@ -66,7 +66,7 @@ func put(t testing.TB, login keyed, expires time.Time) {
 	t.Helper()
 	key := login.CredentialKey(execCluster)
 	store, _ := credstore.ForProcess().Open("file", nil)
-	c := &credcache.Cache{Store: store}
+	c := &credcache.Cache{Now: time.Now, Store: store}
 	if err := c.Put(context.Background(), key, "test", credcache.Credential{ClientCertificateData: "CERT", ClientKeyData: "KEY", ExpirationTimestamp: expires}); err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,8 @@ type Renewer struct {
 	Get func(ctx context.Context, a Ask) (*credcache.Credential, error)
 	// Apply starts using a credential (a new upstream generation).
 	Apply func(*credcache.Credential) error
-	// Now and After are the clock (nil: time.Now, time.After).
+	// Now and After are the clock, required (time.Now and time.After but
+	// in tests).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
 	// WakeCheck overrides the package's WakeCheck (0: that one).
@@ -139,20 +140,6 @@ type Renewer struct {
 // personTurn is the process's one turn for logins that need a person.
 var personTurn = make(chan struct{}, 1)
 
-func (r *Renewer) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-func (r *Renewer) after(d time.Duration) <-chan time.Time {
-	if r.After != nil {
-		return r.After(d)
-	}
-	return time.After(d)
-}
-
 func (r *Renewer) turn() chan struct{} {
 	if r.Turn != nil {
 		return r.Turn
@@ -177,7 +164,7 @@ func (r *Renewer) Info() Info {
 
 func (r *Renewer) infoLocked() Info {
 	i := Info{State: r.phase, Message: r.message, Expires: r.expires, Next: r.next, Renewals: r.renewals}
-	valid := r.applied && (r.expires.IsZero() || r.now().Before(r.expires))
+	valid := r.applied && (r.expires.IsZero() || r.Now().Before(r.expires))
 	switch {
 	case valid && r.phase != Ready:
 		// The current credential still serves while its successor is
@@ -233,7 +220,7 @@ func (r *Renewer) Run(ctx context.Context) {
 			if errors.Is(err, login.ErrNeedsPerson) {
 				state, msg = NeedsPerson, r.needsPersonMessage()
 			}
-			next := r.now().Add(wait)
+			next := r.Now().Add(wait)
 			r.set(func() {
 				r.phase, r.message, r.next = state, fmt.Sprintf("%s (next try in %s)", msg, wait), next
 				// A login that needs a person is not a failure, and its
@@ -249,7 +236,7 @@ func (r *Renewer) Run(ctx context.Context) {
 			return
 		default:
 			failures = 0
-			obtained := r.now()
+			obtained := r.Now()
 			margin := Margin(cred.ExpirationTimestamp.Sub(obtained))
 			// At the renewal the current credential has margin left, and
 			// a cached one with that little left must not come back.
@@ -274,16 +261,16 @@ func (r *Renewer) sleep(ctx context.Context, d time.Duration) bool {
 	}
 	// Round(0) drops the monotonic reading: comparisons then use the wall
 	// clock, which goes on while the machine sleeps.
-	until := r.now().Add(d).Round(0)
+	until := r.Now().Add(d).Round(0)
 	for {
-		left := until.Sub(r.now().Round(0))
+		left := until.Sub(r.Now().Round(0))
 		if left <= 0 {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-r.after(min(left, check)):
+		case <-r.After(min(left, check)):
 		}
 	}
 }

@@ -34,7 +34,7 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 	reg := tokenauth.NewRegistry()
 	reg.Set(tokenauth.Key{Kind: "JWTAuthenticator", Name: "dex"}, a)
 	ca, _ := certauthority.New("c", time.Hour, nil)
-	srv := httptest.NewTLSServer(&exchange.Handler{Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewTLSServer(&exchange.Handler{Now: time.Now, Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
 	defer srv.Close()
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 
@@ -81,7 +81,7 @@ func TestAgainstTheAgentHandler(t *testing.T) {
 func TestProbe(t *testing.T) {
 	reg := tokenauth.NewRegistry()
 	ca, _ := certauthority.New("c", time.Hour, nil)
-	agent := httptest.NewTLSServer(&exchange.Handler{Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
+	agent := httptest.NewTLSServer(&exchange.Handler{Now: time.Now, Authenticators: reg, Credentials: &clustercred.CA{CA: ca}, Log: slog.New(slog.DiscardHandler)})
 	defer agent.Close()
 	cfg := &config.Concierge{Endpoint: agent.URL, AuthenticatorType: "jwt", AuthenticatorName: "dex"}
 	a, err := agentclient.Probe(context.Background(), agent.Client(), cfg)

@@ -10,25 +10,19 @@ import (
 // Steps reports a long wait's steps: "• step" when a step starts and
 // "✓ step (1.2s)" when it ends.
 type Steps struct {
-	W   io.Writer
+	W io.Writer
+	// Now is the clock, required.
 	Now func() time.Time
 
 	mu    sync.Mutex
 	start time.Time
 }
 
-func (p *Steps) now() time.Time {
-	if p.Now != nil {
-		return p.Now()
-	}
-	return time.Now()
-}
-
 // Step announces a step.
 func (p *Steps) Step(msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.start = p.now()
+	p.start = p.Now()
 	fmt.Fprintf(p.W, "• %s\n", msg)
 }
 
@@ -40,6 +34,6 @@ func (p *Steps) Done(msg string) {
 		fmt.Fprintf(p.W, "✓ %s\n", msg)
 		return
 	}
-	fmt.Fprintf(p.W, "✓ %s (%.1fs)\n", msg, p.now().Sub(p.start).Seconds())
+	fmt.Fprintf(p.W, "✓ %s (%.1fs)\n", msg, p.Now().Sub(p.start).Seconds())
 	p.start = time.Time{}
 }

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPlainIsOneLinePerEvent(t *testing.T) {
 	var out bytes.Buffer
-	p := &Steps{W: &out}
+	p := &Steps{Now: time.Now, W: &out}
 	p.Step("waiting: x")
 	p.Done("x")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

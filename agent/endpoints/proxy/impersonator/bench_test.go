@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -77,7 +78,7 @@ func newBenchBed(b *testing.B) *benchBed {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &impersonator.Proxy{Upstream: u, Transport: upTransport(), UpgradeTransport: upTransport(),
+	p := &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u, Transport: upTransport(), UpgradeTransport: upTransport(),
 		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{}}
 	p.Init()
 	ps := httptest.NewUnstartedServer(p)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -152,6 +153,7 @@ func TestHTTP2ConnectionHeaderIsRefused(t *testing.T) {
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{
+		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
 		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}},
 		Authz: policy{allow: false},
@@ -252,11 +254,11 @@ func FuzzProxySendsOnlyItsIdentity(f *testing.F) {
 	type mode struct{ nested, useToken bool }
 	proxies := map[mode]*impersonator.Proxy{}
 	for _, allow := range []bool{false, true} {
-		p := &impersonator.Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
+		p := &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
 			Authn: alice, Authz: policy{allow: allow}}
 		p.Init()
 		proxies[mode{allow, false}] = p
-		p = &impersonator.Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
+		p = &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up,
 			DirectTransport: up, DirectUpgradeTransport: up,
 			Authn: noCert{}, Tokens: acceptAnyToken{&atomic.Int64{}}, ProxyTokens: tokens, Authz: policy{allow: allow}}
 		p.Init()
@@ -348,6 +350,7 @@ func tokenProxy(t *testing.T) (p *impersonator.Proxy, up *upstream, reviews *ato
 	tokens := &impersonator.ProxyTokens{}
 	tokens.Set(keySet(key), testAudience)
 	p = &impersonator.Proxy{
+		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
 		DirectTransport: http.DefaultTransport, DirectUpgradeTransport: &http.Transport{},
 		Authn: noCert{}, Tokens: acceptAnyToken{reviews}, ProxyTokens: tokens, Authz: policy{allow: false},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -110,7 +111,7 @@ func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 // deleted and the last check would refuse the request.
 func TestIdentitySurvivesHopByHopRemoval(t *testing.T) {
 	up := &recordingTransport{}
-	p := &Proxy{Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up}
+	p := &Proxy{Log: slog.New(slog.DiscardHandler), Upstream: &url.URL{Scheme: "https", Host: "kube-apiserver"}, Transport: up, UpgradeTransport: up}
 	p.Init()
 	decided := http.Header{}
 	decided.Set("Impersonate-User", "alice")

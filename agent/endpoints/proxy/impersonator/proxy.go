@@ -32,7 +32,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/agent/authentication/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/observe"
 )
 
@@ -84,7 +83,8 @@ type Proxy struct {
 	// token and anonymous requests.
 	DirectTransport, DirectUpgradeTransport http.RoundTripper
 	Authz                                   Authorizer
-	Log                                     *slog.Logger
+	// Log is required: set once where the proxy is built.
+	Log *slog.Logger
 	// Observe, when set, is told about every request (metrics, audit).
 	Observe func(observe.ProxyRequest)
 	// OriginalUserKey is the extra that records the real user of a nested
@@ -122,11 +122,11 @@ func (p *Proxy) Init() {
 			FlushInterval: 0,
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				if errors.Is(err, errIdentityMismatch) {
-					p.log().Error("refused to forward a request whose identity headers are not the ones the proxy set", "path", r.URL.Path, "error", err)
+					p.Log.Error("refused to forward a request whose identity headers are not the ones the proxy set", "path", r.URL.Path, "error", err)
 					writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "the impersonation proxy refused to forward this request")
 					return
 				}
-				p.log().Info("upstream API server unreachable", "path", r.URL.Path, "error", err)
+				p.Log.Info("upstream API server unreachable", "path", r.URL.Path, "error", err)
 				writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the impersonation proxy could not reach the API server")
 			},
 		}
@@ -135,10 +135,6 @@ func (p *Proxy) Init() {
 	if p.DirectTransport != nil && p.DirectUpgradeTransport != nil {
 		p.direct, p.directUpgrade = mk(p.DirectTransport, false), mk(p.DirectUpgradeTransport, false)
 	}
-}
-
-func (p *Proxy) log() *slog.Logger {
-	return defaults.Log(p.Log)
 }
 
 // ServeHTTP implements the proxy.
@@ -158,14 +154,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 
 	if token, bad := proxyheaders.HopByHopProblem(r.Header); bad {
-		p.log().Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
+		p.Log.Info("refused a request whose Connection header names another header", "remote", r.RemoteAddr, "token", token)
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			fmt.Sprintf("the Connection header may name only upgrade, close or keep-alive, not %q", token))
 		return
 	}
 
 	if proxyTokenInWebSocketProtocol(r.Header) {
-		p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", "in a WebSocket subprotocol")
+		p.Log.Info("refused a proxy token", "remote", r.RemoteAddr, "reason", "in a WebSocket subprotocol")
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
 			"the impersonation proxy accepts its own tokens only in the Authorization header")
 		return
@@ -180,7 +176,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0) {
-		p.log().Info("refused a client certificate", "remote", r.RemoteAddr, "error", err)
+		p.Log.Info("refused a client certificate", "remote", r.RemoteAddr, "error", err)
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
 	}
@@ -221,7 +217,7 @@ func (p *Proxy) serveProxyToken(w http.ResponseWriter, r *http.Request, auth str
 		return false
 	}
 	if err != nil || resp == nil || resp.User == nil || resp.User.GetName() == "" {
-		p.log().Info("refused a proxy token", "remote", r.RemoteAddr, "reason", proxyTokenRefusal(err))
+		p.Log.Info("refused a proxy token", "remote", r.RemoteAddr, "reason", proxyTokenRefusal(err))
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return true
 	}
@@ -245,7 +241,7 @@ func (p *Proxy) serveBearer(w http.ResponseWriter, r *http.Request, obs *observe
 	tr, ok, err := p.Tokens.AuthenticateRequest(probe)
 	if err != nil || !ok || tr == nil || tr.User == nil {
 		if err != nil {
-			p.log().Info("refused a bearer token", "remote", r.RemoteAddr, "error", err)
+			p.Log.Info("refused a bearer token", "remote", r.RemoteAddr, "error", err)
 		}
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
@@ -274,7 +270,7 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 			return
 		}
-		p.log().Error("impersonation check failed", "error", err)
+		p.Log.Error("impersonation check failed", "error", err)
 		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "could not check the requested impersonation")
 		return
 	}
@@ -283,7 +279,7 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 	}
 	id := http.Header{}
 	if err := setImpersonation(id, target); err != nil {
-		p.log().Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
+		p.Log.Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 		return
 	}
@@ -317,7 +313,7 @@ func (p *Proxy) forwardDirect(w http.ResponseWriter, r *http.Request, withToken 
 	}
 	if want != nil {
 		if err := setImpersonation(id, &user.DefaultInfo{Name: want.User, UID: want.UID, Groups: want.Groups, Extra: want.Extra}); err != nil {
-			p.log().Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
+			p.Log.Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,6 +83,7 @@ func setup(t *testing.T, allow bool) (*httptest.Server, *upstream) {
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{
+		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
 		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"},
 			Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=abc"}}}},
@@ -264,6 +266,7 @@ func TestTokensAndAnonymousGoDirect(t *testing.T) {
 	var used atomic.Pointer[string]
 	var seen []observe.ProxyRequest
 	p := &impersonator.Proxy{
+		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: recordingTransport{"agent", &used}, UpgradeTransport: &http.Transport{},
 		DirectTransport: recordingTransport{"direct", &used}, DirectUpgradeTransport: &http.Transport{},
 		Authn: noCert{}, Tokens: tokenAuthn{}, Authz: policy{allow: false},

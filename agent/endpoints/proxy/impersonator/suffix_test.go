@@ -2,6 +2,7 @@ package impersonator_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -25,6 +26,7 @@ func TestOriginalUserKeyFollowsTheSuffix(t *testing.T) {
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{
+		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
 		Authn:           fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}},
 		Authz:           policy{allow: true},

@@ -34,7 +34,6 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxyconfig"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/secretca"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/tokenkeys"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Lifetimes of what the controller generates. The serving CA ends up in
@@ -71,8 +70,10 @@ type Syncer struct {
 	// Kick makes the controller call Sync again soon (nil: never). The
 	// token keys' next step is due at a time no watched object announces.
 	Kick func()
-	Log  *slog.Logger
-	Now  func() time.Time
+	// Log and Now, the logger and the clock, are required: set once where
+	// it is built (the agent's server; a test's own).
+	Log *slog.Logger
+	Now func() time.Time
 
 	mu        sync.Mutex
 	recheck   *time.Timer
@@ -160,7 +161,7 @@ func (c *Syncer) ensureTokenKeys(ctx context.Context) {
 		if !same {
 			c.tokenEvent("proxy tokens wait until every agent replica runs this version; the proxy hands out certificates meanwhile", "reason", why)
 			// Pods are not watched: look again soon for the rollout's end.
-			c.recheckAt(c.now().Add(rolloutRecheck))
+			c.recheckAt(c.Now().Add(rolloutRecheck))
 			return
 		}
 	case err != nil:
@@ -202,7 +203,7 @@ func (c *Syncer) recheckAt(t time.Time) {
 	if c.Kick == nil {
 		return
 	}
-	d := max(t.Sub(c.now()), 0) + time.Second
+	d := max(t.Sub(c.Now()), 0) + time.Second
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.recheck != nil {
@@ -242,16 +243,8 @@ func (c *Syncer) eventOnce(last *string, msg string, attrs ...any) {
 		return
 	}
 	if changed {
-		c.log().Info(msg, attrs...)
+		c.Log.Info(msg, attrs...)
 	}
-}
-
-func (c *Syncer) log() *slog.Logger {
-	return defaults.Log(c.Log)
-}
-
-func (c *Syncer) now() time.Time {
-	return defaults.Now(c.Now)
 }
 
 // ensureService makes the proxy's Service match the spec; nil for type None.
@@ -284,7 +277,7 @@ func (c *Syncer) ensureService(ctx context.Context, s *proxyconfig.Settings) (*c
 		if err != nil {
 			return nil, fmt.Errorf("create Service %s: %w", proxyconfig.ServiceName, err)
 		}
-		c.log().Info("created the impersonation proxy Service", "service", proxyconfig.ServiceName, "type", want.Spec.Type)
+		c.Log.Info("created the impersonation proxy Service", "service", proxyconfig.ServiceName, "type", want.Spec.Type)
 		return created, nil
 	}
 	updated := existing.DeepCopy()
@@ -333,7 +326,7 @@ func (c *Syncer) deleteService(ctx context.Context) error {
 		return fmt.Errorf("delete Service %s: %w", proxyconfig.ServiceName, err)
 	}
 	if err == nil {
-		c.log().Info("deleted the impersonation proxy Service", "service", proxyconfig.ServiceName)
+		c.Log.Info("deleted the impersonation proxy Service", "service", proxyconfig.ServiceName)
 	}
 	return nil
 }
@@ -443,7 +436,7 @@ func (c *Syncer) ensureGenerated(ctx context.Context, ep *proxyconfig.Endpoint) 
 	if err != nil {
 		return nil, fmt.Errorf("write Secret %s: %w", proxyconfig.GeneratedTLSSecret, err)
 	}
-	c.log().Info("generated a serving certificate for the impersonation proxy", "secret", proxyconfig.GeneratedTLSSecret,
+	c.Log.Info("generated a serving certificate for the impersonation proxy", "secret", proxyconfig.GeneratedTLSSecret,
 		"dnsNames", ep.DNSNames, "ips", fmt.Sprint(ep.IPs))
 	return ca.CertPEM(), nil
 }
@@ -459,7 +452,7 @@ func (c *Syncer) leafCurrent(s *corev1.Secret, caPEM []byte, ep *proxyconfig.End
 		return false
 	}
 	leaf, err := x509.ParseCertificate(block.Bytes)
-	if err != nil || c.now().Add(servingLeafRenewal).After(leaf.NotAfter) {
+	if err != nil || c.Now().Add(servingLeafRenewal).After(leaf.NotAfter) {
 		return false
 	}
 	return sameStrings(leaf.DNSNames, ep.DNSNames) && sameStrings(ipStrings(leaf.IPAddresses), ipStrings(ep.IPs))
@@ -493,7 +486,7 @@ func (c *Syncer) cleanup(ctx context.Context, disabled bool) error {
 	err := c.Kube.CoreV1().Secrets(c.Namespace).Delete(ctx, proxyconfig.GeneratedTLSSecret, metav1.DeleteOptions{})
 	switch {
 	case err == nil:
-		c.log().Info("deleted the generated impersonation proxy certificate: it is no longer used", "secret", proxyconfig.GeneratedTLSSecret)
+		c.Log.Info("deleted the generated impersonation proxy certificate: it is no longer used", "secret", proxyconfig.GeneratedTLSSecret)
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("delete unused Secret %s: %w", proxyconfig.GeneratedTLSSecret, err)
 	}

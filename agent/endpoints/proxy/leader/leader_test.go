@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, kube: fake.NewClientset(), spec: &configv1alpha1.ImpersonationProxySpec{Mode: "enabled",
 		Service: configv1alpha1.ImpersonationProxyServiceSpec{Type: "LoadBalancer", Annotations: map[string]string{"a": "1", "b": "2"}}}}
-	f.c = &leader.Syncer{Kube: f.kube, Namespace: ns,
+	f.c = &leader.Syncer{Log: slog.New(slog.DiscardHandler), Now: time.Now, Kube: f.kube, Namespace: ns,
 		Settings: func(context.Context) (proxyconfig.Settings, error) { return proxyconfig.Resolve(f.spec, false), nil },
 		Labels:   map[string]string{"app.kubernetes.io/part-of": "pinniped"}, Selector: map[string]string{"app": "agent"}}
 	return f

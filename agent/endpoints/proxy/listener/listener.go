@@ -16,8 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Keepalive settings. Cloud load balancers drop connections idle for a few
@@ -36,7 +34,8 @@ const (
 type Server struct {
 	Addr    string
 	Handler http.Handler
-	Log     *slog.Logger
+	// Log is required: set once where the server is built.
+	Log *slog.Logger
 	// Drain is how long Stop lets in-flight requests finish before cutting
 	// them; keep it below the pod's termination grace period.
 	Drain time.Duration
@@ -119,16 +118,16 @@ func (s *Server) Start() error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 	}
 	go func() {
 		defer close(in.served)
 		if err := in.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log().Error("impersonation proxy listener stopped", "error", err)
+			s.Log.Error("impersonation proxy listener stopped", "error", err)
 		}
 	}()
 	s.running = in
-	s.log().Info("impersonation proxy listening", "address", ln.Addr().String())
+	s.Log.Info("impersonation proxy listening", "address", ln.Addr().String())
 	return nil
 }
 
@@ -158,7 +157,7 @@ func (s *Server) Stop() {
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		s.log().Info("impersonation proxy: cutting requests still running after the drain period", "drain", drain)
+		s.Log.Info("impersonation proxy: cutting requests still running after the drain period", "drain", drain)
 	}
 	// Cancelling the requests' context ends proxied streams and upgraded
 	// connections (the reverse proxy closes both sides).
@@ -167,12 +166,8 @@ func (s *Server) Stop() {
 	select {
 	case <-finished:
 	case <-time.After(5 * time.Second):
-		s.log().Error("impersonation proxy: some requests did not end after being cut")
+		s.Log.Error("impersonation proxy: some requests did not end after being cut")
 	}
 	<-in.served
-	s.log().Info("impersonation proxy stopped", "drained", time.Since(start).Round(time.Millisecond))
-}
-
-func (s *Server) log() *slog.Logger {
-	return defaults.Log(s.Log)
+	s.Log.Info("impersonation proxy stopped", "drained", time.Since(start).Round(time.Millisecond))
 }

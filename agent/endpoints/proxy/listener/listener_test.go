@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func ipPair(t *testing.T, ca *certauthority.CA) *tls.Certificate {
 
 func TestCertificateSwapAndHTTP2(t *testing.T) {
 	release := make(chan struct{})
-	s := &listener.Server{Addr: "127.0.0.1:0", Drain: 2 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := &listener.Server{Log: slog.New(slog.DiscardHandler), Addr: "127.0.0.1:0", Drain: 2 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 		}
@@ -106,7 +107,7 @@ func TestCertificateSwapAndHTTP2(t *testing.T) {
 }
 
 func TestStopCutsStreamsAfterTheDrain(t *testing.T) {
-	s := &listener.Server{Addr: "127.0.0.1:0", Drain: 300 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := &listener.Server{Log: slog.New(slog.DiscardHandler), Addr: "127.0.0.1:0", Drain: 300 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // a watch that never ends by itself
@@ -134,7 +135,7 @@ func TestStopCutsStreamsAfterTheDrain(t *testing.T) {
 }
 
 func TestNoCertificateNoHandshake(t *testing.T) {
-	s := &listener.Server{Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()}
+	s := &listener.Server{Log: slog.New(slog.DiscardHandler), Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

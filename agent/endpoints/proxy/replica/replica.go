@@ -188,7 +188,7 @@ func (p *Runtime) newServer(o Config, kube kubernetes.Interface, restConfig *res
 		OriginalUserKey: groupsuffix.OriginalUserExtra(o.GroupSuffix),
 	}
 	proxy.Init()
-	tcr := &exchange.Handler{Authenticators: registry, Credentials: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
+	tcr := &exchange.Handler{Now: time.Now, Authenticators: registry, Credentials: &p.signer, Log: log.With("logger", "exchange", "frontend", "proxy"), Observe: o.ObserveExchange,
 		LogIdentities: o.LogIdentities, GroupSuffix: o.GroupSuffix}
 	// The one request the proxy answers itself, anonymously: trading a
 	// token for a credential that is valid only at the proxy. Under a
@@ -276,7 +276,7 @@ func (p *Runtime) poke() {
 
 // Leader is the leader's half, sharing this replica's view of the spec.
 func (p *Runtime) Leader(labels, selector map[string]string) *leader.Syncer {
-	return &leader.Syncer{Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
+	return &leader.Syncer{Now: time.Now, Kube: p.kube, Namespace: p.namespace, Settings: p.settings,
 		Labels: labels, Selector: selector, PodName: p.podName, Kick: p.kickStatus,
 		Log: p.log.With("controller", "impersonation-proxy-leader")}
 }

@@ -75,7 +75,7 @@ func TestProxyExchangeIssuesTokensOnceAKeySigns(t *testing.T) {
 		p.certificatesOnly = certificatesOnly
 		ctx := context.Background()
 		secrets := kube.CoreV1().Secrets("pinniped")
-		if _, err := (&secretca.Store{Secrets: secrets, Name: proxyconfig.SignerSecret, CommonName: "signer",
+		if _, err := (&secretca.Store{Now: time.Now, Secrets: secrets, Name: proxyconfig.SignerSecret, CommonName: "signer",
 			Lifetime: time.Hour, RenewBefore: time.Minute}).Ensure(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Keys of the Secret's data.
@@ -38,7 +37,8 @@ type Store struct {
 	// Lifetime of a new CA; RenewBefore is how long before its expiry it is
 	// replaced.
 	Lifetime, RenewBefore time.Duration
-	Now                   func() time.Time
+	// Now is the clock, required.
+	Now func() time.Time
 }
 
 // Ensure returns the current CA, creating the Secret when it is missing and
@@ -73,8 +73,8 @@ func (s *Store) ensureOnce(ctx context.Context) (*certauthority.CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, _, parseErr := Parse(secret, s.now)
-	if parseErr == nil && !s.now().Add(s.RenewBefore).After(ca.Certificate().NotAfter) {
+	ca, _, parseErr := Parse(secret, s.Now)
+	if parseErr == nil && !s.Now().Add(s.RenewBefore).After(ca.Certificate().NotAfter) {
 		return ca, nil
 	}
 	// Corrupt or about to expire: replace it, keeping the old certificate
@@ -93,7 +93,7 @@ func (s *Store) ensureOnce(ctx context.Context) (*certauthority.CA, error) {
 }
 
 func (s *Store) generate(previous []byte) (*certauthority.CA, map[string][]byte, error) {
-	ca, err := certauthority.New(s.CommonName, s.Lifetime, s.now)
+	ca, err := certauthority.New(s.CommonName, s.Lifetime, s.Now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,10 +106,6 @@ func (s *Store) generate(previous []byte) (*certauthority.CA, map[string][]byte,
 		data[PreviousKey] = previous
 	}
 	return ca, data, nil
-}
-
-func (s *Store) now() time.Time {
-	return defaults.Now(s.Now)
 }
 
 // Parse reads a CA Secret: the CA to sign with, and the PEM bundle to trust

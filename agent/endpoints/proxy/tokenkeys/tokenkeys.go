@@ -27,7 +27,6 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/credentialttl"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
-	"github.com/pinniped-kit/pinniped/agent/plumbing/defaults"
 )
 
 // Keys of the Secret's data. Keys are PEM (PKCS#8 private, PKIX public),
@@ -71,7 +70,8 @@ type Store struct {
 	// Retain is how long a retired key still verifies: the credential
 	// lifetime and some skew. MaxPreviousAge when nil.
 	Retain func() time.Duration
-	Now    func() time.Time
+	// Now is the clock, required.
+	Now func() time.Time
 }
 
 // Ensure takes at most one step towards the keys due now, writing the
@@ -98,7 +98,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 }
 
 func (s *Store) ensureOnce(ctx context.Context) error {
-	now := s.now()
+	now := s.Now()
 	secret, err := s.Secrets.Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		key, err := encodePrivate()
@@ -170,10 +170,6 @@ func (s *Store) Due(secret *corev1.Secret) (time.Time, error) {
 	default:
 		return st.signingSince.Add(s.rotateAfter()), nil
 	}
-}
-
-func (s *Store) now() time.Time {
-	return defaults.Now(s.Now)
 }
 
 func (s *Store) retain() time.Duration {
