@@ -19,8 +19,9 @@
 //   - The checks run in stages, in the chain's order: context, exec,
 //     cache, cluster, issuer, agent, you. A stage's checks (in its own
 //     file) write its facts (contextFacts, execFacts, ...), which embed the
-//     previous stage's and are handed to the next stage: a check reads
-//     only what earlier stages learned, and a fact it lacks is the skip's
+//     previous stage's and are handed to the next stage; the you checks
+//     read the agent's. A check reads what earlier stages, and the earlier
+//     checks of its own stage, learned; a fact it lacks is the skip's
 //     reason.
 //   - Each check has a stable name (below), so scripts and the end-to-end
 //     tests can break a link and find the advice that names it; titles

@@ -76,9 +76,10 @@ type run struct {
 
 // The stages of the chain, in order: context → exec → cache → cluster →
 // issuer → agent → you. Each stage's facts embed the previous stage's, so a
-// check reads what the stages before it learned and writes only its own
-// stage's facts; a fact a check needs and finds missing (nil, "") names the
-// check that would have found it in its skip.
+// check reads what the stages before it (and the checks before it in its
+// own stage) learned and writes only its own stage's facts (a rule the
+// compiler does not hold: keep it); a fact a check needs and finds missing
+// (nil, "") names the check that would have found it in its skip.
 
 // contextFacts are what kubeconfig.context learned: the context and its
 // cluster and user.

@@ -4,7 +4,8 @@
 //
 // A token, unlike a client certificate, does not change the TLS
 // configuration of a client that renews it, so long-lived clients keep their
-// connections and streams across renewals.
+// connections and streams across renewals. Source issues them as the
+// exchange's cluster credentials.
 package proxytoken
 
 import (

@@ -38,27 +38,27 @@ type Source struct {
 // Issue implements clustercred.Source. A user with extras is refused rather than
 // falling back, as the fallback's certificate would drop them: the Fallback
 // refuses them itself (ExtraError).
-func (t *Source) Issue(ctx context.Context, u user.Info) (*clustercred.Credential, error) {
-	key, aud, ok := t.Key()
+func (s *Source) Issue(ctx context.Context, u user.Info) (*clustercred.Credential, error) {
+	key, aud, ok := s.Key()
 	if !ok {
-		return t.fallback(ctx, u)
+		return s.fallback(ctx, u)
 	}
 	if err := CheckUser(u); err != nil {
 		// The proxy would refuse the token on every request: say so now.
 		return nil, err
 	}
-	ttl := t.TTL
+	ttl := s.TTL
 	if ttl == 0 {
 		ttl = clustercred.DefaultTTL
 	}
 	now := time.Now
-	if t.Now != nil {
-		now = t.Now
+	if s.Now != nil {
+		now = s.Now
 	}
 	token, exp, jti, err := Sign(key, aud, u, ttl, now())
 	switch {
 	case errors.Is(err, ErrTooLarge):
-		return t.fallback(ctx, u)
+		return s.fallback(ctx, u)
 	case err != nil:
 		return nil, err
 	}
@@ -68,9 +68,9 @@ func (t *Source) Issue(ctx context.Context, u user.Info) (*clustercred.Credentia
 	}, nil
 }
 
-func (t *Source) fallback(ctx context.Context, u user.Info) (*clustercred.Credential, error) {
-	if t.Fallback == nil {
+func (s *Source) fallback(ctx context.Context, u user.Info) (*clustercred.Credential, error) {
+	if s.Fallback == nil {
 		return nil, clustercred.ErrNoStrategy
 	}
-	return t.Fallback.Issue(ctx, u)
+	return s.Fallback.Issue(ctx, u)
 }

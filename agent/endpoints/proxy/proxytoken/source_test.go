@@ -39,7 +39,7 @@ func newTokenFixture(t *testing.T) *tokenFixture {
 	return &tokenFixture{key: key, aud: proxytoken.ForInstall("install-1"), ca: ca, now: now}
 }
 
-// source is a Token source; haveKey says whether the signing key exists yet.
+// source is a Source; haveKey says whether the signing key exists yet.
 func (f *tokenFixture) source(haveKey bool) *proxytoken.Source {
 	return &proxytoken.Source{
 		Key:      func() (*proxytoken.Key, proxytoken.Audience, bool) { return f.key, f.aud, haveKey },
