@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
@@ -20,7 +21,7 @@ func TestKubeconfigIsRecognisedAsProxied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _, err := targets.Build(*raw, targets.Options{})
+	ts, _, err := targets.Build(*raw, targets.Options{IsFront: handoff.IsFront})
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("targets: %v, %v", ts, err)
 	}
@@ -36,7 +37,7 @@ func TestKubeconfigIsRecognisedAsProxied(t *testing.T) {
 		out.Clusters[c.Cluster].Server != "https://127.0.0.1:47443/ctx/"+ts[0].Slug {
 		t.Fatalf("the proxy's kubeconfig: %+v", out)
 	}
-	again, skipped, err := targets.Build(*out, targets.Options{})
+	again, skipped, err := targets.Build(*out, targets.Options{IsFront: handoff.IsFront})
 	if err != nil || len(again) != 0 || len(skipped) != 1 || skipped[0].Kind != targets.AlreadyProxied {
 		t.Fatalf("the proxy's kubeconfig read as targets: %v, %+v, %v; want dev already proxied", again, skipped, err)
 	}

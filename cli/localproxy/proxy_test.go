@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/state"
@@ -32,7 +33,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, skipped, err := targets.Build(*raw, targets.Options{})
+	ts, skipped, err := targets.Build(*raw, targets.Options{IsFront: handoff.IsFront})
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("targets: %v, %v", ts, err)
 	}

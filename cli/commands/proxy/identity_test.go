@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/cache/sessions"
 	"github.com/pinniped-kit/pinniped/cli/credstore"
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localproxytest"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/targets"
 )
@@ -45,7 +46,7 @@ func TestRenewalLinesNameNoIdentity(t *testing.T) {
 	}
 
 	// The session a `pinniped login oidc` left in the file cache.
-	ts, _, err := targets.Build(*cfg, targets.Options{LookupEnv: os.LookupEnv})
+	ts, _, err := targets.Build(*cfg, targets.Options{IsFront: handoff.IsFront, LookupEnv: os.LookupEnv})
 	if err != nil || len(ts) != 1 || ts[0].Login.OIDC == nil {
 		t.Fatalf("targets: %v, %v", ts, err)
 	}

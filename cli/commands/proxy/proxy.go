@@ -141,7 +141,7 @@ func (o *Options) Validate() error {
 	if err := notAnInput(o.KubeconfigOut, cc.ConfigAccess()); err != nil {
 		return err
 	}
-	ts, skipped, err := targets.Build(raw, targets.Options{Contexts: o.Contexts, LookupEnv: o.f.LookupEnv})
+	ts, skipped, err := targets.Build(raw, targets.Options{IsFront: handoff.IsFront, Contexts: o.Contexts, LookupEnv: o.f.LookupEnv})
 	if err != nil {
 		return err
 	}

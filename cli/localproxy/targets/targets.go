@@ -1,7 +1,7 @@
 // Package targets reads a kubeconfig as what the local credential proxy
 // serves: every context whose user runs `pinniped login oidc|static`. It
-// uses the recognisers `pinniped logout` and `pinniped doctor` use
-// (handoff.IsFront and kubeexec), so the proxy computes the same login and
+// uses the recognisers `pinniped logout` and `pinniped doctor` use (the
+// front's names, given as Options.IsFront, and kubeexec), so the proxy computes the same login and
 // the same cluster, and so the same cache keys, as kubectl's own call of
 // the plugin: the proxy and kubectl share sessions and credentials.
 //
@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/cli/login/kubeexec"
 )
@@ -92,6 +91,9 @@ type Options struct {
 	// LookupEnv is the process's environment (the plugin's, after the exec
 	// entry's own variables).
 	LookupEnv func(string) (string, bool)
+	// IsFront says whether an exec entry's command runs pinniped (required:
+	// handoff.IsFront).
+	IsFront func(command string) bool
 }
 
 // ErrUnknownContext is in the error for a requested context the
@@ -136,7 +138,7 @@ func Build(raw clientcmdapi.Config, o Options) ([]*Target, []Skipped, error) {
 	var out []*Target
 	var skipped []Skipped
 	for _, name := range names {
-		t, skip := build(raw, name, cfgFor, lookupEnv)
+		t, skip := build(raw, name, cfgFor, lookupEnv, o.IsFront)
 		if skip != nil {
 			skipped = append(skipped, *skip)
 			continue
@@ -159,7 +161,7 @@ func available(raw clientcmdapi.Config) string {
 	return strings.Join(names, ", ")
 }
 
-func build(raw clientcmdapi.Config, name string, cfgFor func(string) (*rest.Config, error), lookupEnv func(string) (string, bool)) (*Target, *Skipped) {
+func build(raw clientcmdapi.Config, name string, cfgFor func(string) (*rest.Config, error), lookupEnv func(string) (string, bool), isFront func(string) bool) (*Target, *Skipped) {
 	skip := func(kind, format string, args ...any) (*Target, *Skipped) {
 		return nil, &Skipped{Context: name, Kind: kind, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -168,7 +170,7 @@ func build(raw clientcmdapi.Config, name string, cfgFor func(string) (*rest.Conf
 	switch {
 	case user == nil:
 		return skip(NotPinniped, "its user %q is not in the kubeconfig", kctx.AuthInfo)
-	case user.Exec == nil || !handoff.IsFront(user.Exec.Command):
+	case user.Exec == nil || !isFront(user.Exec.Command):
 		return skip(NotPinniped, "its user does not run pinniped")
 	case len(user.Exec.Args) > 0 && user.Exec.Args[0] == "proxy":
 		return skip(AlreadyProxied, "it already goes through a pinniped proxy (its user runs `pinniped proxy`): use the kubeconfig the proxy was started with")

@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
+	"github.com/pinniped-kit/pinniped/cli/front/handoff"
 	"github.com/pinniped-kit/pinniped/cli/login/config"
 	"github.com/pinniped-kit/pinniped/kubeconfig"
 )
@@ -65,7 +66,7 @@ func TestKubeconfigsOfGetKubeconfig(t *testing.T) {
 	}
 	raw := roundTrip(t, cfg)
 
-	ts, skipped, err := Build(*raw, Options{LookupEnv: env(map[string]string{"MY_TOKEN": "t0k3n"})})
+	ts, skipped, err := Build(*raw, Options{IsFront: handoff.IsFront, LookupEnv: env(map[string]string{"MY_TOKEN": "t0k3n"})})
 	if err != nil || len(skipped) != 0 || len(ts) != 2 {
 		t.Fatalf("%d targets, skipped %+v, %v", len(ts), skipped, err)
 	}
@@ -161,7 +162,7 @@ func TestUpstreamPinnipedKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, skipped, err := Build(*raw, Options{})
+	ts, skipped, err := Build(*raw, Options{IsFront: handoff.IsFront})
 	if err != nil || len(ts) != 1 || len(skipped) != 0 {
 		t.Fatalf("%d targets, skipped %+v, %v", len(ts), skipped, err)
 	}
@@ -184,11 +185,11 @@ func TestUpstreamPinnipedKubeconfig(t *testing.T) {
 	if !tg.Interactive {
 		t.Error("a password login without PINNIPED_USERNAME/PASSWORD needs a person")
 	}
-	ts, _, _ = Build(*raw, Options{LookupEnv: env(map[string]string{"PINNIPED_USERNAME": "u", "PINNIPED_PASSWORD": "p"})})
+	ts, _, _ = Build(*raw, Options{IsFront: handoff.IsFront, LookupEnv: env(map[string]string{"PINNIPED_USERNAME": "u", "PINNIPED_PASSWORD": "p"})})
 	if ts[0].Interactive {
 		t.Error("a password login with both variables set needs nobody")
 	}
-	ts, _, _ = Build(*raw, Options{LookupEnv: env(map[string]string{"PINNIPED_USERNAME": "u"})})
+	ts, _, _ = Build(*raw, Options{IsFront: handoff.IsFront, LookupEnv: env(map[string]string{"PINNIPED_USERNAME": "u"})})
 	if !ts[0].Interactive {
 		t.Error("a password login with no password needs a person")
 	}
@@ -240,7 +241,7 @@ func TestSkippedWithAReason(t *testing.T) {
 	}
 	raw.Contexts["no-cluster"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: "ok"}
 
-	ts, skipped, err := Build(*roundTrip(t, raw), Options{})
+	ts, skipped, err := Build(*roundTrip(t, raw), Options{IsFront: handoff.IsFront})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,11 +284,11 @@ func TestOnlyTheNamedContexts(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Contexts["other"] = &clientcmdapi.Context{Cluster: "kind", AuthInfo: "kind-pinniped"}
-	ts, _, err := Build(*raw, Options{Contexts: []string{"other"}})
+	ts, _, err := Build(*raw, Options{IsFront: handoff.IsFront, Contexts: []string{"other"}})
 	if err != nil || len(ts) != 1 || ts[0].Context != "other" {
 		t.Fatalf("%+v %v", ts, err)
 	}
-	_, _, err = Build(*raw, Options{Contexts: []string{"other", "nope"}})
+	_, _, err = Build(*raw, Options{IsFront: handoff.IsFront, Contexts: []string{"other", "nope"}})
 	if !errors.Is(err, ErrUnknownContext) || !strings.Contains(err.Error(), `"nope"`) ||
 		!strings.Contains(err.Error(), `"kind-pinniped", "other"`) {
 		t.Errorf("an unknown context: %v", err)
@@ -302,7 +303,7 @@ func TestTheClientConfigIsKubectls(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := caPEM(t)
-	ts, _, err := Build(*raw, Options{ClientConfig: func(name string) (*rest.Config, error) {
+	ts, _, err := Build(*raw, Options{IsFront: handoff.IsFront, ClientConfig: func(name string) (*rest.Config, error) {
 		return &rest.Config{Host: "https://elsewhere:443", TLSClientConfig: rest.TLSClientConfig{CAData: ca}, BearerToken: "x"}, nil
 	}})
 	if err != nil || len(ts) != 1 {

@@ -3,6 +3,8 @@ package layout
 import (
 	"bufio"
 	"bytes"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -91,6 +93,75 @@ func TestTheMapNamesEveryPackage(t *testing.T) {
 	for p := range named {
 		if !slices.Contains(listed, p) {
 			t.Errorf("docs/architecture.md's map names %s, which is no package (moved or gone?)", p)
+		}
+	}
+}
+
+// room is the folder a package lives in, two levels deep (cli/login,
+// agent/endpoints), or the top-level package itself (cache, kubeconfig).
+func room(pkg string) string {
+	parts := strings.SplitN(pkg, "/", 3)
+	if len(parts) > 2 {
+		parts = parts[:2]
+	}
+	return strings.Join(parts, "/")
+}
+
+// TestNoTwoRoomsImportEachOther: the product's code (tests aside) never
+// has two rooms importing each other, so each room can be read, and moved,
+// as a unit. It reads the import lines of every non-test Go file.
+func TestNoTwoRoomsImportEachOther(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	edges := map[string]map[string]string{} // room -> room -> a file that imports it
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		from := room(filepath.ToSlash(rel))
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if !strings.HasPrefix(p, module) {
+				continue
+			}
+			to := room(strings.TrimPrefix(p, module))
+			if to == from {
+				continue
+			}
+			if edges[from] == nil {
+				edges[from] = map[string]string{}
+			}
+			edges[from][to] = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(edges) == 0 {
+		t.Fatal("no imports between rooms were found: the walk read nothing")
+	}
+	for a, tos := range edges {
+		for b, file := range tos {
+			if back, ok := edges[b][a]; ok && a < b {
+				t.Errorf("rooms %s and %s import each other (%s, %s): move what both need into one of them, or a third", a, b, file, back)
+			}
 		}
 	}
 }
