@@ -235,7 +235,7 @@ func (p *proxy) target(t *targets.Target) (*server.Target, *renew.Renewer, error
 	holder := &upstream.Holder{}
 	n := 0
 	r := &renew.Renewer{
-		Now:   time.Now,
+		Now:   p.o.Factory.Now,
 		After: time.After,
 		Get:   get,
 		Apply: func(c *credcache.Credential) error {

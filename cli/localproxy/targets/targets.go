@@ -104,6 +104,9 @@ var ErrUnknownContext = errors.New("no such context in the kubeconfig")
 // other one considered with the reason it is not served. Nothing is
 // dropped without a reason.
 func Build(raw clientcmdapi.Config, o Options) ([]*Target, []Skipped, error) {
+	if o.IsFront == nil {
+		return nil, nil, errors.New("targets: Options.IsFront is required")
+	}
 	names := o.Contexts
 	if len(names) == 0 {
 		for name := range raw.Contexts {
