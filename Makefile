@@ -110,9 +110,10 @@ e2e-fips:
 	PINNIPED_E2E_FIPS=only e2e/run.sh
 
 ## bench-exchange: TokenCredentialRequest load through the real API server, ours beside a second
-##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request, memory
+##   installation (PINNIPED_BENCH_OTHER_*: see e2e/README.md); req/s, latency, CPU per request beside the
+##   crypto floor, memory; the agent's CPU and allocation profiles in bench-profiles/ (PINNIPED_BENCH_PROFILES)
 bench-exchange:
-	PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
+	PINNIPED_BENCH_PROFILES=$${PINNIPED_BENCH_PROFILES-$(CURDIR)/bench-profiles} PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestExchangeLoad -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## bench-claimrules: what kube-apiserver's claim rules (CEL) cost the agent: memory before and
 ##   after they are compiled, CPU per exchange with claim names and with CEL rules
@@ -124,9 +125,10 @@ bench-login:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestCachedLoginBench -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## bench-proxy: the impersonation proxy beside direct kube-apiserver access and beside a second installation's
-##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory
+##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory; the agent's
+##   CPU and allocation profiles under the proxy's load in bench-profiles/ (PINNIPED_BENCH_PROFILES)
 bench-proxy:
-	PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
+	PINNIPED_BENCH_PROFILES=$${PINNIPED_BENCH_PROFILES-$(CURDIR)/bench-profiles} PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
 
 ## bench-soak: 30 minutes of mixed load (PINNIPED_E2E_SOAK to change); agent memory, goroutines, files per minute
 bench-soak:

@@ -267,6 +267,12 @@ func clusterCAKey(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keyName(cert)
+}
+
+// keyName says what key a certificate's holder signs with: "RSA-2048",
+// "ECDSA P-256".
+func keyName(cert *x509.Certificate) string {
 	switch k := cert.PublicKey.(type) {
 	case *rsa.PublicKey:
 		return fmt.Sprintf("RSA-%d", k.N.BitLen())

@@ -49,6 +49,10 @@ func TestProxyLoad(t *testing.T) {
 		t.Fatalf("the proxy benchmark needs the managed profile (PINNIPED_E2E_PROFILES=managed), not %s", cfg.Profile)
 	}
 	pinniped := installAgent(t)
+	profiles := benchProfiles(t)
+	if profiles != "" {
+		ourInstall.enableProfiling(t)
+	}
 	strategy := waitProxyStrategy(t, "the proxy is advertised", proxySucceeds)
 	// The other installation's proxy (see benchInstallations), loaded in
 	// the same rounds, as the same user.
@@ -275,6 +279,17 @@ func TestProxyLoad(t *testing.T) {
 		{targets[localProxy].name, targets[localProxy].c, targets[localProxy].base},
 	}, targets[direct].c, targets[direct].base)
 	afterRSS := fmt.Sprintf("ours %s; %s %s; pinniped proxy (10 contexts) %s", srv[0].rssText(), other.name, srv[1].rssText(), srv[3].rssText())
+	if profiles != "" {
+		// After the rows, so the profiler's own cost is in none of them.
+		targets = fresh()
+		tg := targets[proxyToken]
+		for _, rq := range requests {
+			label := "proxy-token-" + strings.ToLower(strings.Fields(rq.name)[0])
+			ourInstall.profileDuring(t, profiles, label, 20, func() {
+				runLoadFor(t, 16, 22*time.Second, func() (time.Duration, error) { return get(tg.c, tg.base+rq.path) })
+			})
+		}
+	}
 
 	// The proxies alone again with audit lines only for changes
 	// (--proxy-audit=changes): every request above wrote one, through the

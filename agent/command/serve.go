@@ -75,6 +75,7 @@ agent issued, forwarded to the API server with Impersonate-* headers.`,
 	f.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "identity for leader election (default $POD_NAME, else the hostname)")
 	f.StringVar(&o.ListenAddress, "listen", fmt.Sprintf(":%d", objectnames.APIPort), "address of the aggregated API (TLS)")
 	f.StringVar(&o.HealthListenAddress, "health-listen", fmt.Sprintf(":%d", objectnames.HealthPort), "address of /healthz, /readyz and /metrics (plain HTTP)")
+	f.StringVar(&o.ProfilingListenAddress, "profiling-listen", "", "loopback address (e.g. 127.0.0.1:6060) where Go's pprof profiles are served, for kubectl port-forward; off when empty (the default)")
 	f.StringVar(&o.ServiceName, "service-name", objectnames.APIService, "Service in front of the aggregated API; the serving certificate is for <name>.<namespace>.svc")
 	f.StringVar(&o.ServingSecretName, "serving-secret", objectnames.ServingSecret, "Secret holding the aggregated API's CA and serving certificate")
 	f.StringVar(&o.CredentialIssuerName, "credential-issuer", objectnames.CredentialIssuer, "CredentialIssuer whose status the agent maintains")

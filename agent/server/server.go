@@ -41,18 +41,22 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/plumbing/kubeclient"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/leaderelection"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/metrics"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/profiling"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/servingcert"
 )
 
 // Options are the agent's settings; the serve command fills them from flags.
 type Options struct {
-	Kubeconfig           string
-	Namespace            string
-	ListenAddress        string // aggregated API (TLS)
-	HealthListenAddress  string // /healthz, /readyz, /metrics (plain HTTP)
-	ServiceName          string // the Service in front of the aggregated API
-	ServingSecretName    string
-	CredentialIssuerName string
+	Kubeconfig          string
+	Namespace           string
+	ListenAddress       string // aggregated API (TLS)
+	HealthListenAddress string // /healthz, /readyz, /metrics (plain HTTP)
+	// ProfilingListenAddress, when set, serves Go's pprof profiles there
+	// (loopback only; package profiling).
+	ProfilingListenAddress string
+	ServiceName            string // the Service in front of the aggregated API
+	ServingSecretName      string
+	CredentialIssuerName   string
 	// GroupSuffix is upstream's api_group_suffix: every API group is
 	// <prefix>.concierge.<GroupSuffix>. Empty means pinniped.dev.
 	GroupSuffix string
@@ -98,6 +102,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.KubeCertAgentPod.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := profiling.CheckAddress(o.ProfilingListenAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--profiling-listen: %w", err))
 	}
 	for name, addr := range map[string]string{"--listen": o.ListenAddress, "--health-listen": o.HealthListenAddress, "--proxy-listen": o.ProxyListenAddress} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -227,6 +234,13 @@ func (a *agent) ready() error {
 func (a *agent) serve(ctx context.Context) error {
 	if a.o.KubeCertAgentImage != "" {
 		go a.signingKey.Run(ctx)
+	}
+	if a.o.ProfilingListenAddress != "" {
+		ln, err := profiling.Listen(ctx, a.o.ProfilingListenAddress)
+		if err != nil {
+			return fmt.Errorf("--profiling-listen: %w", err)
+		}
+		go profiling.Serve(ctx, ln, a.log)
 	}
 	// Health and metrics come up first so the kubelet sees progress.
 	go health.Serve(ctx, a.o.HealthListenAddress, a.ready, a.metrics.Handler(), a.log)

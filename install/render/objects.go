@@ -429,8 +429,9 @@ func agentContainer(c *Config) corev1.Container {
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-			// The agent serves no heap profiles; without this the Go
-			// runtime keeps a profiling hash table (up to 1.4 MiB).
+			// The agent serves no heap profiles (unless --profiling-listen
+			// turns them on); without this the Go runtime keeps a
+			// profiling hash table (up to 1.4 MiB).
 			{Name: "GODEBUG", Value: "memprofilerate=0"},
 		},
 		Ports: []corev1.ContainerPort{

@@ -1,0 +1,102 @@
+// Package profiling serves Go's pprof profiles on a loopback address when
+// an operator asks for them (the agent's --profiling-listen, off by
+// default), so that a benchmark, or a person allowed to port-forward to the
+// pod, can see where a replica spends its CPU and memory. Loopback only:
+// the profiles name the code's functions and the sizes of what it holds,
+// and nothing on the pod network needs them.
+package profiling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"time"
+)
+
+// MaxSeconds bounds a CPU profile or trace a caller asks for.
+const MaxSeconds = 600
+
+// CheckAddress accepts host:port whose host is a loopback IP address or
+// "localhost"; an empty address means profiling is off and is accepted.
+func CheckAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address: profiles are served only on 127.0.0.1, ::1 or localhost (reach them with kubectl port-forward)", addr)
+	}
+	return nil
+}
+
+// Handler serves /debug/pprof/ (the index and every named profile),
+// /debug/pprof/profile (CPU) and /debug/pprof/trace, and nothing else.
+// The command line is left out: it is no profile, and an operator's
+// flags are theirs.
+func Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+	return mux
+}
+
+// memProfileRate is the Go runtime's default sampling of allocations:
+// one sample per 512 KiB allocated.
+const memProfileRate = 512 * 1024
+
+// Listen checks addr and listens on it. It also turns allocation sampling
+// back on: the agent's Deployment runs with GODEBUG=memprofilerate=0, which
+// spares the runtime's profiling table while no one reads the profiles, and
+// would leave the heap and allocation profiles empty.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, errors.New("no profiling address")
+	}
+	if err := CheckAddress(addr); err != nil {
+		return nil, err
+	}
+	runtime.MemProfileRate = memProfileRate
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s for profiles: %w", addr, err)
+	}
+	// "localhost" is checked by what it resolved to, not by its name.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, fmt.Errorf("%s resolved to %s, which is not a loopback address", addr, ln.Addr())
+	}
+	return ln, nil
+}
+
+// Serve serves profiles on ln until ctx ends. A failure is logged, not
+// fatal: profiles are a diagnostic, never what clients depend on.
+func Serve(ctx context.Context, ln net.Listener, log *slog.Logger) {
+	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 5 * time.Second,
+		// A CPU profile or trace writes for as long as it was asked to run.
+		WriteTimeout: (MaxSeconds + 30) * time.Second, IdleTimeout: 90 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("serving Go profiles", "address", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("profiling endpoint stopped", "address", ln.Addr().String(), "error", err)
+	}
+}

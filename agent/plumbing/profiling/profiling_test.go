@@ -1,0 +1,84 @@
+package profiling
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestCheckAddress(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"":                 true,
+		"127.0.0.1:6060":   true,
+		"127.0.0.2:6060":   true,
+		"[::1]:6060":       true,
+		"localhost:6060":   true,
+		":6060":            false, // every interface
+		"0.0.0.0:6060":     false,
+		"[::]:6060":        false,
+		"10.0.0.1:6060":    false,
+		"example.com:6060": false,
+		"127.0.0.1":        false,
+		"127.0.0.1:":       false,
+	} {
+		if err := CheckAddress(addr); (err == nil) != ok {
+			t.Errorf("CheckAddress(%q) = %v, want ok %v", addr, err, ok)
+		}
+	}
+}
+
+// TestHandlerServesProfilesOnly: the named profiles are there; the command
+// line and everything outside /debug/pprof/ is not.
+func TestHandlerServesProfilesOnly(t *testing.T) {
+	h := Handler()
+	for path, want := range map[string]int{
+		"/debug/pprof/":                  http.StatusOK,
+		"/debug/pprof/heap":              http.StatusOK,
+		"/debug/pprof/allocs":            http.StatusOK,
+		"/debug/pprof/goroutine?debug=1": http.StatusOK,
+		"/debug/pprof/cmdline":           http.StatusNotFound,
+		"/debug/pprof/nothing":           http.StatusNotFound,
+		"/metrics":                       http.StatusNotFound,
+		"/":                              http.StatusNotFound,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d, want %d", path, rec.Code, want)
+		}
+	}
+}
+
+// TestListenRefusesWhatIsNotLoopback, and serves where it is.
+func TestListenRefusesWhatIsNotLoopback(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Listen(ctx, "0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("Listen(0.0.0.0:0) = %v, want a refusal", err)
+	}
+	ln, err := Listen(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		Serve(ctx, ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		close(done)
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/debug/pprof/heap", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("heap profile: %d", resp.StatusCode)
+	}
+	cancel()
+	<-done
+}

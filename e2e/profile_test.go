@@ -1,0 +1,174 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Profiles of the agent under a benchmark's load: CPU and allocations,
+// pprof files written where PINNIPED_BENCH_PROFILES says (the bench-*
+// targets set it), so that where the time goes is read from the code
+// that ran, not guessed. The agent serves them only on loopback, when its
+// --profiling-listen is set; the benchmark sets it on the Deployments it
+// installed and reaches each pod through kubectl port-forward.
+
+// profilingPort is where a benchmark's agents serve their profiles.
+const profilingPort = "6060"
+
+// benchProfiles is the directory profiles are written to; "" means none
+// are taken.
+func benchProfiles(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PINNIPED_BENCH_PROFILES")
+	if dir == "" {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("PINNIPED_BENCH_PROFILES: %v", err)
+	}
+	return dir
+}
+
+// enableProfiling adds --profiling-listen=127.0.0.1:6060 to the agent
+// container of each of the installation's Deployments and waits for the
+// rollout. Only for an installation of this build (another implementation
+// has no such flag).
+func (in installation) enableProfiling(t *testing.T) {
+	t.Helper()
+	if !in.installedHere {
+		t.Fatalf("%s: only an installation of this build serves profiles", in.name)
+	}
+	args := append(in.kubectlArgs(), "-n", in.namespace)
+	for _, d := range in.deployments(t).Items {
+		var ops []map[string]any
+		for i, c := range d.Spec.Template.Spec.Containers {
+			if c.Name != "agent" {
+				continue
+			}
+			ops = append(ops, map[string]any{"op": "add", "path": fmt.Sprintf("/spec/template/spec/containers/%d/args/-", i),
+				"value": "--profiling-listen=127.0.0.1:" + profilingPort})
+		}
+		if len(ops) == 0 {
+			t.Fatalf("%s: deployment/%s has no container named agent", in.name, d.Metadata.Name)
+		}
+		p, _ := json.Marshal(ops)
+		Kubectl(t, append(append([]string{}, args...), "patch", "deployment", d.Metadata.Name, "--type=json", "-p", string(p))...)
+		Kubectl(t, append(append([]string{}, args...), "rollout", "status", "deployment", d.Metadata.Name, "--timeout=3m")...)
+	}
+	time.Sleep(6 * time.Second) // the old pods' drain
+}
+
+// profileDuring runs load while it takes a CPU profile and an allocation
+// profile (what was allocated in the same seconds) from each of the
+// installation's running pods. It writes them to dir as
+// <label>.<pod>.cpu.pprof and <label>.<pod>.allocs.pprof and logs the top
+// entries of the pods' profiles merged. load must run for longer than
+// seconds.
+func (in installation) profileDuring(t *testing.T, dir, label string, seconds int, load func()) {
+	t.Helper()
+	args := append(append([]string{}, in.kubectlArgs()...), "-n", in.namespace, "get", "pods", "--field-selector=status.phase=Running",
+		"-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}")
+	if in.selector != "" {
+		args = append(args, "-l", in.selector)
+	}
+	pods := strings.Fields(Kubectl(t, args...))
+	if len(pods) == 0 {
+		t.Fatalf("%s: no running pod to profile", in.name)
+	}
+	type fetch struct{ url, file string }
+	var fetches []fetch
+	for _, pod := range pods {
+		s := startStream(t, nil, "kubectl", append(append([]string{}, in.kubectlArgs()...), "-n", in.namespace, "port-forward",
+			"--address=127.0.0.1", "pod/"+pod, ":"+profilingPort)...)
+		line := s.waitLine(t, 30*time.Second, func(l string) bool { return strings.HasPrefix(l, "Forwarding from 127.0.0.1:") })
+		_, port, err := net.SplitHostPort(strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0])
+		if err != nil {
+			t.Fatalf("port-forward to %s: %q: %v", pod, line, err)
+		}
+		base := fmt.Sprintf("http://127.0.0.1:%s/debug/pprof/", port)
+		for _, kind := range []string{"profile", "allocs"} {
+			name := map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
+			fetches = append(fetches, fetch{fmt.Sprintf("%s%s?seconds=%d", base, kind, seconds), filepath.Join(dir, fmt.Sprintf("%s.%s.%s.pprof", label, pod, name))})
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(fetches))
+	for i, f := range fetches {
+		wg.Go(func() { errs[i] = fetchProfile(f.url, f.file, time.Duration(seconds+30)*time.Second) })
+	}
+	time.Sleep(200 * time.Millisecond) // the profiles start before the load
+	load()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("profile %s: %v", fetches[i].url, err)
+		}
+	}
+	for _, kind := range []string{"cpu", "allocs"} {
+		var files []string
+		for _, f := range fetches {
+			if strings.HasSuffix(f.file, "."+kind+".pprof") {
+				files = append(files, f.file)
+			}
+		}
+		t.Logf("%s: %s profile of %s's pods (files in %s):\n%s", label, kind, in.name, dir, pprofTop(t, kind, files))
+	}
+}
+
+func fetchProfile(url, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	out, err := os.Create(file) //nolint:gosec // the benchmark's own output directory
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// pprofTop is go tool pprof's top entries of the profiles merged: by
+// cumulative CPU for a CPU profile, by bytes allocated for allocations.
+func pprofTop(t *testing.T, kind string, files []string) string {
+	t.Helper()
+	args := []string{"tool", "pprof", "-top", "-nodecount=30"}
+	if kind == "cpu" {
+		args = append(args, "-cum")
+	} else {
+		args = append(args, "-sample_index=alloc_space")
+	}
+	cmd := exec.CommandContext(context.Background(), "go", append(args, files...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Sprintf("(go tool pprof failed: %v)", err)
+	}
+	return string(out)
+}
