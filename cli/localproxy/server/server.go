@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/pinniped-kit/pinniped/agent/apis/proxybuffer"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/upstream"
 )
@@ -60,6 +61,8 @@ type handler struct {
 	// pastSecret is the request path of a request that carried the
 	// secret: serve, behind the checks given with AfterSecret.
 	pastSecret http.Handler
+	// buffers are shared by every context's reverse proxy.
+	buffers proxybuffer.Pool
 }
 
 // Option changes the handler New builds.
@@ -254,6 +257,7 @@ func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 			proxyheaders.StripIdentityHeaders(r.Out.Header)
 		},
 		Transport:      generationTransport{},
+		BufferPool:     &h.buffers,
 		ModifyResponse: func(resp *http.Response) error { return keepLocationInContext(t, resp) },
 		// No timed flushing: the reverse proxy flushes every write of a
 		// response of unknown length (watches, logs -f) at once by itself.

@@ -29,6 +29,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
+	"github.com/pinniped-kit/pinniped/agent/apis/proxybuffer"
 	"github.com/pinniped-kit/pinniped/agent/apis/proxyheaders"
 	"github.com/pinniped-kit/pinniped/agent/authentication/identityrule"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
@@ -94,6 +95,7 @@ type Proxy struct {
 	OriginalUserKey string
 
 	proxy, upgradeProxy, direct, directUpgrade *httputil.ReverseProxy
+	buffers                                    proxybuffer.Pool
 }
 
 // Init builds the reverse proxies; call once before serving.
@@ -114,7 +116,8 @@ func (p *Proxy) Init() {
 					}
 				}
 			},
-			Transport: &identityCheck{next: rt, impersonate: impersonate},
+			Transport:  &identityCheck{next: rt, impersonate: impersonate},
+			BufferPool: &p.buffers,
 			// No timed flushing: the reverse proxy flushes every write of a
 			// response of unknown length (watches, logs -f, streamed lists)
 			// at once by itself, and responses of known length go out in
