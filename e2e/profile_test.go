@@ -36,6 +36,9 @@ func benchProfiles(t *testing.T) string {
 	if dir == "" {
 		return ""
 	}
+	if !filepath.IsAbs(dir) {
+		t.Fatalf("PINNIPED_BENCH_PROFILES=%s: give an absolute path (a relative one would be under e2e/, where the tests run)", dir)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("PINNIPED_BENCH_PROFILES: %v", err)
 	}
@@ -88,20 +91,26 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 	if len(pods) == 0 {
 		t.Fatalf("%s: no running pod to profile", in.name)
 	}
-	type fetch struct{ url, file string }
+	type fetch struct {
+		pod, url, file string
+		forward        *stream
+	}
 	var fetches []fetch
 	for _, pod := range pods {
 		s := startStream(t, nil, "kubectl", append(append([]string{}, in.kubectlArgs()...), "-n", in.namespace, "port-forward",
 			"--address=127.0.0.1", "pod/"+pod, ":"+profilingPort)...)
+		// The port-forwards end with the profiles, not with the test: the
+		// rows after them share these two cores.
+		defer s.stop()
 		line := s.waitLine(t, 30*time.Second, func(l string) bool { return strings.HasPrefix(l, "Forwarding from 127.0.0.1:") })
 		_, port, err := net.SplitHostPort(strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0])
 		if err != nil {
 			t.Fatalf("port-forward to %s: %q: %v", pod, line, err)
 		}
 		base := fmt.Sprintf("http://127.0.0.1:%s/debug/pprof/", port)
-		for _, kind := range []string{"profile", "allocs"} {
-			name := map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
-			fetches = append(fetches, fetch{fmt.Sprintf("%s%s?seconds=%d", base, kind, seconds), filepath.Join(dir, fmt.Sprintf("%s.%s.%s.pprof", label, pod, name))})
+		for _, kind := range []struct{ path, file string }{{"profile", "cpu"}, {"allocs", "allocs"}} {
+			fetches = append(fetches, fetch{pod, fmt.Sprintf("%s%s?seconds=%d", base, kind.path, seconds),
+				filepath.Join(dir, fmt.Sprintf("%s.%s.%s.pprof", label, pod, kind.file)), s})
 		}
 	}
 	var wg sync.WaitGroup
@@ -114,7 +123,9 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("profile %s: %v", fetches[i].url, err)
+			f := fetches[i]
+			t.Fatalf("profile %s from pod %s: %v (does the pod run with --profiling-listen=127.0.0.1:%s? kubectl port-forward said: %s)",
+				f.url, f.pod, err, profilingPort, f.forward.errb.String())
 		}
 	}
 	for _, kind := range []string{"cpu", "allocs"} {
@@ -166,9 +177,9 @@ func pprofTop(t *testing.T, kind string, files []string) string {
 		args = append(args, "-sample_index=alloc_space")
 	}
 	cmd := exec.CommandContext(context.Background(), "go", append(args, files...)...)
-	out, err := cmd.Output()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Sprintf("(go tool pprof failed: %v)", err)
+		return fmt.Sprintf("(go tool pprof failed: %v: %s)", err, out)
 	}
 	return string(out)
 }

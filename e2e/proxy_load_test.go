@@ -280,7 +280,9 @@ func TestProxyLoad(t *testing.T) {
 	}, targets[direct].c, targets[direct].base)
 	afterRSS := fmt.Sprintf("ours %s; %s %s; pinniped proxy (10 contexts) %s", srv[0].rssText(), other.name, srv[1].rssText(), srv[3].rssText())
 	if profiles != "" {
-		// After the rows, so the profiler's own cost is in none of them.
+		// After the rows, so the profiler's own cost is in none of them:
+		// the agent samples allocations only once its profiles are read.
+		// (The reinstall below drops --profiling-listen again.)
 		targets = fresh()
 		tg := targets[proxyToken]
 		for _, rq := range requests {

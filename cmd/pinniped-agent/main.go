@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
 	"github.com/pinniped-kit/pinniped/agent/command"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/profiling"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
@@ -19,6 +20,7 @@ var (
 )
 
 func main() {
+	profiling.DisableAllocationSampling() // on again only while profiles are read (--profiling-listen)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	info := buildinfo.Info{Version: version, Commit: commit, BuildDate: date}
 	code := command.Execute(ctx, os.Stdout, os.Stderr, info, os.Args[1:])

@@ -429,9 +429,10 @@ func agentContainer(c *Config) corev1.Container {
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-			// The agent serves no heap profiles (unless --profiling-listen
-			// turns them on); without this the Go runtime keeps a
-			// profiling hash table (up to 1.4 MiB).
+			// The agent samples no allocations until --profiling-listen's
+			// profiles are read (its main turns sampling off); this keeps
+			// it off from the very start, before main runs. Sampling keeps a
+			// profiling hash table of up to 1.4 MiB.
 			{Name: "GODEBUG", Value: "memprofilerate=0"},
 		},
 		Ports: []corev1.ContainerPort{

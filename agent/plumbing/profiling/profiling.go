@@ -15,11 +15,25 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strconv"
+	"sync"
 	"time"
 )
 
-// MaxSeconds bounds a CPU profile or trace a caller asks for.
-const MaxSeconds = 600
+// maxSeconds bounds the seconds a caller may ask a CPU profile, a trace or
+// a delta profile to run for.
+const maxSeconds = 600
+
+// memProfileRate is the Go runtime's default sampling of allocations: one
+// sample per 512 KiB allocated.
+const memProfileRate = 512 * 1024
+
+// DisableAllocationSampling turns the runtime's allocation sampling off,
+// for a process that serves no profiles. Linking net/http/pprof turns it
+// on by default (without it the linker switches it off), and it costs a
+// profiling table of up to 1.4 MiB that no one would read. Call it first
+// thing in main.
+func DisableAllocationSampling() { runtime.MemProfileRate = 0 }
 
 // CheckAddress accepts host:port whose host is a loopback IP address or
 // "localhost"; an empty address means profiling is off and is accepted.
@@ -44,9 +58,12 @@ func CheckAddress(addr string) error {
 }
 
 // Handler serves /debug/pprof/ (the index and every named profile),
-// /debug/pprof/profile (CPU) and /debug/pprof/trace, and nothing else.
-// The command line is left out: it is no profile, and an operator's
-// flags are theirs.
+// /debug/pprof/profile (CPU), /debug/pprof/trace and /debug/pprof/symbol,
+// and nothing else. The command line is left out (the index still lists
+// it): it is no profile, and an operator's flags are theirs. The first
+// request turns allocation sampling on, so a process pays for it only once
+// someone reads its profiles; an allocation profile covers what was
+// allocated from then on.
 func Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -54,17 +71,22 @@ func Handler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
-	return mux
+	var sampling sync.Once
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := r.URL.Query().Get("seconds"); s != "" {
+			// pprof itself moves the write deadline out by whatever was
+			// asked: the bound is here.
+			if n, err := strconv.ParseFloat(s, 64); err != nil || n <= 0 || n > maxSeconds {
+				http.Error(w, fmt.Sprintf("seconds must be a number above 0 and at most %d", maxSeconds), http.StatusBadRequest)
+				return
+			}
+		}
+		sampling.Do(func() { runtime.MemProfileRate = memProfileRate })
+		mux.ServeHTTP(w, r)
+	})
 }
 
-// memProfileRate is the Go runtime's default sampling of allocations:
-// one sample per 512 KiB allocated.
-const memProfileRate = 512 * 1024
-
-// Listen checks addr and listens on it. It also turns allocation sampling
-// back on: the agent's Deployment runs with GODEBUG=memprofilerate=0, which
-// spares the runtime's profiling table while no one reads the profiles, and
-// would leave the heap and allocation profiles empty.
+// Listen checks addr and listens on it.
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	if addr == "" {
 		return nil, errors.New("no profiling address")
@@ -72,10 +94,9 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	if err := CheckAddress(addr); err != nil {
 		return nil, err
 	}
-	runtime.MemProfileRate = memProfileRate
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s for profiles: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s for profiles (choose another port, or leave --profiling-listen out): %w", addr, err)
 	}
 	// "localhost" is checked by what it resolved to, not by its name.
 	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
@@ -86,11 +107,13 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 // Serve serves profiles on ln until ctx ends. A failure is logged, not
-// fatal: profiles are a diagnostic, never what clients depend on.
+// fatal: profiles are a diagnostic, never what clients depend on. Its own
+// Handler, never http.DefaultServeMux, where importing net/http/pprof also
+// registers the command line.
 func Serve(ctx context.Context, ln net.Listener, log *slog.Logger) {
 	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 5 * time.Second,
-		// A CPU profile or trace writes for as long as it was asked to run.
-		WriteTimeout: (MaxSeconds + 30) * time.Second, IdleTimeout: 90 * time.Second}
+		// pprof extends this by the seconds a profile runs for.
+		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -32,24 +33,33 @@ func TestCheckAddress(t *testing.T) {
 }
 
 // TestHandlerServesProfilesOnly: the named profiles are there; the command
-// line and everything outside /debug/pprof/ is not.
+// line, everything outside /debug/pprof/ and a profile longer than the
+// bound are not. The first request turns allocation sampling on.
 func TestHandlerServesProfilesOnly(t *testing.T) {
+	DisableAllocationSampling()
 	h := Handler()
 	for path, want := range map[string]int{
-		"/debug/pprof/":                  http.StatusOK,
-		"/debug/pprof/heap":              http.StatusOK,
-		"/debug/pprof/allocs":            http.StatusOK,
-		"/debug/pprof/goroutine?debug=1": http.StatusOK,
-		"/debug/pprof/cmdline":           http.StatusNotFound,
-		"/debug/pprof/nothing":           http.StatusNotFound,
-		"/metrics":                       http.StatusNotFound,
-		"/":                              http.StatusNotFound,
+		"/debug/pprof/":                    http.StatusOK,
+		"/debug/pprof/heap":                http.StatusOK,
+		"/debug/pprof/allocs":              http.StatusOK,
+		"/debug/pprof/goroutine?debug=1":   http.StatusOK,
+		"/debug/pprof/cmdline":             http.StatusNotFound,
+		"/debug/pprof/profile?seconds=601": http.StatusBadRequest,
+		"/debug/pprof/trace?seconds=1e9":   http.StatusBadRequest,
+		"/debug/pprof/allocs?seconds=-1":   http.StatusBadRequest,
+		"/debug/pprof/allocs?seconds=x":    http.StatusBadRequest,
+		"/debug/pprof/nothing":             http.StatusNotFound,
+		"/metrics":                         http.StatusNotFound,
+		"/":                                http.StatusNotFound,
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code != want {
 			t.Errorf("GET %s: %d, want %d", path, rec.Code, want)
 		}
+	}
+	if runtime.MemProfileRate == 0 {
+		t.Error("allocation sampling is still off after the profiles were read")
 	}
 }
 
@@ -59,6 +69,13 @@ func TestListenRefusesWhatIsNotLoopback(t *testing.T) {
 	defer cancel()
 	if _, err := Listen(ctx, "0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("Listen(0.0.0.0:0) = %v, want a refusal", err)
+	}
+	for _, addr := range []string{"localhost:0", "[::ffff:127.0.0.1]:0"} {
+		ln, err := Listen(ctx, addr)
+		if err != nil {
+			t.Fatalf("Listen(%s): %v", addr, err)
+		}
+		_ = ln.Close()
 	}
 	ln, err := Listen(ctx, "127.0.0.1:0")
 	if err != nil {
