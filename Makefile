@@ -125,8 +125,8 @@ bench-login:
 	PINNIPED_E2E_LOAD=1 GO_TEST_FLAGS="-run TestCachedLoginBench -v" PINNIPED_E2E_PROFILES=kubeadm e2e/run.sh
 
 ## bench-proxy: the impersonation proxy beside direct kube-apiserver access and beside a second installation's
-##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory; the agent's
-##   CPU and allocation profiles under the proxy's load in bench-profiles/ (PINNIPED_BENCH_PROFILES)
+##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory; CPU and
+##   allocation profiles of the agent and of pinniped proxy under load in bench-profiles/ (PINNIPED_BENCH_PROFILES)
 bench-proxy:
 	PINNIPED_BENCH_PROFILES=$${PINNIPED_BENCH_PROFILES-$(CURDIR)/bench-profiles} PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
 

@@ -282,14 +282,14 @@ func startExpiredRenewal(t *testing.T, pinniped string) func(t *testing.T) {
 // startLocalProxy runs `pinniped proxy` for kubeconfig kc as alice (her
 // password login unattended, its own credential cache) until the test
 // ends, and returns the kubeconfig it writes and its state directory.
-func startLocalProxy(t *testing.T, pinniped, kc string) (string, string) {
+func startLocalProxy(t *testing.T, pinniped, kc string, flags ...string) (string, string) {
 	t.Helper()
-	return startLocalProxyUntil(t, pinniped, kc, func(c state.Context) bool { return c.State == "ready" })
+	return startLocalProxyUntil(t, pinniped, kc, func(c state.Context) bool { return c.State == "ready" }, flags...)
 }
 
 // startLocalProxyUntil is startLocalProxy, waiting until settled holds for
 // every context instead of until each has a credential.
-func startLocalProxyUntil(t *testing.T, pinniped, kc string, settled func(state.Context) bool) (string, string) {
+func startLocalProxyUntil(t *testing.T, pinniped, kc string, settled func(state.Context) bool, flags ...string) (string, string) {
 	t.Helper()
 	alice := testbed.DexUsers[0]
 	dir := t.TempDir()
@@ -300,7 +300,7 @@ func startLocalProxyUntil(t *testing.T, pinniped, kc string, settled func(state.
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(context.Background(), pinniped, "proxy", "--kubeconfig", kc, "--state-dir", stateDir, "--listen", "127.0.0.1:0")
+	cmd := exec.CommandContext(context.Background(), pinniped, append([]string{"proxy", "--kubeconfig", kc, "--state-dir", stateDir, "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"PINNIPED_USERNAME="+alice.Email, "PINNIPED_PASSWORD="+alice.Password)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

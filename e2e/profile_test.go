@@ -76,10 +76,8 @@ func (in installation) enableProfiling(t *testing.T) {
 
 // profileDuring runs load while it takes a CPU profile and an allocation
 // profile (what was allocated in the same seconds) from each of the
-// installation's running pods. It writes them to dir as
-// <label>.<pod>.cpu.pprof and <label>.<pod>.allocs.pprof and logs the top
-// entries of the pods' profiles merged. load must run for longer than
-// seconds.
+// installation's running pods, reached through kubectl port-forward (see
+// profileWhile).
 func (in installation) profileDuring(t *testing.T, dir, label string, seconds int, load func()) {
 	t.Helper()
 	args := append(append([]string{}, in.kubectlArgs()...), "-n", in.namespace, "get", "pods", "--field-selector=status.phase=Running",
@@ -91,11 +89,7 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 	if len(pods) == 0 {
 		t.Fatalf("%s: no running pod to profile", in.name)
 	}
-	type fetch struct {
-		pod, url, file string
-		forward        *stream
-	}
-	var fetches []fetch
+	var sources []profileSource
 	for _, pod := range pods {
 		s := startStream(t, nil, "kubectl", append(append([]string{}, in.kubectlArgs()...), "-n", in.namespace, "port-forward",
 			"--address=127.0.0.1", "pod/"+pod, ":"+profilingPort)...)
@@ -107,10 +101,36 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 		if err != nil {
 			t.Fatalf("port-forward to %s: %q: %v", pod, line, err)
 		}
-		base := fmt.Sprintf("http://127.0.0.1:%s/debug/pprof/", port)
+		sources = append(sources, profileSource{name: pod, addr: "127.0.0.1:" + port, hint: func() string {
+			return fmt.Sprintf("does pod %s run with --profiling-listen=127.0.0.1:%s? kubectl port-forward said: %s", pod, profilingPort, s.errb.String())
+		}})
+	}
+	profileWhile(t, dir, label, in.name+"'s pods", seconds, sources, load)
+}
+
+// profileSource is one process serving profiles (package profiling) at
+// addr; hint says what to check when they cannot be read.
+type profileSource struct {
+	name, addr string
+	hint       func() string
+}
+
+// profileWhile runs load while it takes a CPU profile and an allocation
+// profile over the same seconds from each source. It writes them to dir as
+// <label>.<source>.cpu.pprof and <label>.<source>.allocs.pprof and logs
+// the top entries of the sources' profiles merged (what names them all).
+// load must run for longer than seconds.
+func profileWhile(t *testing.T, dir, label, what string, seconds int, sources []profileSource, load func()) {
+	t.Helper()
+	type fetch struct {
+		src       profileSource
+		url, file string
+	}
+	var fetches []fetch
+	for _, src := range sources {
 		for _, kind := range []struct{ path, file string }{{"profile", "cpu"}, {"allocs", "allocs"}} {
-			fetches = append(fetches, fetch{pod, fmt.Sprintf("%s%s?seconds=%d", base, kind.path, seconds),
-				filepath.Join(dir, fmt.Sprintf("%s.%s.%s.pprof", label, pod, kind.file)), s})
+			fetches = append(fetches, fetch{src, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", src.addr, kind.path, seconds),
+				filepath.Join(dir, fmt.Sprintf("%s.%s.%s.pprof", label, src.name, kind.file))})
 		}
 	}
 	var wg sync.WaitGroup
@@ -124,8 +144,7 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 	for i, err := range errs {
 		if err != nil {
 			f := fetches[i]
-			t.Fatalf("profile %s from pod %s: %v (does the pod run with --profiling-listen=127.0.0.1:%s? kubectl port-forward said: %s)",
-				f.url, f.pod, err, profilingPort, f.forward.errb.String())
+			t.Fatalf("profile %s from %s: %v (%s)", f.url, f.src.name, err, f.src.hint())
 		}
 	}
 	for _, kind := range []string{"cpu", "allocs"} {
@@ -135,8 +154,20 @@ func (in installation) profileDuring(t *testing.T, dir, label string, seconds in
 				files = append(files, f.file)
 			}
 		}
-		t.Logf("%s: %s profile of %s's pods (files in %s):\n%s", label, kind, in.name, dir, pprofTop(t, kind, files))
+		t.Logf("%s: %s profile of %s (files in %s):\n%s", label, kind, what, dir, pprofTop(t, kind, files))
 	}
+}
+
+// freeLoopbackAddr is a 127.0.0.1 address with a port free a moment ago,
+// for a process told where to listen.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
 }
 
 func fetchProfile(url, file string, timeout time.Duration) error {

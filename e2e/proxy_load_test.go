@@ -110,7 +110,13 @@ func TestProxyLoad(t *testing.T) {
 	// its credential is a certificate for the API server), as a person
 	// with ten clusters runs it; the rows use one of them.
 	directKC := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file", "--concierge-mode=TokenCredentialRequestAPI")
-	localKC, localState := startLocalProxy(t, pinniped, withContexts(t, directKC, 10))
+	var localFlags []string
+	localProfiles := ""
+	if profiles != "" {
+		localProfiles = freeLoopbackAddr(t)
+		localFlags = append(localFlags, "--profiling-listen="+localProfiles)
+	}
+	localKC, localState := startLocalProxy(t, pinniped, withContexts(t, directKC, 10), localFlags...)
 	localBase, localCA, localSecret := localProxyTarget(t, localKC, localState, "ctx-0")
 	localPID := mustLocalProxyPID(t, localState)
 	// fresh are the targets with new credentials and connections: the
@@ -285,11 +291,17 @@ func TestProxyLoad(t *testing.T) {
 		// (The reinstall below drops --profiling-listen again.)
 		targets = fresh()
 		tg := targets[proxyToken]
+		local := targets[localProxy]
 		for _, rq := range requests {
-			label := "proxy-token-" + strings.ToLower(strings.Fields(rq.name)[0])
-			ourInstall.profileDuring(t, profiles, label, 20, func() {
+			verb := strings.ToLower(strings.Fields(rq.name)[0])
+			ourInstall.profileDuring(t, profiles, "proxy-token-"+verb, 20, func() {
 				runLoadFor(t, 16, 22*time.Second, func() (time.Duration, error) { return get(tg.c, tg.base+rq.path) })
 			})
+			profileWhile(t, profiles, "pinniped-proxy-"+verb, "pinniped proxy", 20,
+				[]profileSource{{name: "pinniped-proxy", addr: localProfiles, hint: func() string { return "pinniped proxy was started with --profiling-listen=" + localProfiles }}},
+				func() {
+					runLoadFor(t, 16, 22*time.Second, func() (time.Duration, error) { return get(local.c, local.base+rq.path) })
+				})
 		}
 	}
 

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pinniped-kit/pinniped/agent/plumbing/profiling"
 	"github.com/pinniped-kit/pinniped/cache/credcache"
 	"github.com/pinniped-kit/pinniped/cli/cmdutil"
 	"github.com/pinniped-kit/pinniped/cli/localproxy/localca"
@@ -70,6 +71,9 @@ type Options struct {
 	Host   string
 	Port   int
 	Listen string
+	// ProfilingListen, when set, is a loopback address where Go's pprof
+	// profiles of the proxy are served (the agent's profiling endpoint).
+	ProfilingListen string
 	// StateDir is the proxy's state directory (CA, secret, state file);
 	// KubeconfigOut where the kubeconfig that uses the proxy is written.
 	StateDir, KubeconfigOut string
@@ -112,6 +116,13 @@ func Run(ctx context.Context, opts Options) error {
 		// by the kernel at the first prompt, and every context with it).
 		interactive: tty.IsTerminal(errOut) && tty.Foreground(o.Factory.IO.In),
 		infos:       map[string]state.Context{},
+	}
+	if o.ProfilingListen != "" {
+		pln, err := profiling.Listen(ctx, o.ProfilingListen)
+		if err != nil {
+			return fmt.Errorf("--profiling-listen: %w", err)
+		}
+		go profiling.Serve(ctx, pln, slog.New(slog.NewTextHandler(p.out, nil)))
 	}
 	srvTargets, renewers, err := p.targets()
 	if err != nil {

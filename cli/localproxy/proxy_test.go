@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,13 +45,23 @@ func TestRun(t *testing.T) {
 	}
 	f := cmdutil.Test(strings.NewReader(""), io.Discard, &stderr, map[string]string{"XDG_CONFIG_HOME": filepath.Join(dir, "config")})
 	ctx, stop := context.WithCancel(context.Background())
+	opts := localproxy.Options{
+		Targets: ts, Skipped: skipped, Raw: *raw, Host: "127.0.0.1", Port: 0, Listen: "127.0.0.1:0",
+		StateDir: stateDir, KubeconfigOut: out, FrontPath: "/usr/local/bin/pinniped", Factory: f,
+	}
+	// Profiles only where asked, and only on loopback.
+	opts.ProfilingListen = "0.0.0.0:0"
+	if err := localproxy.Run(ctx, opts); err == nil || !strings.Contains(err.Error(), "--profiling-listen") {
+		t.Fatalf("Run with --profiling-listen=0.0.0.0:0: %v, want a refusal", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ProfilingListen = ln.Addr().String()
+	_ = ln.Close()
 	done := make(chan error, 1)
-	go func() {
-		done <- localproxy.Run(ctx, localproxy.Options{
-			Targets: ts, Skipped: skipped, Raw: *raw, Host: "127.0.0.1", Port: 0, Listen: "127.0.0.1:0",
-			StateDir: stateDir, KubeconfigOut: out, FrontPath: "/usr/local/bin/pinniped", Factory: f,
-		})
-	}()
+	go func() { done <- localproxy.Run(ctx, opts) }()
 
 	var st *state.State
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -95,6 +106,14 @@ func TestRun(t *testing.T) {
 		if want := map[bool]int{false: http.StatusUnauthorized, true: http.StatusOK}[auth != ""]; resp.StatusCode != want {
 			t.Errorf("with the secret %v: HTTP %d, want %d", auth != "", resp.StatusCode, want)
 		}
+	}
+	heap, err := http.Get("http://" + opts.ProfilingListen + "/debug/pprof/heap")
+	if err != nil {
+		t.Fatalf("the proxy's profiles: %v", err)
+	}
+	_ = heap.Body.Close()
+	if heap.StatusCode != http.StatusOK {
+		t.Errorf("the proxy's heap profile: HTTP %d", heap.StatusCode)
 	}
 	if got := upstream.Seen(); len(got) != 1 || got[0] != "Bearer upstream-token" {
 		t.Errorf("the API server saw %q; want one request with the context's own credential", got)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/buildinfo"
+	"github.com/pinniped-kit/pinniped/agent/plumbing/profiling"
 	"github.com/pinniped-kit/pinniped/cli/commands"
 )
 
@@ -23,6 +24,7 @@ var (
 )
 
 func main() {
+	profiling.DisableAllocationSampling() // on again only while pinniped proxy's profiles are read (--profiling-listen)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	info := buildinfo.Info{Version: version, Commit: commit, BuildDate: date}

@@ -45,6 +45,9 @@ type Options struct {
 	Listen        string
 	KubeconfigOut string
 	StateDir      string
+	// ProfilingListen is --profiling-listen: where profiles are served
+	// ("": nowhere).
+	ProfilingListen string
 
 	// What Validate made of them.
 	raw     clientcmdapi.Config
@@ -96,6 +99,7 @@ See docs/local-proxy.md.`,
 	fl.StringArrayVar(&o.Contexts, "context", nil, "context to serve (repeatable; default: every context whose user runs pinniped login)")
 	fl.StringVar(&o.Listen, "listen", DefaultListen, "loopback address and port to listen on")
 	fl.StringVar(&o.KubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig that uses the proxy (default <state dir>/kubeconfig); its directory must be private to you")
+	fl.StringVar(&o.ProfilingListen, "profiling-listen", "", "loopback address (e.g. 127.0.0.1:6061) where Go's pprof profiles of this proxy are served, for benchmarks and bug reports; off when empty (the default)")
 	fl.StringVar(&o.StateDir, "state-dir", "", "the proxy's state directory: CA, local secret, state (default $XDG_CONFIG_HOME/pinniped/proxy)")
 	cmd.AddCommand(NewCmdCredential(f, nil))
 	return cmd
@@ -166,7 +170,8 @@ func (o *Options) Run(ctx context.Context) error {
 	return localproxy.Run(ctx, localproxy.Options{
 		Targets: o.targets, Skipped: o.skipped, Raw: o.raw,
 		Host: o.host, Port: o.port, Listen: o.Listen,
-		StateDir: o.StateDir, KubeconfigOut: o.KubeconfigOut,
+		ProfilingListen: o.ProfilingListen,
+		StateDir:        o.StateDir, KubeconfigOut: o.KubeconfigOut,
 		FrontPath: handoff.FrontPath(o.f.Getenv),
 		Factory:   o.f,
 	})
