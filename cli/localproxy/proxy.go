@@ -84,6 +84,10 @@ type Options struct {
 	Factory *cmdutil.Factory
 }
 
+// CheckProfilingListen is what Run accepts as ProfilingListen: "" (no
+// profiles) or a loopback host:port.
+func CheckProfilingListen(addr string) error { return profiling.CheckAddress(addr) }
+
 // Run serves until ctx ends (Ctrl-C, SIGTERM), then drains and removes the
 // secret and the state file.
 func Run(ctx context.Context, opts Options) error {
@@ -122,7 +126,13 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("--profiling-listen: %w", err)
 		}
-		go profiling.Serve(ctx, pln, slog.New(slog.NewTextHandler(p.out, nil)))
+		// Only this user's processes, as for the proxy itself (without
+		// the secret: profiles hold no credential).
+		srv := profiling.Server(peer.Check(profiling.Handler()))
+		srv.ConnContext = localuser.ConnContext
+		profCtx, stopProfiles := context.WithCancel(ctx)
+		defer stopProfiles() // also when Run fails before serving
+		go profiling.Serve(profCtx, srv, pln, slog.New(slog.NewTextHandler(p.out, nil)))
 	}
 	srvTargets, renewers, err := p.targets()
 	if err != nil {

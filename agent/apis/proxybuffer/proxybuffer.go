@@ -25,6 +25,7 @@ func (p *Pool) Get() []byte {
 }
 
 // Put takes a buffer back; one of another size (not from Get) is dropped.
+// Only the reverse proxy calls it, with what Get lent it.
 func (p *Pool) Put(b []byte) {
 	if cap(b) != Size {
 		return

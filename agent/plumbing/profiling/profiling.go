@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,7 +33,9 @@ const memProfileRate = 512 * 1024
 // for a process that serves no profiles. Linking net/http/pprof turns it
 // on by default (without it the linker switches it off), and it costs a
 // profiling table of up to 1.4 MiB that no one would read. Call it first
-// thing in main.
+// thing in main; what package initialisers allocated before is sampled
+// still (the agent's Deployment sets GODEBUG=memprofilerate=0, which is
+// read before them).
 func DisableAllocationSampling() { runtime.MemProfileRate = 0 }
 
 // CheckAddress accepts host:port whose host is a loopback IP address or
@@ -52,16 +55,19 @@ func CheckAddress(addr string) error {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%q is not a loopback address: profiles are served only on 127.0.0.1, ::1 or localhost (reach them with kubectl port-forward)", addr)
+		return fmt.Errorf("%q is not a loopback address: profiles are served only on 127.0.0.1, ::1 or localhost", addr)
 	}
 	return nil
 }
 
 // Handler serves /debug/pprof/ (the index and every named profile),
 // /debug/pprof/profile (CPU), /debug/pprof/trace and /debug/pprof/symbol,
-// and nothing else. The command line is left out (the index still lists
-// it): it is no profile, and an operator's flags are theirs. The first
-// request turns allocation sampling on, so a process pays for it only once
+// to GET and HEAD only, and nothing else. The command line is left out (the
+// index still lists it): it is no profile, and an operator's flags are
+// theirs. A Host that is not a loopback address or localhost is refused:
+// a web page the user visits could otherwise point a name it controls at
+// 127.0.0.1 and read the profiles (DNS rebinding). The first profile
+// served turns allocation sampling on, so a process pays for it only once
 // someone reads its profiles; an allocation profile covers what was
 // allocated from then on.
 func Handler() http.Handler {
@@ -73,6 +79,17 @@ func Handler() http.Handler {
 	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 	var sampling sync.Once
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// pprof reads its parameters from a POST's body too, where the
+			// bound below would not see them.
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		if !loopbackHost(r.Host) {
+			http.Error(w, "profiles are served only to requests for 127.0.0.1, ::1 or localhost", http.StatusForbidden)
+			return
+		}
 		if s := r.URL.Query().Get("seconds"); s != "" {
 			// pprof itself moves the write deadline out by whatever was
 			// asked: the bound is here.
@@ -81,9 +98,24 @@ func Handler() http.Handler {
 				return
 			}
 		}
-		sampling.Do(func() { runtime.MemProfileRate = memProfileRate })
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			sampling.Do(func() { runtime.MemProfileRate = memProfileRate })
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost says whether a Host header names this machine's loopback.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Listen checks addr and listens on it.
@@ -106,14 +138,19 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves profiles on ln until ctx ends. A failure is logged, not
-// fatal: profiles are a diagnostic, never what clients depend on. Its own
-// Handler, never http.DefaultServeMux, where importing net/http/pprof also
-// registers the command line.
-func Serve(ctx context.Context, ln net.Listener, log *slog.Logger) {
-	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 5 * time.Second,
+// Server is the HTTP server for h (Handler, or Handler behind a caller's
+// own checks), its phases bounded.
+func Server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
 		// pprof extends this by the seconds a profile runs for.
 		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second}
+}
+
+// Serve serves srv on ln until ctx ends. A failure is logged, not fatal:
+// profiles are a diagnostic, never what clients depend on. srv has its own
+// handler, never http.DefaultServeMux, where importing net/http/pprof also
+// registers the command line.
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) {
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

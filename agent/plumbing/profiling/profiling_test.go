@@ -53,13 +53,47 @@ func TestHandlerServesProfilesOnly(t *testing.T) {
 		"/":                                http.StatusNotFound,
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Host = "127.0.0.1:6060"
+		h.ServeHTTP(rec, req)
 		if rec.Code != want {
 			t.Errorf("GET %s: %d, want %d", path, rec.Code, want)
 		}
 	}
 	if runtime.MemProfileRate == 0 {
 		t.Error("allocation sampling is still off after the profiles were read")
+	}
+}
+
+// TestHandlerRefusesWhatCouldSlipPastItsChecks: a POST (pprof reads a
+// POST's body for its parameters, past the bound on seconds) and a Host
+// that is not loopback (a page in the user's browser whose name was
+// pointed at 127.0.0.1).
+func TestHandlerRefusesWhatCouldSlipPastItsChecks(t *testing.T) {
+	h := Handler()
+	for _, c := range []struct {
+		method, host, path, body string
+		want                     int
+	}{
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile", "seconds=100000", http.StatusMethodNotAllowed},
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile?seconds=1", "seconds=100000", http.StatusMethodNotAllowed},
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/symbol", "0x1", http.StatusMethodNotAllowed},
+		{http.MethodGet, "evil.example.com:6060", "/debug/pprof/heap", "", http.StatusForbidden},
+		{http.MethodGet, "127.0.0.1.nip.io", "/debug/pprof/heap", "", http.StatusForbidden},
+		{http.MethodGet, "localhost:6060", "/debug/pprof/heap", "", http.StatusOK},
+		{http.MethodGet, "[::1]:6060", "/debug/pprof/heap", "", http.StatusOK},
+		{http.MethodHead, "127.0.0.1", "/debug/pprof/heap", "", http.StatusOK},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Host = c.host
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s %s (Host %s): %d, want %d", c.method, c.path, c.host, rec.Code, c.want)
+		}
 	}
 }
 
@@ -83,7 +117,7 @@ func TestListenRefusesWhatIsNotLoopback(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		Serve(ctx, ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		Serve(ctx, Server(Handler()), ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		close(done)
 	}()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/debug/pprof/heap", nil)
