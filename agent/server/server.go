@@ -240,7 +240,7 @@ func (a *agent) serve(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--profiling-listen: %w", err)
 		}
-		go profiling.Serve(ctx, profiling.Server(profiling.Handler()), ln, a.log)
+		go profiling.Serve(ctx, profiling.Server(profiling.Handler(nil)), ln, a.log)
 	}
 	// Health and metrics come up first so the kubelet sees progress.
 	go health.Serve(ctx, a.o.HealthListenAddress, a.ready, a.metrics.Handler(), a.log)

@@ -126,10 +126,12 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("--profiling-listen: %w", err)
 		}
-		// Only this user's processes, as for the proxy itself (without
-		// the secret: profiles hold no credential).
-		srv := profiling.Server(peer.Check(profiling.Handler()))
+		// Only this user's processes where the system can tell (Linux),
+		// as for the proxy itself, but without the secret: profiles hold
+		// no credential.
+		srv := profiling.Server(profiling.Handler(peer.Check))
 		srv.ConnContext = localuser.ConnContext
+		srv.ErrorLog = log.New(p.out, "pinniped proxy profiles: ", 0)
 		profCtx, stopProfiles := context.WithCancel(ctx)
 		defer stopProfiles() // also when Run fails before serving
 		go profiling.Serve(profCtx, srv, pln, slog.New(slog.NewTextHandler(p.out, nil)))

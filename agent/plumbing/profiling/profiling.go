@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func CheckAddress(addr string) error {
 	if port == "" {
 		return fmt.Errorf("%q has no port", addr)
 	}
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
@@ -62,15 +63,25 @@ func CheckAddress(addr string) error {
 
 // Handler serves /debug/pprof/ (the index and every named profile),
 // /debug/pprof/profile (CPU), /debug/pprof/trace and /debug/pprof/symbol,
-// to GET and HEAD only, and nothing else. The command line is left out (the
-// index still lists it): it is no profile, and an operator's flags are
-// theirs. A Host that is not a loopback address or localhost is refused:
-// a web page the user visits could otherwise point a name it controls at
-// 127.0.0.1 and read the profiles (DNS rebinding). The first profile
-// served turns allocation sampling on, so a process pays for it only once
-// someone reads its profiles; an allocation profile covers what was
-// allocated from then on.
-func Handler() http.Handler {
+// and nothing else. The command line is left out (the index still lists
+// it): it is no profile, and an operator's flags are theirs.
+//
+// Before anything else it refuses what could read or start a profile
+// other than as the operator meant: any method but GET and HEAD, and any
+// request with a body (pprof reads its parameters from a body too, even a
+// GET's multipart one, where the bound on seconds would not see them); a
+// Host that is not a loopback address or localhost (a web page the user
+// visits could point a name it controls at 127.0.0.1 and read the profiles:
+// DNS rebinding); and a request a browser sent for a web page (an Origin,
+// or Sec-Fetch-Site other than none), which could not read the answer but
+// could start a ten-minute CPU profile. curl and go tool pprof send
+// neither. inner, if not nil, wraps the profiles behind those checks (the
+// CLI's same-user check, which costs a scan of the socket tables).
+//
+// The first profile served turns allocation sampling on, so a process pays
+// for it only once someone reads its profiles; an allocation profile
+// covers what was allocated from then on.
+func Handler(inner func(http.Handler) http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -78,30 +89,44 @@ func Handler() http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 	var sampling sync.Once
+	var profiles http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			sampling.Do(func() { runtime.MemProfileRate = memProfileRate })
+		}
+		mux.ServeHTTP(w, r)
+	})
+	if inner != nil {
+		profiles = inner(profiles)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			// pprof reads its parameters from a POST's body too, where the
-			// bound below would not see them.
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			http.Error(w, "a request for a profile has no body: give its parameters in the URL", http.StatusBadRequest)
 			return
 		}
 		if !loopbackHost(r.Host) {
 			http.Error(w, "profiles are served only to requests for 127.0.0.1, ::1 or localhost", http.StatusForbidden)
 			return
 		}
-		if s := r.URL.Query().Get("seconds"); s != "" {
+		if r.Header.Get("Origin") != "" || (r.Header.Get("Sec-Fetch-Site") != "" && r.Header.Get("Sec-Fetch-Site") != "none") {
+			http.Error(w, "profiles are not served to web pages", http.StatusForbidden)
+			return
+		}
+		// The URL's query is all pprof may read: set, so it parses nothing.
+		r.Form, r.PostForm = r.URL.Query(), url.Values{}
+		if s := r.Form.Get("seconds"); s != "" {
 			// pprof itself moves the write deadline out by whatever was
 			// asked: the bound is here.
-			if n, err := strconv.ParseFloat(s, 64); err != nil || n <= 0 || n > maxSeconds {
+			if n, err := strconv.ParseFloat(s, 64); err != nil || !(n > 0 && n <= maxSeconds) {
 				http.Error(w, fmt.Sprintf("seconds must be a number above 0 and at most %d", maxSeconds), http.StatusBadRequest)
 				return
 			}
 		}
-		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
-			sampling.Do(func() { runtime.MemProfileRate = memProfileRate })
-		}
-		mux.ServeHTTP(w, r)
+		profiles.ServeHTTP(w, r)
 	})
 }
 

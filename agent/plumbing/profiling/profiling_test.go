@@ -1,9 +1,11 @@
 package profiling
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	mpart "mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +17,7 @@ func TestCheckAddress(t *testing.T) {
 	for addr, ok := range map[string]bool{
 		"":                 true,
 		"127.0.0.1:6060":   true,
+		"LOCALHOST:6060":   true,
 		"127.0.0.2:6060":   true,
 		"[::1]:6060":       true,
 		"localhost:6060":   true,
@@ -37,7 +40,7 @@ func TestCheckAddress(t *testing.T) {
 // bound are not. The first request turns allocation sampling on.
 func TestHandlerServesProfilesOnly(t *testing.T) {
 	DisableAllocationSampling()
-	h := Handler()
+	h := Handler(nil)
 	for path, want := range map[string]int{
 		"/debug/pprof/":                    http.StatusOK,
 		"/debug/pprof/heap":                http.StatusOK,
@@ -65,35 +68,80 @@ func TestHandlerServesProfilesOnly(t *testing.T) {
 	}
 }
 
-// TestHandlerRefusesWhatCouldSlipPastItsChecks: a POST (pprof reads a
-// POST's body for its parameters, past the bound on seconds) and a Host
-// that is not loopback (a page in the user's browser whose name was
-// pointed at 127.0.0.1).
+// TestHandlerRefusesWhatCouldSlipPastItsChecks: a POST, or any request
+// with a body (pprof reads a body's form values too, past the bound on
+// seconds); a Host that is not loopback (a page in the user's browser whose
+// name was pointed at 127.0.0.1); a request a browser sent for a web page.
+// None of them turns allocation sampling on. The requests' contexts are
+// cancelled, so a profile a broken check let through ends at once.
 func TestHandlerRefusesWhatCouldSlipPastItsChecks(t *testing.T) {
-	h := Handler()
-	for _, c := range []struct {
-		method, host, path, body string
-		want                     int
-	}{
-		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile", "seconds=100000", http.StatusMethodNotAllowed},
-		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile?seconds=1", "seconds=100000", http.StatusMethodNotAllowed},
-		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/symbol", "0x1", http.StatusMethodNotAllowed},
-		{http.MethodGet, "evil.example.com:6060", "/debug/pprof/heap", "", http.StatusForbidden},
-		{http.MethodGet, "127.0.0.1.nip.io", "/debug/pprof/heap", "", http.StatusForbidden},
-		{http.MethodGet, "localhost:6060", "/debug/pprof/heap", "", http.StatusOK},
-		{http.MethodGet, "[::1]:6060", "/debug/pprof/heap", "", http.StatusOK},
-		{http.MethodHead, "127.0.0.1", "/debug/pprof/heap", "", http.StatusOK},
+	DisableAllocationSampling()
+	inner := 0
+	h := Handler(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner++; next.ServeHTTP(w, r) })
+	})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	var multipart bytes.Buffer
+	mw := mpart.NewWriter(&multipart)
+	_ = mw.WriteField("seconds", "100000")
+	_ = mw.Close()
+	type request struct {
+		method, host, path, contentType, body string
+		header                                map[string]string
+		want                                  int
+	}
+	const form = "application/x-www-form-urlencoded"
+	for _, c := range []request{
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile", form, "seconds=100000", nil, http.StatusMethodNotAllowed},
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/profile?seconds=1", form, "seconds=100000", nil, http.StatusMethodNotAllowed},
+		{http.MethodPost, "127.0.0.1:6060", "/debug/pprof/symbol", "", "0x1", nil, http.StatusMethodNotAllowed},
+		{http.MethodGet, "127.0.0.1:6060", "/debug/pprof/profile", mw.FormDataContentType(), multipart.String(), nil, http.StatusBadRequest},
+		{http.MethodGet, "127.0.0.1:6060", "/debug/pprof/trace?seconds=NaN", "", "", nil, http.StatusBadRequest},
+		{http.MethodGet, "evil.example.com:6060", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "127.0.0.1.nip.io", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "localhost.evil.example", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "localhost.", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "10.0.0.1:6060", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "", "/debug/pprof/heap", "", "", nil, http.StatusForbidden},
+		{http.MethodGet, "127.0.0.1:6061", "/debug/pprof/profile?seconds=600", "", "", map[string]string{"Origin": "https://evil.example.com"}, http.StatusForbidden},
+		{http.MethodGet, "127.0.0.1:6061", "/debug/pprof/profile?seconds=600", "", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
 	} {
-		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)).WithContext(cancelled)
 		req.Host = c.host
-		if c.body != "" {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if c.contentType != "" {
+			req.Header.Set("Content-Type", c.contentType)
+		}
+		for k, v := range c.header {
+			req.Header.Set(k, v)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != c.want {
-			t.Errorf("%s %s (Host %s): %d, want %d", c.method, c.path, c.host, rec.Code, c.want)
+			t.Errorf("%s %s (Host %q, %v): %d, want %d", c.method, c.path, c.host, c.header, rec.Code, c.want)
 		}
+	}
+	if inner != 0 || runtime.MemProfileRate != 0 {
+		t.Errorf("refused requests reached the profiles (%d) or turned sampling on (rate %d)", inner, runtime.MemProfileRate)
+	}
+	for _, c := range []request{
+		{http.MethodGet, "LOCALHOST:6060", "/debug/pprof/heap", "", "", nil, http.StatusOK},
+		{http.MethodGet, "[::1]:6060", "/debug/pprof/heap", "", "", nil, http.StatusOK},
+		{http.MethodHead, "127.0.0.1", "/debug/pprof/heap", "", "", map[string]string{"Sec-Fetch-Site": "none"}, http.StatusOK},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		req.Host = c.host
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s %s (Host %q): %d, want %d", c.method, c.path, c.host, rec.Code, c.want)
+		}
+	}
+	if inner != 3 || runtime.MemProfileRate == 0 {
+		t.Errorf("accepted requests: %d reached the profiles, want 3; sampling rate %d", inner, runtime.MemProfileRate)
 	}
 }
 
@@ -117,7 +165,7 @@ func TestListenRefusesWhatIsNotLoopback(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		Serve(ctx, Server(Handler()), ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		Serve(ctx, Server(Handler(nil)), ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		close(done)
 	}()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/debug/pprof/heap", nil)

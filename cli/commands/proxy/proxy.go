@@ -99,7 +99,7 @@ See docs/local-proxy.md.`,
 	fl.StringArrayVar(&o.Contexts, "context", nil, "context to serve (repeatable; default: every context whose user runs pinniped login)")
 	fl.StringVar(&o.Listen, "listen", DefaultListen, "loopback address and port to listen on")
 	fl.StringVar(&o.KubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig that uses the proxy (default <state dir>/kubeconfig); its directory must be private to you")
-	fl.StringVar(&o.ProfilingListen, "profiling-listen", "", "loopback address (e.g. 127.0.0.1:6061) where Go's pprof profiles of this proxy are served, for benchmarks and bug reports; any process of your user can read them while it is on; off when empty (the default)")
+	fl.StringVar(&o.ProfilingListen, "profiling-listen", "", "loopback address (e.g. 127.0.0.1:6061) where Go's pprof profiles of this proxy are served, for benchmarks and bug reports; while it is on, your user's processes can read them (on Linux; elsewhere any local user); off when empty (the default)")
 	fl.StringVar(&o.StateDir, "state-dir", "", "the proxy's state directory: CA, local secret, state (default $XDG_CONFIG_HOME/pinniped/proxy)")
 	cmd.AddCommand(NewCmdCredential(f, nil))
 	return cmd
