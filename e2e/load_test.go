@@ -39,10 +39,16 @@ func TestExchangeLoad(t *testing.T) {
 	pinniped := installAgent(t)
 	cfg := Bed.Config()
 	installs := benchInstallations(t, pinniped)
-	token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
-	if !ok || token == "" {
-		t.Fatal("Dex's password grant gave no ID token")
+	// A new ID token for each CPU-limit pass: the whole run outlasts the
+	// bed's short ID-token lifetime, and an expired token is refused.
+	newToken := func() string {
+		token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
+		if !ok || token == "" {
+			t.Fatal("Dex's password grant gave no ID token")
+		}
+		return token
 	}
+	token := newToken()
 	type target struct {
 		in          installation
 		kept, fresh *http.Client
@@ -93,6 +99,10 @@ func TestExchangeLoad(t *testing.T) {
 	for _, limit := range []string{"none", "100m"} {
 		for _, in := range installs {
 			in.setCPULimit(t, limit)
+		}
+		token := newToken()
+		for i := range targets {
+			_, targets[i].body, _ = targets[i].in.exchangeRequest(t, token)
 		}
 		ran := make([]string, len(targets))
 		for i, tg := range targets {
