@@ -99,7 +99,7 @@ e2e:
 
 ## e2e-matrix: the core end-to-end checks on every Kubernetes minor the bed has (e2e/tools/kube),
 ##   both profiles, one bed at a time; prints versions x checks and writes docs/tested-versions.md.
-##   About 3 hours for 1.32-1.37 on 2 cores, not in make test; resumable per commit (see e2e/matrix.sh for its knobs)
+##   About 3 hours for 1.32-1.37 on 2 cores once the toolchains are built, not in make test; resumable per commit (see e2e/matrix.sh for its knobs)
 e2e-matrix:
 	e2e/matrix.sh
 
