@@ -183,9 +183,9 @@ func (d *Discoverer) ExchangeEndpoint(ctx context.Context, credentialIssuerName,
 		if len(problems) == 0 {
 			problems = append(problems, "the agent has not reported any strategy yet (is it running? kubectl get pods -A -l app.kubernetes.io/name=pinniped-agent)")
 		}
-		want := "a working credential strategy"
+		want := "working credential strategy"
 		if mode != "" {
-			want = "a working " + mode + " frontend"
+			want = "working " + mode + " frontend"
 		}
 		return nil, fmt.Errorf("CredentialIssuer %s has no %s: %s", ci.Name, want, strings.Join(problems, "; "))
 	}
