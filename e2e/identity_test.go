@@ -132,19 +132,10 @@ func TestIdentityArrivesUnchanged(t *testing.T) {
 	pinniped := installAgent(t)
 	ctx := context.Background()
 
-	certFile, keyFile := cfg.DirectIssuerTLS()
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss := startDirectIssuer(t)
 	bedCA, err := os.ReadFile(cfg.TestbedCAFile())
 	if err != nil {
 		t.Fatal(err)
-	}
-	iss := jwttest.NewAt(t, net.JoinHostPort(cfg.NodeIP, strconv.Itoa(cfg.DirectIssuerPort)),
-		&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, bedCA)
-	if iss.URL != cfg.DirectIssuer() {
-		t.Fatalf("the issuer is at %s, kube-apiserver trusts %s", iss.URL, cfg.DirectIssuer())
 	}
 	mint := func(c identityCase) string {
 		claims := map[string]any{"iss": iss.URL, "aud": testbed.DirectAudience, "sub": "diff", "exp": time.Now().Add(time.Hour).Unix(),
@@ -485,6 +476,29 @@ func identityKubeconfig(t *testing.T, pinniped string, endpoints map[string]endp
 		t.Fatal(err)
 	}
 	return path, names
+}
+
+// startDirectIssuer serves the issuer kube-apiserver itself trusts
+// (testbed.DirectIssuer) for the rest of the test: its tokens reach the API
+// server's own authenticator, with no exchange and no agent.
+func startDirectIssuer(t *testing.T) *jwttest.Issuer {
+	t.Helper()
+	cfg := Bed.Config()
+	certFile, keyFile := cfg.DirectIssuerTLS()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bedCA, err := os.ReadFile(cfg.TestbedCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := jwttest.NewAt(t, net.JoinHostPort(cfg.NodeIP, strconv.Itoa(cfg.DirectIssuerPort)),
+		&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, bedCA)
+	if iss.URL != cfg.DirectIssuer() {
+		t.Fatalf("the issuer is at %s, kube-apiserver trusts %s", iss.URL, cfg.DirectIssuer())
+	}
+	return iss
 }
 
 // localProxyRequest asks through pinniped proxy's context name. A context

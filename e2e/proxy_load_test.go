@@ -83,13 +83,6 @@ func TestProxyLoad(t *testing.T) {
 			ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
 		}}
 	}
-	pair := func(cert, key []byte) tls.Certificate {
-		p, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	type target struct {
 		name string
 		c    *http.Client
@@ -106,10 +99,16 @@ func TestProxyLoad(t *testing.T) {
 	)
 	// The proxy's own exchange hands out tokens once its first key signs.
 	ourInstall.waitProxyToken(t, strategy, idToken())
-	// pinniped proxy serving ten contexts (copies of alice's direct one:
-	// its credential is a certificate for the API server), as a person
-	// with ten clusters runs it; the rows use one of them.
-	directKC := userKubeconfig(t, pinniped, "--oidc-flow=password", "--credential-cache=file", "--concierge-mode=TokenCredentialRequestAPI")
+	// Direct, and upstream of pinniped proxy: alice's token from the
+	// issuer kube-apiserver itself trusts (testbed.DirectIssuer), so both
+	// paths present the API server the same credential. Not a certificate
+	// from an exchange: from 1.35 the managed profile lets no anonymous
+	// request reach the exchange at the API server (AnonymousHealthOnly),
+	// and the token outlives the run, as a 5-minute certificate does not.
+	directToken := directIssuerToken(t, alice.Email, []string{"developers", "admins"}, 6*time.Hour)
+	// pinniped proxy serving ten contexts (copies of alice's direct one),
+	// as a person with ten clusters runs it; the rows use one of them.
+	directKC := staticKubeconfig(t, pinniped, cfg.APIServerURL(), clusterCA, directToken)
 	var localFlags []string
 	localProfiles := ""
 	if profiles != "" {
@@ -122,11 +121,6 @@ func TestProxyLoad(t *testing.T) {
 	// fresh are the targets with new credentials and connections: the
 	// certificates live 5 minutes, less than the whole run.
 	fresh := func() []target {
-		// Direct: a certificate for the real API server (the CSR strategy on this profile).
-		directCred := exchange(t, idToken(), "JWTAuthenticator", "dex")
-		if directCred.Cert == "" {
-			t.Fatalf("exchange for a direct certificate: %+v", directCred)
-		}
 		// Proxies: a client certificate for alice at each, as these rows
 		// always measured.
 		proxyClient := func(in installation, s proxyStrategy) *http.Client {
@@ -146,10 +140,12 @@ func TestProxyLoad(t *testing.T) {
 		impersonating.Transport = headerTransport{base: impersonating.Transport, h: http.Header{
 			"Authorization": {"Bearer " + saToken}, "Impersonate-User": {alice.Email}, "Impersonate-Group": {"developers", "admins"},
 		}}
+		directClient := client(clusterCA, tls.Certificate{})
+		directClient.Transport = bearerTransport{base: directClient.Transport, token: directToken}
 		local := client(localCA, tls.Certificate{})
 		local.Transport = bearerTransport{base: local.Transport, token: localSecret}
 		return []target{
-			direct:       {"direct", client(clusterCA, pair([]byte(directCred.Cert), []byte(directCred.Key))), cfg.APIServerURL()},
+			direct:       {"direct", directClient, cfg.APIServerURL()},
 			proxyCert:    {"proxy (certificate)", proxyClient(ourInstall, strategy), strategy.Endpoint},
 			proxyToken:   {"proxy (token)", authClient(tokenAuth(tok.Token), strategy.CA), strategy.Endpoint},
 			impersonated: {"impersonating", impersonating, cfg.APIServerURL()},
@@ -372,6 +368,63 @@ func authClient(a proxyAuth, ca []byte) *http.Client {
 		c = bearerTransport{base: c, token: a.token}
 	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: c}
+}
+
+// directIssuerToken is a token for username in groups from the issuer
+// kube-apiserver itself trusts (testbed.DirectIssuer), served for the rest
+// of the test, once the API server takes it.
+func directIssuerToken(t *testing.T, username string, groups []string, ttl time.Duration) string {
+	t.Helper()
+	cfg := Bed.Config()
+	iss := startDirectIssuer(t)
+	now := time.Now()
+	tok := iss.Sign(t, map[string]any{"iss": iss.URL, "aud": testbed.DirectAudience, "sub": username,
+		"iat": now.Unix(), "exp": now.Add(ttl).Unix(), "username": username, "groups": groups})
+	ca, err := os.ReadFile(cfg.ClusterCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: bearerTransport{token: tok, base: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
+	// kube-apiserver fetches the issuer's keys every 10 s until it has them.
+	Eventually(t, 90*time.Second, "kube-apiserver trusts the direct issuer", func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.APIServerURL()+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+			strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("HTTP %d %s", resp.StatusCode, b)
+		}
+		return nil
+	})
+	return tok
+}
+
+// staticKubeconfig is a kubeconfig for server whose user runs `pinniped
+// login static` with token and no exchange: the token goes to the server
+// as it is.
+func staticKubeconfig(t *testing.T, pinniped, server string, ca []byte, token string) string {
+	t.Helper()
+	raw := clientcmdapi.NewConfig()
+	raw.Clusters["direct"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	raw.AuthInfos["direct"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion: "client.authentication.k8s.io/v1", Command: pinniped, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		Args: []string{"login", "static", "--token=" + token, "--credential-cache=none"},
+	}}
+	raw.Contexts["direct"] = &clientcmdapi.Context{Cluster: "direct", AuthInfo: "direct"}
+	raw.CurrentContext = "direct"
+	out := filepath.Join(t.TempDir(), "direct.kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // withContexts writes a copy of kubeconfig kc with n contexts ctx-0 ...
