@@ -366,7 +366,9 @@ type tcrResult struct {
 // one that still fails then failed for good.
 func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, stop <-chan struct{}) (*tcrResult, *sync.WaitGroup) {
 	t.Helper()
-	url, body, pool := exchangeRequest(t)
+	url, first, pool := exchangeRequest(t)
+	var body atomic.Pointer[[]byte]
+	body.Store(&first)
 	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if Bed.Config().AnonymousHealthOnly() {
 		// The API server lets no anonymous request through to the
@@ -384,7 +386,7 @@ func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, sto
 	// once sends one request; a 201 counts only when it holds a
 	// credential (a refusal is a 201 too, with a message).
 	once := func(c *http.Client) (int, error) {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(*body.Load()))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.Do(req)
 		if err != nil {
@@ -410,7 +412,45 @@ func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, sto
 		return resp.StatusCode, nil
 	}
 	res := &tcrResult{}
+	fail := func(status int, err error) {
+		res.failed.Add(1)
+		res.mu.Lock()
+		if len(res.failures) < 5 {
+			res.failures = append(res.failures, fmt.Sprintf("%s: HTTP %d %v", time.Now().Format("15:04:05.000"), status, err))
+		}
+		res.mu.Unlock()
+	}
 	var wg sync.WaitGroup
+	// The bed's Dex ID tokens live 10 minutes, and a load may run longer
+	// (make bench-soak): a new token every 3 minutes.
+	_, conf := DexOAuth2(t, context.Background(), "")
+	dexCtx := DexContext(t, context.Background())
+	alice := testbed.DexUsers[0]
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(3 * time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			tok, err := conf.PasswordCredentialsToken(dexCtx, alice.Email, alice.Password)
+			if err != nil {
+				fail(0, fmt.Errorf("a new ID token from Dex: %w", err))
+				continue
+			}
+			idToken, _ := tok.Extra("id_token").(string)
+			if idToken == "" {
+				fail(0, errors.New("Dex's password grant gave no ID token"))
+				continue
+			}
+			b := exchangeBody(idToken)
+			body.Store(&b)
+		}
+	}()
 	for range workers {
 		wg.Add(1)
 		go func() {
@@ -431,12 +471,7 @@ func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, sto
 					status, err = once(c)
 				}
 				if err != nil || status != http.StatusCreated {
-					res.failed.Add(1)
-					res.mu.Lock()
-					if len(res.failures) < 5 {
-						res.failures = append(res.failures, fmt.Sprintf("%s: HTTP %d %v", time.Now().Format("15:04:05.000"), status, err))
-					}
-					res.mu.Unlock()
+					fail(status, err)
 				}
 			}
 		}()

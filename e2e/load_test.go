@@ -39,7 +39,7 @@ func TestExchangeLoad(t *testing.T) {
 	pinniped := installAgent(t)
 	cfg := Bed.Config()
 	installs := benchInstallations(t, pinniped)
-	// A new ID token for each CPU-limit pass: the whole run outlasts the
+	// A new ID token for each block of rows (refresh): the whole run outlasts the
 	// bed's short ID-token lifetime, and an expired token is refused.
 	newToken := func() string {
 		token, ok := PasswordLogin(t, context.Background(), testbed.DexUsers[0]).Extra("id_token").(string)
@@ -67,6 +67,14 @@ func TestExchangeLoad(t *testing.T) {
 		fresh := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig.Clone(), ForceAttemptHTTP2: true, DisableKeepAlives: true}}
 		t.Cleanup(kept.CloseIdleConnections)
 		targets = append(targets, target{in: in, kept: kept, fresh: fresh, url: url, body: body})
+	}
+	// refresh gives every target a new token, before each block of rows: a
+	// block at the 100m limit can run for minutes.
+	refresh := func() {
+		token := newToken()
+		for i := range targets {
+			_, targets[i].body, _ = targets[i].in.exchangeRequest(t, token)
+		}
 	}
 	post := postExchange
 	profiles := benchProfiles(t)
@@ -100,10 +108,6 @@ func TestExchangeLoad(t *testing.T) {
 		for _, in := range installs {
 			in.setCPULimit(t, limit)
 		}
-		token := newToken()
-		for i := range targets {
-			_, targets[i].body, _ = targets[i].in.exchangeRequest(t, token)
-		}
 		ran := make([]string, len(targets))
 		for i, tg := range targets {
 			ran[i] = limitLabel(tg.in.cpuLimit(t), shipped[i])
@@ -132,6 +136,7 @@ func TestExchangeLoad(t *testing.T) {
 		}
 		for _, mode := range []string{"kept-alive", "new TLS connection each"} {
 			for _, conc := range []int{1, 8} {
+				refresh()
 				type total struct {
 					best          loadResult
 					n             int
@@ -166,6 +171,7 @@ func TestExchangeLoad(t *testing.T) {
 				}
 			}
 		}
+		refresh()
 		for i, tg := range targets {
 			memory = append(memory, fmt.Sprintf("| %s | %s | %s | %s |", ran[i], tg.in.name, idle[i], servers[i].rssText()))
 		}
@@ -207,8 +213,11 @@ func postExchange(c *http.Client, url string, body []byte) (time.Duration, error
 			Message    string           `json:"message"`
 		} `json:"status"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 || out.Status.Credential == nil {
-		return 0, fmt.Errorf("POST %s: HTTP %d, credential %v, message %q: %w", url, resp.StatusCode, out.Status.Credential != nil, out.Status.Message, err)
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("POST %s: HTTP %d, the answer is not a TokenCredentialRequest: %w", url, resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusCreated || out.Status.Credential == nil {
+		return 0, fmt.Errorf("POST %s: HTTP %d, credential %v, message %q", url, resp.StatusCode, out.Status.Credential != nil, out.Status.Message)
 	}
 	return time.Since(start), nil
 }
@@ -242,11 +251,7 @@ func exchangeRequest(t *testing.T) (url string, body []byte, pool *x509.CertPool
 	if !ok || token == "" {
 		t.Fatal("Dex's password grant gave no ID token")
 	}
-	body, _ = json.Marshal(map[string]any{
-		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
-		"spec": map[string]any{"token": token, "authenticator": map[string]any{
-			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
-	})
+	body = exchangeBody(token)
 	caPEM, err := os.ReadFile(cfg.ClusterCAFile())
 	if err != nil {
 		t.Fatal(err)
@@ -254,6 +259,17 @@ func exchangeRequest(t *testing.T) (url string, body []byte, pool *x509.CertPool
 	pool = x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	return cfg.APIServerURL() + "/apis/login.concierge.pinniped.dev/v1alpha1/tokencredentialrequests", body, pool
+}
+
+// exchangeBody is a TokenCredentialRequest for token at the "dex"
+// JWTAuthenticator.
+func exchangeBody(token string) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"apiVersion": "login.concierge.pinniped.dev/v1alpha1", "kind": "TokenCredentialRequest",
+		"spec": map[string]any{"token": token, "authenticator": map[string]any{
+			"apiGroup": "authentication.concierge.pinniped.dev", "kind": "JWTAuthenticator", "name": "dex"}},
+	})
+	return body
 }
 
 // loadResult is what runLoad measured.

@@ -348,7 +348,7 @@ func TestProxyLoad(t *testing.T) {
 	other.setCPULimit(t, "100m")
 	proxiesOnly("the same with a 100m CPU limit on each installation")
 	t.Logf("(impersonating: straight to kube-apiserver with the proxy's ServiceAccount token and alice's Impersonate-* headers, the API server's share of the proxy's cost; " +
-		"pinniped proxy → direct: the local credential proxy on loopback, serving 10 contexts, in front of kube-apiserver with alice's certificate)")
+		"pinniped proxy → direct: the local credential proxy on loopback, serving 10 contexts, in front of kube-apiserver; direct and pinniped proxy present alice's token from the issuer kube-apiserver trusts itself)")
 	t.Logf("impersonation proxy (certificate and token) and pinniped proxy vs direct kube-apiserver (managed profile, cluster CA %s, same user, HTTP/2, API server, proxies and client on the same 2 cores; %s):\n%s\n\n"+
 		"CPU time per request (a server a path does not use shows its idle cost spread over the requests):\n%s\n\n"+
 		"watch events (a ConfigMap changed, the event read on three watches open at once):\n%s\n\n"+

@@ -23,6 +23,7 @@ type Writer struct {
 
 	mu      sync.Mutex
 	buf     []byte
+	spare   []byte // the last batch written, kept for the next one
 	timer   *time.Timer
 	closed  bool
 	writeMu sync.Mutex // taken before mu; keeps batches in order on out
@@ -63,7 +64,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 // take hands over the buffered lines; w.mu must be held.
 func (w *Writer) take() []byte {
 	batch := w.buf
-	w.buf = nil
+	w.buf, w.spare = w.spare, nil
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
@@ -102,5 +103,12 @@ func (w *Writer) flush(closing bool) error {
 		return nil
 	}
 	_, err := w.out.Write(batch)
+	// An io.Writer keeps nothing of what it was given: the batch's memory
+	// takes the next lines, instead of a new buffer grown for each batch.
+	if cap(batch) <= 2*w.max {
+		w.mu.Lock()
+		w.spare = batch[:0]
+		w.mu.Unlock()
+	}
 	return err
 }

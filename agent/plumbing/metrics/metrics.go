@@ -2,6 +2,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -131,13 +132,19 @@ func (e *Exchange) ObserveProxy(o observe.ProxyRequest) {
 	if !e.ProxyAudit.wants(o) {
 		return
 	}
-	attrs := []any{"auditEvent", true, "proxy", true, "method", o.Verb, "path", o.Path, "code", o.Code,
-		"authentication", string(o.Method), "upgrade", o.Upgrade, "durationMs", o.Duration.Milliseconds()}
+	// Typed attributes in a fixed array: this runs for every proxied
+	// request, and the []any form boxed each value.
+	attrs := [10]slog.Attr{slog.Bool("auditEvent", true), slog.Bool("proxy", true), slog.String("method", o.Verb),
+		slog.String("path", o.Path), slog.Int("code", o.Code), slog.String("authentication", string(o.Method)),
+		slog.String("upgrade", o.Upgrade), slog.Int64("durationMs", o.Duration.Milliseconds())}
+	n := 8
 	if e.logIdentities && o.Username != "" {
-		attrs = append(attrs, "username", o.Username)
+		attrs[n] = slog.String("username", o.Username)
+		n++
 		if o.ImpersonatedUser != "" {
-			attrs = append(attrs, "impersonatedUser", o.ImpersonatedUser)
+			attrs[n] = slog.String("impersonatedUser", o.ImpersonatedUser)
+			n++
 		}
 	}
-	e.audit.Info("impersonation proxy request", attrs...)
+	e.audit.LogAttrs(context.Background(), slog.LevelInfo, "impersonation proxy request", attrs[:n]...)
 }

@@ -59,8 +59,12 @@ type Authorizer interface {
 // Proxy forwards authenticated requests.
 type Proxy struct {
 	Upstream *url.URL
-	// Transport talks HTTP/2 to the API server with the agent's credentials.
+	// Transport talks HTTP/2 to the API server for impersonated users.
 	Transport http.RoundTripper
+	// ImpersonatorToken, when set, is the credential of the ServiceAccount
+	// that may only impersonate, sent with each impersonated request
+	// (Transports.ImpersonatorToken); unset, Transport adds its own.
+	ImpersonatorToken ResettableTokenSource
 	// UpgradeTransport is HTTP/1.1 for exec, attach and port-forward
 	// (SPDY and WebSocket upgrades do not exist in HTTP/2).
 	UpgradeTransport http.RoundTripper
@@ -285,6 +289,26 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 		p.Log.Info("refused to impersonate a user the API server would see as someone else", "remote", r.RemoteAddr, "reason", err)
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 		return
+	}
+	if p.ImpersonatorToken != nil {
+		// Set with the identity it acts for, not by a transport wrapper,
+		// which would copy the whole request again to add one header.
+		tok, err := p.ImpersonatorToken.Token()
+		if err != nil || tok.AccessToken == "" {
+			p.Log.Error("no token for the impersonation ServiceAccount", "error", err)
+			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the impersonation proxy has no credential for the API server right now: try again shortly")
+			return
+		}
+		id.Set("Authorization", "Bearer "+tok.AccessToken)
+		defer func(sent time.Time) {
+			// As client-go's token transport does: a 401 means the API
+			// server no longer takes the token (it is impersonating, so the
+			// token is the only thing it authenticated), and the next
+			// request fetches a new one.
+			if rec, ok := w.(*statusRecorder); ok && rec.code == http.StatusUnauthorized {
+				p.ImpersonatorToken.ResetTokenOlderThan(sent)
+			}
+		}(time.Now())
 	}
 	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -84,7 +85,7 @@ func setup(t *testing.T, allow bool) (*httptest.Server, *upstream) {
 	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{
 		Log:      slog.New(slog.DiscardHandler),
-		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{},
+		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{}, ImpersonatorToken: &fakeImpersonatorToken{},
 		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"},
 			Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=abc"}}}},
 		Authz: policy{allow: allow},
@@ -133,9 +134,12 @@ func TestHeaderSmuggling(t *testing.T) {
 	}
 	h := *up.last.Load()
 	for k := range smuggled {
-		if v := h.Values(k); len(v) > 0 {
+		if v := h.Values(k); len(v) > 0 && (k != "Authorization" || !slices.Equal(v, []string{"Bearer " + impersonatorToken})) {
 			t.Errorf("client header %s reached the API server: %v", k, v)
 		}
+	}
+	if !slices.Equal(h.Values("Authorization"), []string{"Bearer " + impersonatorToken}) {
+		t.Errorf("the impersonation ServiceAccount's token did not replace the client's: %v", h.Values("Authorization"))
 	}
 	if h.Get("Impersonate-User") != "alice" || strings.Join(h.Values("Impersonate-Group"), ",") != "devs" {
 		t.Errorf("impersonation headers: %v", h)
@@ -222,7 +226,7 @@ func TestUpgradePassesThrough(t *testing.T) {
 		t.Fatalf("stream after upgrade: %q", echo)
 	}
 	h := *up.last.Load()
-	if h.Get("Impersonate-User") != "alice" || h.Get("X-Remote-User") != "" || h.Get("Authorization") != "" {
+	if h.Get("Impersonate-User") != "alice" || h.Get("X-Remote-User") != "" || !slices.Equal(h.Values("Authorization"), []string{"Bearer " + impersonatorToken}) {
 		t.Fatalf("upgrade request reached the API server with %v", h)
 	}
 }

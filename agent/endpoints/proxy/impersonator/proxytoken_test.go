@@ -38,6 +38,7 @@ var testAudience = proxytoken.ForInstall("test-install")
 // proxy token: the proxy's headers, naming the token by its jti.
 func aliceTokenIdentity(jti string) http.Header {
 	return http.Header{
+		"Authorization":     {"Bearer " + impersonatorToken},
 		"Impersonate-User":  {"alice"},
 		"Impersonate-Group": {"devs"},
 		"Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id": {"JTI=" + jti},
@@ -153,7 +154,7 @@ func newTokenBedWith(t *testing.T, allowNested, proxyTokens bool) *tokenBed {
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{
-		Upstream: u, Transport: recordingTransport{"agent", b.used}, UpgradeTransport: &http.Transport{},
+		Upstream: u, Transport: recordingTransport{"agent", b.used}, UpgradeTransport: &http.Transport{}, ImpersonatorToken: &fakeImpersonatorToken{},
 		DirectTransport: recordingTransport{"direct", b.used}, DirectUpgradeTransport: &http.Transport{},
 		Authn: impersonator.NewCertAuthenticator(cas), Tokens: impersonator.NewTokenAuthenticator(client.AuthenticationV1()),
 		ProxyTokens: b.tokens, Authz: policy{allow: allowNested},
@@ -259,7 +260,7 @@ func TestProxyTokenNestedImpersonation(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	h := *b.up.last.Load()
-	if h.Get("Impersonate-User") != "bob" || h.Get("Authorization") != "" || *b.used.Load() != "agent" {
+	if h.Get("Impersonate-User") != "bob" || !slices.Equal(h.Values("Authorization"), []string{"Bearer " + impersonatorToken}) || *b.used.Load() != "agent" {
 		t.Fatalf("the API server saw %v via %s", h, *b.used.Load())
 	}
 	if o := h.Get(originalUserHeader); !strings.Contains(o, `"alice"`) || !strings.Contains(o, "JTI="+jti) {
@@ -346,7 +347,7 @@ func TestCertificateWinsOverProxyToken(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	h := *b.up.last.Load()
-	if h.Get("Impersonate-User") != "carol" || h.Get("Authorization") != "" || strings.Contains(strings.Join(identityOf(h).Values("Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id"), ","), jti) {
+	if h.Get("Impersonate-User") != "carol" || !slices.Equal(h.Values("Authorization"), []string{"Bearer " + impersonatorToken}) || strings.Contains(strings.Join(identityOf(h).Values("Impersonate-Extra-Authentication.kubernetes.io%2fcredential-Id"), ","), jti) {
 		t.Fatalf("the API server saw %v", h)
 	}
 	if o := b.lastObservation(); o.Method != observe.MethodCertificate {

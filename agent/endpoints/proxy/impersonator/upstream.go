@@ -16,11 +16,20 @@ import (
 	"k8s.io/client-go/transport"
 )
 
+// ResettableTokenSource is a cached token source that can be told its
+// token was refused (client-go's transport.ResettableTokenSource).
+type ResettableTokenSource = transport.ResettableTokenSource
+
 // Transports are the four ways the proxy talks to the API server.
 type Transports struct {
-	// Impersonating and ImpersonatingUpgrade carry the impersonation
-	// ServiceAccount's token; the second speaks HTTP/1.1 for upgrades.
+	// Impersonating and ImpersonatingUpgrade are for impersonated users:
+	// they carry no credential themselves; each request carries
+	// ImpersonatorToken (Proxy.ImpersonatorToken). The second speaks
+	// HTTP/1.1 for upgrades.
 	Impersonating, ImpersonatingUpgrade http.RoundTripper
+	// ImpersonatorToken is the impersonation ServiceAccount's token,
+	// cached until shortly before it expires.
+	ImpersonatorToken ResettableTokenSource
 	// Direct and DirectUpgrade carry no credentials of the agent's.
 	Direct, DirectUpgrade http.RoundTripper
 }
@@ -30,30 +39,29 @@ type Transports struct {
 // that may do nothing but impersonate. The agent's own, broader credentials
 // never reach a proxied request: impersonation fails open (a request whose
 // Impersonate-* headers went missing runs as the caller), so the identity
-// behind it must be powerless on its own.
+// behind it must be powerless on its own. No transport carries a
+// credential: every request brings its own (the ServiceAccount's token
+// with Impersonate-* headers, or the client's token), so the impersonating
+// and the direct requests share connections as client-go's transport cache
+// would have them share anyway.
 func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transports, error) {
-	agent := rest.AnonymousClientConfig(base)
-	agent.WrapTransport = transport.TokenSourceWrapTransport(transport.NewCachedTokenSource(impersonator))
-	direct := rest.AnonymousClientConfig(base)
-	var t Transports
-	for _, x := range []struct {
-		cfg *rest.Config
-		h1  bool
-		out *http.RoundTripper
-	}{{agent, false, &t.Impersonating}, {agent, true, &t.ImpersonatingUpgrade}, {direct, false, &t.Direct}, {direct, true, &t.DirectUpgrade}} {
-		cfg := rest.CopyConfig(x.cfg)
-		if x.h1 {
-			// SPDY and WebSocket upgrades exist only in HTTP/1.1; offering
-			// only it in ALPN also keeps client-go from adding HTTP/2.
-			cfg.NextProtos = []string{"http/1.1"}
-		}
-		rt, err := rest.TransportFor(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("transport to the API server: %w", err)
-		}
-		*x.out = rt
+	h2 := rest.AnonymousClientConfig(base)
+	h1 := rest.AnonymousClientConfig(base)
+	// SPDY and WebSocket upgrades exist only in HTTP/1.1; offering only it
+	// in ALPN also keeps client-go from adding HTTP/2.
+	h1.NextProtos = []string{"http/1.1"}
+	streams, err := rest.TransportFor(h2)
+	if err != nil {
+		return nil, fmt.Errorf("transport to the API server: %w", err)
 	}
-	return &t, nil
+	upgrades, err := rest.TransportFor(h1)
+	if err != nil {
+		return nil, fmt.Errorf("transport to the API server: %w", err)
+	}
+	return &Transports{
+		Impersonating: streams, ImpersonatingUpgrade: upgrades, Direct: streams, DirectUpgrade: upgrades,
+		ImpersonatorToken: transport.NewCachedTokenSource(impersonator),
+	}, nil
 }
 
 // UpstreamURL is the API server's base URL from a client config.

@@ -178,7 +178,8 @@ func (p *Runtime) newServer(o Config, kube kubernetes.Interface, restConfig *res
 	}
 	proxy := &impersonator.Proxy{
 		Upstream: upstream, Transport: transports.Impersonating, UpgradeTransport: transports.ImpersonatingUpgrade,
-		DirectTransport: transports.Direct, DirectUpgradeTransport: transports.DirectUpgrade,
+		ImpersonatorToken: transports.ImpersonatorToken,
+		DirectTransport:   transports.Direct, DirectUpgradeTransport: transports.DirectUpgrade,
 		Authn:           impersonator.NewCertAuthenticator(&p.clientCAs),
 		Tokens:          impersonator.NewTokenAuthenticator(kube.AuthenticationV1()),
 		ProxyTokens:     &p.proxyTokens,
