@@ -358,6 +358,9 @@ type tcrResult struct {
 	sent, retried, failed atomic.Int64
 	mu                    sync.Mutex
 	failures              []string
+	// tokenErrors are the load's failures to get a new ID token from
+	// Dex: the bed's, not the exchange's.
+	tokenErrors []string
 }
 
 // tcrLoad posts TokenCredentialRequests for alice through kube-apiserver
@@ -422,31 +425,48 @@ func tcrLoad(t *testing.T, workers, maxRetries int, firstWait time.Duration, sto
 	}
 	var wg sync.WaitGroup
 	// The bed's Dex ID tokens live 10 minutes, and a load may run longer
-	// (make bench-soak): a new token every 3 minutes.
+	// (make bench-soak): a new token every 3 minutes, or 10 seconds after
+	// a failed try.
 	_, conf := DexOAuth2(t, context.Background(), "")
-	dexCtx := DexContext(t, context.Background())
+	dexCtx, cancelDex := context.WithCancel(DexContext(t, context.Background()))
 	alice := testbed.DexUsers[0]
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(3 * time.Minute)
-		defer tick.Stop()
+		<-stop
+		cancelDex()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wait := 3 * time.Minute
 		for {
 			select {
 			case <-stop:
 				return
-			case <-tick.C:
+			case <-time.After(wait):
 			}
 			tok, err := conf.PasswordCredentialsToken(dexCtx, alice.Email, alice.Password)
+			idToken := ""
+			if err == nil {
+				idToken, _ = tok.Extra("id_token").(string)
+				if idToken == "" {
+					err = errors.New("Dex's password grant gave no ID token")
+				}
+			}
 			if err != nil {
-				fail(0, fmt.Errorf("a new ID token from Dex: %w", err))
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res.mu.Lock()
+				res.tokenErrors = append(res.tokenErrors, fmt.Sprintf("%s: a new ID token from Dex: %v", time.Now().Format("15:04:05.000"), err))
+				res.mu.Unlock()
+				wait = 10 * time.Second
 				continue
 			}
-			idToken, _ := tok.Extra("id_token").(string)
-			if idToken == "" {
-				fail(0, errors.New("Dex's password grant gave no ID token"))
-				continue
-			}
+			wait = 3 * time.Minute
 			b := exchangeBody(idToken)
 			body.Store(&b)
 		}
@@ -798,6 +818,7 @@ type loadOutcome struct {
 	kubectlSent, tcrSent int64
 	kubectlFailed        []string // not excused
 	tcrFailed            int64
+	tokenErrors          []string
 	tcrFailures          []string
 	minTCR               int64
 }
@@ -807,6 +828,9 @@ func (o loadOutcome) failures() []string {
 	var out []string
 	if len(o.kubectlFailed) != 0 || o.kubectlSent < 10 {
 		out = append(out, fmt.Sprintf("%d of %d kubectl calls failed during %s:\n%s", len(o.kubectlFailed), o.kubectlSent, o.what, strings.Join(o.kubectlFailed[:min(len(o.kubectlFailed), 5)], "\n")))
+	}
+	if len(o.tokenErrors) != 0 {
+		out = append(out, fmt.Sprintf("the exchange load could not renew its ID token during %s (the bed's Dex, not the exchange):\n%s", o.what, strings.Join(o.tokenErrors[:min(len(o.tokenErrors), 5)], "\n")))
 	}
 	if o.tcrFailed != 0 || o.tcrSent < o.minTCR {
 		out = append(out, fmt.Sprintf("%d of %d exchanges (at least %d wanted) failed for good during %s:\n%s", o.tcrFailed, o.tcrSent, o.minTCR, o.what, strings.Join(o.tcrFailures, "\n")))
@@ -835,7 +859,7 @@ func runUnderLoad(t *testing.T, env []string, what string, rules loadRules, faul
 	fault()
 	stopLoads()
 	took := time.Since(start).Round(time.Second)
-	o := loadOutcome{what: what, kubectlSent: res.sent.Load(), tcrSent: tcr.sent.Load(), tcrFailed: tcr.failed.Load(), tcrFailures: tcr.failures, minTCR: rules.minTCR}
+	o := loadOutcome{what: what, kubectlSent: res.sent.Load(), tcrSent: tcr.sent.Load(), tcrFailed: tcr.failed.Load(), tcrFailures: tcr.failures, tokenErrors: tcr.tokenErrors, minTCR: rules.minTCR}
 	excuses := map[string]int{}
 	for _, f := range res.failures {
 		if why := ""; rules.excused != nil {

@@ -119,7 +119,7 @@ func TestProxyLoad(t *testing.T) {
 	localBase, localCA, localSecret := localProxyTarget(t, localKC, localState, "ctx-0")
 	localPID := mustLocalProxyPID(t, localState)
 	// fresh are the targets with new credentials and connections: the
-	// certificates live 5 minutes, less than the whole run.
+	// proxies' certificates live 5 minutes, less than the whole run.
 	fresh := func() []target {
 		// Proxies: a client certificate for alice at each, as these rows
 		// always measured.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/oauth2"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -23,44 +22,32 @@ import (
 // impersonation ServiceAccount's token in these tests.
 const impersonatorToken = "impersonator-sa"
 
-// fakeImpersonatorToken is the impersonation ServiceAccount's cached token:
-// each reset makes the next Token a new one; fail makes Token fail.
+// fakeImpersonatorToken is the impersonation ServiceAccount's cached
+// token; fail makes Token fail, empty makes it return no token.
 type fakeImpersonatorToken struct {
-	mu     sync.Mutex
-	resets []time.Time
-	fail   error
+	mu    sync.Mutex
+	fail  error
+	empty bool
 }
 
 func (f *fakeImpersonatorToken) Token() (*oauth2.Token, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fail != nil {
+	switch {
+	case f.fail != nil:
 		return nil, f.fail
+	case f.empty:
+		return nil, nil
 	}
-	if len(f.resets) == 0 {
-		return &oauth2.Token{AccessToken: impersonatorToken}, nil
-	}
-	return &oauth2.Token{AccessToken: impersonatorToken + "-" + strings.Repeat("x", len(f.resets))}, nil
-}
-
-func (f *fakeImpersonatorToken) ResetTokenOlderThan(t time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.resets = append(f.resets, t)
-}
-
-func (f *fakeImpersonatorToken) resetCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.resets)
+	return &oauth2.Token{AccessToken: impersonatorToken}, nil
 }
 
 // TestImpersonatorToken: each impersonated request carries the
-// impersonation ServiceAccount's token and nothing of the client's; a 401
-// from the API server (which then took no token of ours) makes the next
-// request fetch a new one, as client-go's token transport did; a token
-// that cannot be had answers 503 and sends nothing; and the token never
-// goes on a request forwarded as the client itself.
+// impersonation ServiceAccount's token and nothing of the client's, also
+// not a bearer token in a WebSocket subprotocol (the API server would read
+// it were ours refused); a token that cannot be had answers 503 with
+// Retry-After and sends nothing; and the token never goes on a request
+// forwarded as the client itself.
 func TestImpersonatorToken(t *testing.T) {
 	var mu sync.Mutex
 	var seen []http.Header
@@ -110,21 +97,22 @@ func TestImpersonatorToken(t *testing.T) {
 		t.Fatalf("the API server saw Authorization %q, want only the impersonation ServiceAccount's token", got)
 	}
 
-	before := time.Now()
-	if code := status(t, srv.URL+"/refuse", nil); code != http.StatusUnauthorized {
-		t.Fatalf("status %d, want the API server's 401", code)
+	// A WebSocket upgrade with a bearer subprotocol beside the certificate:
+	// refused, whatever the case or the header line.
+	for _, protos := range [][]string{
+		{"base64url.bearer.authorization.k8s.io.c3RvbGVu"},
+		{"v5.channel.k8s.io", "BASE64URL.BEARER.AUTHORIZATION.K8S.IO.c3RvbGVu"},
+		{"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.c3RvbGVu"},
+	} {
+		n := calls()
+		h := map[string][]string{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Protocol": protos}
+		if code := status(t, srv.URL+"/api/v1/namespaces/x/pods/y/exec", h); code != http.StatusBadRequest || calls() != n {
+			t.Fatalf("%q: status %d, upstream calls %d more, want 400 and none", protos, code, calls()-n)
+		}
 	}
-	if src.resetCount() != 1 || src.resets[0].Before(before) {
-		t.Fatalf("after a 401 the token source was reset %d times (%v), want once, at or after the request", src.resetCount(), src.resets)
-	}
-	if code := status(t, srv.URL+"/api", nil); code != http.StatusOK {
-		t.Fatalf("status %d", code)
-	}
-	if got := last().Get("Authorization"); got != "Bearer "+impersonatorToken+"-x" {
-		t.Fatalf("after the reset the API server saw %q, want the new token", got)
-	}
-	if src.resetCount() != 1 {
-		t.Fatalf("a 200 reset the token source")
+	// Without a bearer entry the same subprotocols are the client's own.
+	if code := status(t, srv.URL+"/api", map[string][]string{"Sec-Websocket-Protocol": {"v5.channel.k8s.io"}}); code != http.StatusOK {
+		t.Fatalf("a plain subprotocol: status %d", code)
 	}
 
 	// Anonymous, forwarded as itself: no token of the agent's.
@@ -136,17 +124,23 @@ func TestImpersonatorToken(t *testing.T) {
 	}
 
 	// No token to be had: a 503 that says to try again, and nothing sent.
-	src.mu.Lock()
-	src.fail = errors.New("the TokenRequest API is down")
-	src.mu.Unlock()
-	n := calls()
-	resp := get(t, srv.URL+"/api", nil)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "try again") || calls() != n {
-		t.Fatalf("without a token: status %d, body %s, upstream calls %d more", resp.StatusCode, body, calls()-n)
-	}
-	if strings.Contains(string(body), "TokenRequest") {
-		t.Fatalf("the client was told the agent's own error: %s", body)
+	for _, c := range []struct {
+		name  string
+		fail  error
+		empty bool
+	}{{"an error", errors.New("the TokenRequest API is down"), false}, {"no token and no error", nil, true}} {
+		src.mu.Lock()
+		src.fail, src.empty = c.fail, c.empty
+		src.mu.Unlock()
+		n := calls()
+		resp := get(t, srv.URL+"/api", nil)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "try again") || calls() != n {
+			t.Fatalf("%s: status %d, Retry-After %q, body %s, upstream calls %d more", c.name, resp.StatusCode, resp.Header.Get("Retry-After"), body, calls()-n)
+		}
+		if strings.Contains(string(body), "TokenRequest") {
+			t.Fatalf("the client was told the agent's own error: %s", body)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/oauth2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -61,10 +62,11 @@ type Proxy struct {
 	Upstream *url.URL
 	// Transport talks HTTP/2 to the API server for impersonated users.
 	Transport http.RoundTripper
-	// ImpersonatorToken, when set, is the credential of the ServiceAccount
-	// that may only impersonate, sent with each impersonated request
-	// (Transports.ImpersonatorToken); unset, Transport adds its own.
-	ImpersonatorToken ResettableTokenSource
+	// ImpersonatorToken is the credential of the ServiceAccount that may
+	// only impersonate, sent with each impersonated request
+	// (Transports.ImpersonatorToken). Tests whose upstream needs no
+	// credential leave it unset.
+	ImpersonatorToken oauth2.TokenSource
 	// UpgradeTransport is HTTP/1.1 for exec, attach and port-forward
 	// (SPDY and WebSocket upgrades do not exist in HTTP/2).
 	UpgradeTransport http.RoundTripper
@@ -290,25 +292,30 @@ func (p *Proxy) impersonate(w http.ResponseWriter, r *http.Request, real user.In
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 		return
 	}
+	if proxyheaders.WebSocketBearer(r.Header) {
+		// The API server reads a WebSocket bearer token when the
+		// Authorization header fails it: were the proxy's own token ever
+		// refused, the impersonation would run with the rights of whoever
+		// that token is.
+		p.Log.Info("refused a bearer token in a WebSocket subprotocol with an impersonated identity", "remote", r.RemoteAddr)
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"a bearer token in a WebSocket subprotocol cannot go with a client certificate or a token of the impersonation proxy: send one credential")
+		return
+	}
 	if p.ImpersonatorToken != nil {
 		// Set with the identity it acts for, not by a transport wrapper,
 		// which would copy the whole request again to add one header.
 		tok, err := p.ImpersonatorToken.Token()
-		if err != nil || tok.AccessToken == "" {
+		if err != nil || tok == nil || tok.AccessToken == "" {
+			if err == nil {
+				err = errors.New("the token source returned no token")
+			}
 			p.Log.Error("no token for the impersonation ServiceAccount", "error", err)
+			w.Header().Set("Retry-After", "1")
 			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the impersonation proxy has no credential for the API server right now: try again shortly")
 			return
 		}
 		id.Set("Authorization", "Bearer "+tok.AccessToken)
-		defer func(sent time.Time) {
-			// As client-go's token transport does: a 401 means the API
-			// server no longer takes the token (it is impersonating, so the
-			// token is the only thing it authenticated), and the next
-			// request fetches a new one.
-			if rec, ok := w.(*statusRecorder); ok && rec.code == http.StatusUnauthorized {
-				p.ImpersonatorToken.ResetTokenOlderThan(sent)
-			}
-		}(time.Now())
 	}
 	out := withIdentity(r, id)
 	if httpstream.IsUpgradeRequest(r) {

@@ -16,10 +16,6 @@ import (
 	"k8s.io/client-go/transport"
 )
 
-// ResettableTokenSource is a cached token source that can be told its
-// token was refused (client-go's transport.ResettableTokenSource).
-type ResettableTokenSource = transport.ResettableTokenSource
-
 // Transports are the four ways the proxy talks to the API server.
 type Transports struct {
 	// Impersonating and ImpersonatingUpgrade are for impersonated users:
@@ -28,8 +24,8 @@ type Transports struct {
 	// HTTP/1.1 for upgrades.
 	Impersonating, ImpersonatingUpgrade http.RoundTripper
 	// ImpersonatorToken is the impersonation ServiceAccount's token,
-	// cached until shortly before it expires.
-	ImpersonatorToken ResettableTokenSource
+	// cached until shortly before it expires (ServiceAccountTokens).
+	ImpersonatorToken oauth2.TokenSource
 	// Direct and DirectUpgrade carry no credentials of the agent's.
 	Direct, DirectUpgrade http.RoundTripper
 }
