@@ -126,7 +126,8 @@ bench-login:
 
 ## bench-proxy: the impersonation proxy beside direct kube-apiserver access and beside a second installation's
 ##   proxy (PINNIPED_BENCH_OTHER_*), GET and LIST; req/s, latency, CPU per request, memory; CPU and
-##   allocation profiles of the agent and of pinniped proxy under load in bench-profiles/ (PINNIPED_BENCH_PROFILES)
+##   allocation profiles of the agent and of pinniped proxy under load in bench-profiles/ (PINNIPED_BENCH_PROFILES);
+##   PINNIPED_BENCH_BASELINE=<commit> makes the second installation that commit's agent (before and after in one run)
 bench-proxy:
 	PINNIPED_BENCH_PROFILES=$${PINNIPED_BENCH_PROFILES-$(CURDIR)/bench-profiles} PINNIPED_E2E_LOAD=1 PINNIPED_E2E_TIMEOUT=$${PINNIPED_E2E_TIMEOUT:-40m} GO_TEST_FLAGS="-run TestProxyLoad -v" PINNIPED_E2E_PROFILES=managed e2e/run.sh
 

@@ -95,12 +95,19 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" || other.credentialIssuer != "" {
 			t.Fatal("PINNIPED_BENCH_OTHER_NAMESPACE is needed with the other PINNIPED_BENCH_OTHER_* settings")
 		}
-		Run(t, nil, pinniped, installArgs(t, "--api-group-suffix="+benchSuffix, "--namespace="+benchNamespace)...)
+		args := []string{"--api-group-suffix=" + benchSuffix, "--namespace=" + benchNamespace}
+		name := "pinniped (this build), a second install"
+		if rev := os.Getenv("PINNIPED_BENCH_BASELINE"); rev != "" {
+			// The last --image wins: this build's install, that agent.
+			args = append(args, "--image="+baselineAgentImage(t, rev))
+			name = "pinniped agent at " + rev
+		}
+		Run(t, nil, pinniped, installArgs(t, args...)...)
 		t.Cleanup(func() {
 			_, _ = RunE(nil, pinniped, "uninstall", "--namespace="+benchNamespace, "--api-group-suffix="+benchSuffix)
 			forgetAPIGroups(t, benchSuffix)
 		})
-		other = installation{name: "pinniped (this build), a second install", namespace: benchNamespace, suffix: benchSuffix,
+		other = installation{name: name, namespace: benchNamespace, suffix: benchSuffix,
 			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent", installedHere: true}
 	}
 	if err := groupsuffix.Validate(other.suffix); other.suffix != "" && err != nil {
@@ -111,6 +118,34 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 			groupsuffix.OrDefault(other.suffix))
 	}
 	return []installation{ours, other}
+}
+
+// baselineAgentImage builds the agent at git revision rev of this
+// repository, as this build's is built, and imports it into the bed: the
+// second installation then runs that code in the same rounds as this
+// build's (PINNIPED_BENCH_BASELINE), a before-and-after in one table.
+func baselineAgentImage(t *testing.T, rev string) string {
+	t.Helper()
+	root := RepoRoot(t)
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The revision's files only (no worktree to clean up afterwards).
+	archive := exec.CommandContext(context.Background(), "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, rev, tree)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("PINNIPED_BENCH_BASELINE=%s: the revision's files (is it a commit of this clone?): %v\n%s", rev, err, out)
+	}
+	bin := filepath.Join(dir, "pinniped-agent")
+	build := exec.CommandContext(context.Background(), filepath.Join(root, ".ci", "heavy-build.sh"),
+		"go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -X main.version="+rev, "-o", bin, "./cmd/pinniped-agent")
+	build.Dir = tree
+	build.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOFIPS140=") }), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("PINNIPED_BENCH_BASELINE=%s: build its agent: %v\n%s", rev, err, out)
+	}
+	return importBinary(t, bin, "localhost/pinniped-e2e/pinniped-agent-baseline")
 }
 
 func (in installation) kubectlArgs() []string {
