@@ -251,10 +251,14 @@ func (generationTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		// Stripping happens here because nothing of the reverse proxy runs
-		// after Rewrite but the transport, which adds the credential.
+		// after Rewrite but the transport, which checks that the request
+		// carries the generation's credential and no other identity.
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(t.Upstream)
 			proxyheaders.StripIdentityHeaders(r.Out.Header)
+			if g, ok := r.In.Context().Value(generationKey{}).(*upstream.Generation); ok && g != nil {
+				g.Authorize(r.Out.Header)
+			}
 		},
 		Transport:      generationTransport{},
 		BufferPool:     &h.buffers,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,83 @@ func TestGuardRefusesForeignIdentity(t *testing.T) {
 		t.Errorf("upstream received %d requests, want none", n)
 	}
 }
+
+// TestAuthorizedRequest: a request that already carries exactly the
+// generation's token (Authorize) goes as it is, without a copy; any other
+// Authorization beside or instead of it, or on a certificate's generation,
+// is refused.
+func TestAuthorizedRequest(t *testing.T) {
+	api := newAPIServer(t)
+	certGen, err := NewGeneration(api.base(), api.certCred(t, "alice"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenGen, err := NewGeneration(api.base(), credcache.Credential{Token: "gen-token"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	certGen.Authorize(h)
+	if len(h) != 0 {
+		t.Fatalf("a certificate's generation set %v", h)
+	}
+	tokenGen.Authorize(h)
+	if !slices.Equal(h["Authorization"], []string{"Bearer gen-token"}) || len(h) != 1 {
+		t.Fatalf("Authorize set %v, want only the generation's token", h)
+	}
+	for _, upgrade := range []bool{false, true} {
+		got, err := get(t, tokenGen.RoundTripper(upgrade), api.URL+"/api", h)
+		if err != nil {
+			t.Fatalf("upgrade=%v: %v", upgrade, err)
+		}
+		if !strings.HasPrefix(got, "cn= auth=Bearer gen-token ") {
+			t.Errorf("upgrade=%v: upstream saw %q, want only the generation's token", upgrade, got)
+		}
+	}
+	// As it is: the transport below gets the very request.
+	var sent *http.Request
+	g := &guard{token: "gen-token", next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent = r
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+	})}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, api.URL+"/api", nil)
+	tokenGen.Authorize(req.Header)
+	if resp, err := g.RoundTrip(req); err != nil || sent != req {
+		t.Fatalf("a request carrying the generation's token was copied or refused (%v)", err)
+	} else {
+		_ = resp.Body.Close()
+	}
+
+	n := api.requests.Load()
+	for _, c := range []struct {
+		g *Generation
+		h http.Header
+	}{
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token", "Bearer gen-token"}}},
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token", "Bearer someone-else"}}},
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token"}, "authorization": {"Bearer someone-else"}}},
+		{tokenGen, http.Header{"authorization": {"Bearer gen-token"}}},
+		{tokenGen, http.Header{"Authorization": {"bearer gen-token"}}},
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token "}}},
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token"}, "Impersonate-User": {"root"}}},
+		{tokenGen, http.Header{"Authorization": {"Bearer gen-token"}, "Sec-Websocket-Protocol": {"base64url.bearer.authorization.k8s.io.eA"}}},
+		{certGen, http.Header{"Authorization": {"Bearer gen-token"}}},
+		{certGen, http.Header{"Authorization": {"Bearer "}}},
+	} {
+		for _, upgrade := range []bool{false, true} {
+			if _, err := get(t, c.g.RoundTripper(upgrade), api.URL+"/api", c.h); !errors.Is(err, ErrIdentityHeader) {
+				t.Errorf("%v on generation %d (upgrade %v): got %v, want ErrIdentityHeader", c.h, c.g.N, upgrade, err)
+			}
+		}
+	}
+	if got := api.requests.Load(); got != n {
+		t.Errorf("upstream received %d refused requests", got-n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestProxyFromConfig: the kubeconfig's proxy-url is honoured.
 func TestProxyFromConfig(t *testing.T) {
