@@ -21,8 +21,14 @@ import (
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/proxytoken"
 )
 
-// listBody is about the size of a small Kubernetes list response.
-var listBody = strings.Repeat(`{"metadata":{"name":"cm-00","namespace":"proxy-load"},"data":{"k":"v"}},`, 50)
+// listBody is about what kube-apiserver answers for a LIST of 50 small
+// ConfigMaps (about 20 KiB: each item carries its managed fields), more
+// than the HTTP/2 server buffers before it must send the response without
+// a Content-Length.
+var listBody = strings.Repeat(`{"metadata":{"name":"cm-00","namespace":"proxy-load","uid":"6f1c8f6e-2b7d-4a4e-9d51-0c3b6f0f2a11",`+
+	`"resourceVersion":"123456","creationTimestamp":"2026-12-07T21:10:17Z","managedFields":[{"manager":"kubectl-create",`+
+	`"operation":"Update","apiVersion":"v1","time":"2026-12-07T21:10:17Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:k":{}}}}]},`+
+	`"data":{"k":"v"}},`, 50)
 
 // benchBed is an "API server" and the proxy in front of it, both over TLS
 // with HTTP/2, as in a cluster; clients present a certificate.
