@@ -91,6 +91,9 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 	other := installation{name: env("NAME", "other"), kubeconfig: env("KUBECONFIG", ""), namespace: env("NAMESPACE", ""),
 		suffix: env("SUFFIX", ""), authenticator: env("AUTHENTICATOR", "dex"), selector: env("SELECTOR", ""),
 		credentialIssuer: env("CREDENTIALISSUER", "")}
+	if other.namespace != "" && os.Getenv("PINNIPED_BENCH_BASELINE") != "" {
+		t.Fatal("PINNIPED_BENCH_BASELINE makes the second installation itself: unset PINNIPED_BENCH_OTHER_* to use it")
+	}
 	if other.namespace == "" {
 		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" || other.credentialIssuer != "" {
 			t.Fatal("PINNIPED_BENCH_OTHER_NAMESPACE is needed with the other PINNIPED_BENCH_OTHER_* settings")
@@ -99,14 +102,16 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 		name := "pinniped (this build), a second install"
 		if rev := os.Getenv("PINNIPED_BENCH_BASELINE"); rev != "" {
 			// The last --image wins: this build's install, that agent.
-			args = append(args, "--image="+baselineAgentImage(t, rev))
-			name = "pinniped agent at " + rev
+			image, commit := baselineAgentImage(t, rev)
+			args = append(args, "--image="+image)
+			name = "pinniped agent at " + commit[:min(len(commit), 7)]
 		}
-		Run(t, nil, pinniped, installArgs(t, args...)...)
+		// Before the install: one that times out leaves a half install.
 		t.Cleanup(func() {
 			_, _ = RunE(nil, pinniped, "uninstall", "--namespace="+benchNamespace, "--api-group-suffix="+benchSuffix)
 			forgetAPIGroups(t, benchSuffix)
 		})
+		Run(t, nil, pinniped, installArgs(t, args...)...)
 		other = installation{name: name, namespace: benchNamespace, suffix: benchSuffix,
 			authenticator: "dex", selector: "app.kubernetes.io/name=pinniped-agent", installedHere: true}
 	}
@@ -124,28 +129,36 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 // repository, as this build's is built, and imports it into the bed: the
 // second installation then runs that code in the same rounds as this
 // build's (PINNIPED_BENCH_BASELINE), a before-and-after in one table.
-func baselineAgentImage(t *testing.T, rev string) string {
+func baselineAgentImage(t *testing.T, rev string) (image, commit string) {
 	t.Helper()
+	if FIPSOnly(t) {
+		t.Fatal("PINNIPED_BENCH_BASELINE builds an ordinary agent: it would not compare with a FIPS run's")
+	}
 	root := RepoRoot(t)
+	out, err := exec.CommandContext(context.Background(), "git", "-C", root, "rev-parse", "--verify", "--end-of-options", rev+"^{commit}").Output()
+	if err != nil {
+		t.Fatalf("PINNIPED_BENCH_BASELINE=%s is not a commit of this clone: %v", rev, err)
+	}
+	commit = strings.TrimSpace(string(out))
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	if err := os.Mkdir(tree, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// The revision's files only (no worktree to clean up afterwards).
-	archive := exec.CommandContext(context.Background(), "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, rev, tree)
+	archive := exec.CommandContext(context.Background(), "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, commit, tree)
 	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("PINNIPED_BENCH_BASELINE=%s: the revision's files (is it a commit of this clone?): %v\n%s", rev, err, out)
+		t.Fatalf("PINNIPED_BENCH_BASELINE=%s: the commit's files: %v\n%s", rev, err, out)
 	}
 	bin := filepath.Join(dir, "pinniped-agent")
 	build := exec.CommandContext(context.Background(), filepath.Join(root, ".ci", "heavy-build.sh"),
-		"go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -X main.version="+rev, "-o", bin, "./cmd/pinniped-agent")
+		"go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -X main.version="+commit, "-o", bin, "./cmd/pinniped-agent")
 	build.Dir = tree
 	build.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOFIPS140=") }), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("PINNIPED_BENCH_BASELINE=%s: build its agent: %v\n%s", rev, err, out)
 	}
-	return importBinary(t, bin, "localhost/pinniped-e2e/pinniped-agent-baseline")
+	return importBinary(t, bin, "localhost/pinniped-e2e/pinniped-agent-baseline"), commit
 }
 
 func (in installation) kubectlArgs() []string {

@@ -22,7 +22,7 @@ import (
 )
 
 // listBody is about what kube-apiserver answers for a LIST of 50 small
-// ConfigMaps (about 20 KiB: each item carries its managed fields), more
+// ConfigMaps (about 18 KB: each item carries its managed fields), more
 // than the HTTP/2 server buffers before it must send the response without
 // a Content-Length.
 var listBody = strings.Repeat(`{"metadata":{"name":"cm-00","namespace":"proxy-load","uid":"6f1c8f6e-2b7d-4a4e-9d51-0c3b6f0f2a11",`+
