@@ -234,8 +234,8 @@ var errNoGeneration = errors.New("the request has no credential generation")
 // generationTransport sends a request with the generation captured when it
 // arrived, so the request and its upgrade, however long they run, use one
 // credential. The generation's own transport is the fail-closed check:
-// it refuses any identity but the generation's own token (which the
-// Rewrite set).
+// it refuses any identity but the generation's own token (set by the
+// Rewrite; a certificate's generation accepts none).
 type generationTransport struct{}
 
 func (generationTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -267,7 +267,7 @@ func (h *handler) reverseProxy(t *Target) *httputil.ReverseProxy {
 		// No timed flushing: the reverse proxy flushes every write of a
 		// response of unknown length (watches, logs -f) at once by itself.
 		FlushInterval: 0,
-		// r here is the outgoing request, which carries the context's
+		// r here is the outgoing request, which may carry the context's
 		// token: never log it or its headers.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, upstream.ErrIdentityHeader) || errors.Is(err, errNoGeneration) {

@@ -42,6 +42,8 @@ type Generation struct {
 	h2, h1     *http.Transport
 	h2rt, h1rt http.RoundTripper
 	conns      atomic.Int64
+	// authorization is "Bearer <token>" for a token, "" for a certificate.
+	authorization string
 }
 
 // ErrNoCredential means a credential has neither a token nor a certificate
@@ -109,8 +111,11 @@ func NewGeneration(base *rest.Config, cred credcache.Credential, n int) (*Genera
 	h1TLS := tlsConfig.Clone()
 	h1TLS.NextProtos = []string{"http/1.1"}
 	g.h1 = mk(h1TLS)
-	g.h2rt = &guard{token: cred.Token, next: g.h2}
-	g.h1rt = &guard{token: cred.Token, next: g.h1}
+	if cred.Token != "" {
+		g.authorization = "Bearer " + cred.Token
+	}
+	g.h2rt = &guard{authorization: g.authorization, next: g.h2}
+	g.h1rt = &guard{authorization: g.authorization, next: g.h1}
 	return g, nil
 }
 
@@ -147,8 +152,10 @@ var ErrIdentityHeader = errors.New("the request to the API server already carrie
 // yet, so what reaches the API server carries exactly the generation's
 // credential.
 type guard struct {
-	token string
-	next  http.RoundTripper
+	// authorization is the generation's Authorization value, built once:
+	// "" for a certificate.
+	authorization string
+	next          http.RoundTripper
 }
 
 func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -159,7 +166,7 @@ func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		// Exactly this generation's token, in the one spelling Go sends
 		// (Authorize set it): the request needs no copy to add it.
-		if g.token != "" && k == "Authorization" && len(vs) == 1 && vs[0] == "Bearer "+g.token {
+		if g.authorization != "" && k == "Authorization" && len(vs) == 1 && vs[0] == g.authorization {
 			carried = true
 			continue
 		}
@@ -168,11 +175,11 @@ func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
 	if proxyheaders.WebSocketBearer(r.Header) {
 		return nil, refuse(r, fmt.Errorf("%w: a bearer WebSocket subprotocol", ErrIdentityHeader))
 	}
-	if g.token == "" || carried {
+	if g.authorization == "" || carried {
 		return g.next.RoundTrip(r)
 	}
 	out := r.Clone(r.Context())
-	out.Header.Set("Authorization", "Bearer "+g.token)
+	out.Header.Set("Authorization", g.authorization)
 	return g.next.RoundTrip(out)
 }
 
@@ -181,8 +188,8 @@ func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
 // the client sent; with a certificate it sets nothing. Setting it there
 // spares the transport a copy of the whole request per request.
 func (g *Generation) Authorize(h http.Header) {
-	if g.Cred.Token != "" {
-		h["Authorization"] = []string{"Bearer " + g.Cred.Token}
+	if g.authorization != "" {
+		h["Authorization"] = []string{g.authorization}
 	}
 }
 

@@ -215,7 +215,7 @@ func TestAuthorizedRequest(t *testing.T) {
 	}
 	// As it is: the transport below gets the very request.
 	var sent *http.Request
-	g := &guard{token: "gen-token", next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	g := &guard{authorization: "Bearer gen-token", next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sent = r
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
 	})}
