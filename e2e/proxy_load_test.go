@@ -29,9 +29,10 @@ import (
 // and with its own token) and pinniped proxy (the local credential proxy,
 // serving ten contexts, in front of kube-apiserver) with direct
 // kube-apiserver access, as the same Dex user, on GET (one object) and LIST
-// (50 ConfigMaps) at concurrency 1 and 16, in the same run, beside the API
-// server alone impersonating and beside a second installation's proxy
-// (benchInstallations). It prints req/s, p50 and p99, each path's ratio and
+// (50 ConfigMaps) at concurrency 1 and 16, over HTTP/2 and HTTP/1.1 from
+// the client (each against direct over the same protocol), in the same
+// run, beside the API server alone impersonating and beside a second
+// installation's proxy (benchInstallations). It prints req/s, p50 and p99, each path's ratio and
 // added p50 over direct, the CPU time per request of each installation's
 // pods, of kube-apiserver and of pinniped proxy, the time a watch event
 // takes through each path, and resident memory; then the proxies alone with
@@ -75,20 +76,17 @@ func TestProxyLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := func(ca []byte, pair tls.Certificate) *http.Client {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(ca)
-		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
-			ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
-		}}
+	client := func(ca []byte, pair tls.Certificate, h1 bool) *http.Client {
+		return &http.Client{Timeout: 30 * time.Second, Transport: loadTransport(ca, []tls.Certificate{pair}, h1)}
 	}
 	type target struct {
-		name string
-		c    *http.Client
-		base string
+		name, proto string
+		c           *http.Client
+		base        string
 	}
-	// The order of targets below.
+	// The order of targets below: each path over HTTP/2, then the paths a
+	// client can take over HTTP/1.1 (kubectl exec's, and any client that
+	// offers no h2).
 	const (
 		direct = iota
 		proxyCert
@@ -96,6 +94,11 @@ func TestProxyLoad(t *testing.T) {
 		impersonated
 		otherProxy
 		localProxy
+		directH1
+		proxyCertH1
+		proxyTokenH1
+		otherProxyH1
+		localProxyH1
 	)
 	// The proxy's own exchange hands out tokens once its first key signs.
 	ourInstall.waitProxyToken(t, strategy, idToken())
@@ -123,8 +126,8 @@ func TestProxyLoad(t *testing.T) {
 	fresh := func() []target {
 		// Proxies: a client certificate for alice at each, as these rows
 		// always measured.
-		proxyClient := func(in installation, s proxyStrategy) *http.Client {
-			return authClient(proxyLoadAuth(t, in, s, idToken(), alice), s.CA)
+		proxyClient := func(in installation, s proxyStrategy, h1 bool) *http.Client {
+			return authClient(proxyLoadAuth(t, in, s, idToken(), alice), s.CA, h1)
 		}
 		// Ours also with the token its exchange hands out today.
 		tok := ourInstall.proxyExchange(t, strategy, idToken())
@@ -136,21 +139,33 @@ func TestProxyLoad(t *testing.T) {
 		// Impersonate-* headers. This splits the API server's cost of
 		// impersonation from the proxy hop's.
 		saToken := strings.TrimSpace(Kubectl(t, "-n", "pinniped", "create", "token", "pinniped-agent-proxy"))
-		impersonating := client(clusterCA, tls.Certificate{})
+		impersonating := client(clusterCA, tls.Certificate{}, false)
 		impersonating.Transport = headerTransport{base: impersonating.Transport, h: http.Header{
 			"Authorization": {"Bearer " + saToken}, "Impersonate-User": {alice.Email}, "Impersonate-Group": {"developers", "admins"},
 		}}
-		directClient := client(clusterCA, tls.Certificate{})
-		directClient.Transport = bearerTransport{base: directClient.Transport, token: directToken}
-		local := client(localCA, tls.Certificate{})
-		local.Transport = bearerTransport{base: local.Transport, token: localSecret}
+		directClient := func(h1 bool) *http.Client {
+			c := client(clusterCA, tls.Certificate{}, h1)
+			c.Transport = bearerTransport{base: c.Transport, token: directToken}
+			return c
+		}
+		local := func(h1 bool) *http.Client {
+			c := client(localCA, tls.Certificate{}, h1)
+			c.Transport = bearerTransport{base: c.Transport, token: localSecret}
+			return c
+		}
+		const h2, h1 = "HTTP/2", "HTTP/1.1"
 		return []target{
-			direct:       {"direct", directClient, cfg.APIServerURL()},
-			proxyCert:    {"proxy (certificate)", proxyClient(ourInstall, strategy), strategy.Endpoint},
-			proxyToken:   {"proxy (token)", authClient(tokenAuth(tok.Token), strategy.CA), strategy.Endpoint},
-			impersonated: {"impersonating", impersonating, cfg.APIServerURL()},
-			otherProxy:   {"proxy: " + other.name, proxyClient(other, otherStrategy), otherStrategy.Endpoint},
-			localProxy:   {"pinniped proxy → direct", local, localBase},
+			direct:       {"direct", h2, directClient(false), cfg.APIServerURL()},
+			proxyCert:    {"proxy (certificate)", h2, proxyClient(ourInstall, strategy, false), strategy.Endpoint},
+			proxyToken:   {"proxy (token)", h2, authClient(tokenAuth(tok.Token), strategy.CA, false), strategy.Endpoint},
+			impersonated: {"impersonating", h2, impersonating, cfg.APIServerURL()},
+			otherProxy:   {"proxy: " + other.name, h2, proxyClient(other, otherStrategy, false), otherStrategy.Endpoint},
+			localProxy:   {"pinniped proxy → direct", h2, local(false), localBase},
+			directH1:     {"direct", h1, directClient(true), cfg.APIServerURL()},
+			proxyCertH1:  {"proxy (certificate)", h1, proxyClient(ourInstall, strategy, true), strategy.Endpoint},
+			proxyTokenH1: {"proxy (token)", h1, authClient(tokenAuth(tok.Token), strategy.CA, true), strategy.Endpoint},
+			otherProxyH1: {"proxy: " + other.name, h1, proxyClient(other, otherStrategy, true), otherStrategy.Endpoint},
+			localProxyH1: {"pinniped proxy → direct", h1, local(true), localBase},
 		}
 	}
 	targets := fresh()
@@ -199,7 +214,7 @@ func TestProxyLoad(t *testing.T) {
 	srv := servers()
 	idleRSS := fmt.Sprintf("ours %s; %s %s; pinniped proxy (10 contexts) %s", srv[0].rssText(), other.name, srv[1].rssText(), srv[3].rssText())
 	cpuHeader := func(srv []server) []string {
-		h, sep := "| request | concurrency | path | requests |", "|---|---|---|---|"
+		h, sep := "| request | concurrency | protocol | path | requests |", "|---|---|---|---|---|"
 		for _, sv := range srv {
 			h += " " + sv.name + " CPU µs/request |"
 			sep += "---|"
@@ -242,19 +257,19 @@ func TestProxyLoad(t *testing.T) {
 		}
 		return out
 	}
-	cpuRow := func(srv []server, rq string, conc int, name string, m *measured) string {
+	cpuRow := func(srv []server, rq string, conc int, tg target, m *measured) string {
 		cells := make([]string, len(srv))
 		for k, sv := range srv {
 			cells[k] = microsPer(sv, m.spent[k], m.n)
 		}
-		return fmt.Sprintf("| %s | %d | %s | %d | %s |", rq, conc, name, m.n, strings.Join(cells, " | "))
+		return fmt.Sprintf("| %s | %d | %s | %s | %d | %s |", rq, conc, tg.proto, tg.name, m.n, strings.Join(cells, " | "))
 	}
 	rd := func(x time.Duration) time.Duration { return x.Round(10 * time.Microsecond) }
 	rows := []string{
-		"| request | concurrency | path | req/s | vs direct | p50 | added p50 | p99 |",
-		"|---|---|---|---|---|---|---|---|",
+		"| request | concurrency | protocol | path | req/s | vs direct | p50 | added p50 | p99 |",
+		"|---|---|---|---|---|---|---|---|---|",
 	}
-	all := []int{direct, proxyCert, proxyToken, impersonated, otherProxy, localProxy}
+	all := []int{direct, proxyCert, proxyToken, impersonated, otherProxy, localProxy, directH1, proxyCertH1, proxyTokenH1, otherProxyH1, localProxyH1}
 	for _, rq := range requests {
 		targets = fresh()
 		for _, tg := range targets { // warm up connections and caches
@@ -266,12 +281,16 @@ func TestProxyLoad(t *testing.T) {
 				total = 3200
 			}
 			ms := measure(srv, all, rq.path, conc, total)
-			d := ms[direct].best
 			for _, i := range all {
-				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
+				// Each path against direct over the same protocol.
+				d := ms[direct].best
+				if i >= directH1 {
+					d = ms[directH1].best
+				}
+				cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i], ms[i]))
 				r := ms[i].best
-				rows = append(rows, fmt.Sprintf("| %s | %d | %s | %.0f | %.2fx | %v | %v | %v |",
-					rq.name, conc, targets[i].name, r.rps, r.rps/d.rps, rd(r.p50), rd(r.p50-d.p50), rd(r.p99)))
+				rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %.0f | %.2fx | %v | %v | %v |",
+					rq.name, conc, targets[i].proto, targets[i].name, r.rps, r.rps/d.rps, rd(r.p50), rd(r.p50-d.p50), rd(r.p99)))
 			}
 		}
 	}
@@ -318,7 +337,7 @@ func TestProxyLoad(t *testing.T) {
 		srv := servers()[:3]
 		idle := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
 		title += " (" + limits() + ")"
-		rows = append(rows, "", title+":", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
+		rows = append(rows, "", title+" (HTTP/2):", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
 		cpuRows = append(cpuRows, "", title+":")
 		cpuRows = append(cpuRows, cpuHeader(srv)...)
 		proxies := []int{proxyCert, proxyToken, otherProxy}
@@ -336,7 +355,7 @@ func TestProxyLoad(t *testing.T) {
 				for _, i := range proxies {
 					r := ms[i].best
 					rows = append(rows, fmt.Sprintf("| %s | %d | %s | %.0f | %v | %v |", rq.name, conc, targets[i].name, r.rps, rd(r.p50), rd(r.p99)))
-					cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i].name, ms[i]))
+					cpuRows = append(cpuRows, cpuRow(srv, rq.name, conc, targets[i], ms[i]))
 				}
 			}
 		}
@@ -349,21 +368,34 @@ func TestProxyLoad(t *testing.T) {
 	proxiesOnly("the same with a 100m CPU limit on each installation")
 	t.Logf("(impersonating: straight to kube-apiserver with the proxy's ServiceAccount token and alice's Impersonate-* headers, the API server's share of the proxy's cost; " +
 		"pinniped proxy → direct: the local credential proxy on loopback, serving 10 contexts, in front of kube-apiserver; direct and pinniped proxy present alice's token from the issuer kube-apiserver trusts itself)")
-	t.Logf("impersonation proxy (certificate and token) and pinniped proxy vs direct kube-apiserver (managed profile, cluster CA %s, same user, HTTP/2, API server, proxies and client on the same 2 cores; %s):\n%s\n\n"+
+	t.Logf("impersonation proxy (certificate and token) and pinniped proxy vs direct kube-apiserver (managed profile, cluster CA %s, same user, HTTP/2 and HTTP/1.1 from the client, each against direct over the same protocol; API server, proxies and client on the same 2 cores; %s):\n%s\n\n"+
 		"CPU time per request (a server a path does not use shows its idle cost spread over the requests):\n%s\n\n"+
 		"watch events (a ConfigMap changed, the event read on three watches open at once):\n%s\n\n"+
 		"resident memory idle, before the first rows: %s; after them: %s",
 		clusterCAKey(t), firstLimits, strings.Join(rows, "\n"), strings.Join(cpuRows, "\n"), strings.Join(watchRows, "\n"), idleRSS, afterRSS)
 }
 
-// authClient is an HTTP/2 client that trusts ca and presents a.
-func authClient(a proxyAuth, ca []byte) *http.Client {
+// loadTransport is a load client's transport: it trusts ca, presents
+// certs, keeps enough connections for concurrency 16, and speaks HTTP/2,
+// or only HTTP/1.1 when h1 (then it offers only http/1.1 in ALPN, as a
+// client without h2 does).
+func loadTransport(ca []byte, certs []tls.Certificate, h1 bool) *http.Transport {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	var c http.RoundTripper = &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: a.certificates(), MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: !h1, MaxIdleConnsPerHost: 32,
 	}
+	if h1 {
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	return tr
+}
+
+// authClient is a load client that trusts ca and presents a, over HTTP/2
+// or, when h1, only HTTP/1.1.
+func authClient(a proxyAuth, ca []byte, h1 bool) *http.Client {
+	var c http.RoundTripper = loadTransport(ca, a.certificates(), h1)
 	if a.token != "" {
 		c = bearerTransport{base: c, token: a.token}
 	}
