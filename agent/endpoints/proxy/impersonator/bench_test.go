@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/impersonator"
@@ -31,13 +33,21 @@ var listBody = strings.Repeat(`{"metadata":{"name":"cm-00","namespace":"proxy-lo
 	`"data":{"k":"v"}},`, 50)
 
 // benchBed is an "API server" and the proxy in front of it, both over TLS
-// with HTTP/2, as in a cluster; clients present a certificate.
+// and offering HTTP/2, as in a cluster; the proxy talks to it over
+// NewTransports' transports, as the agent does. Clients present a
+// certificate.
 type benchBed struct {
 	direct, viaProxy *http.Client
 	// viaProxyToken presents no certificate but a proxy token, as clients
 	// of the proxy's own TokenCredentialRequest do.
 	viaProxyToken   *http.Client
 	upURL, proxyURL string
+	// directH1 and viaProxyH1 speak only HTTP/1.1 from the client.
+	directH1, viaProxyH1 *http.Client
+	// viaH2Upstream is a second proxy whose every request goes upstream
+	// over one HTTP/2 connection, as before NewTransports split them.
+	viaH2Upstream *http.Client
+	h2UpstreamURL string
 }
 
 func newBenchBed(b *testing.B) *benchBed {
@@ -70,6 +80,12 @@ func newBenchBed(b *testing.B) *benchBed {
 	upTransport := func() *http.Transport {
 		return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: upPool}, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64}
 	}
+	transports, err := impersonator.NewTransports(&rest.Config{Host: up.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw}),
+	}}, &fakeImpersonatorToken{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	u, _ := url.Parse(up.URL)
 	cas := &impersonator.ClientCAs{}
 	cas.Set(ca.CertPEM())
@@ -84,29 +100,42 @@ func newBenchBed(b *testing.B) *benchBed {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u, Transport: upTransport(), UpgradeTransport: upTransport(),
-		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{}}
-	p.Init()
-	ps := httptest.NewUnstartedServer(p)
-	ps.EnableHTTP2 = true
-	ps.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
-	ps.StartTLS()
-	b.Cleanup(ps.Close)
+	serve := func(p *impersonator.Proxy) *httptest.Server {
+		p.Init()
+		ps := httptest.NewUnstartedServer(p)
+		ps.EnableHTTP2 = true
+		ps.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+		ps.StartTLS()
+		b.Cleanup(ps.Close)
+		return ps
+	}
+	ps := serve(&impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u,
+		Transport: transports.Impersonating, UpgradeTransport: transports.ImpersonatingUpgrade, ImpersonatorToken: transports.ImpersonatorToken,
+		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{}})
+	ps2 := serve(&impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u,
+		Transport: upTransport(), UpgradeTransport: transports.ImpersonatingUpgrade, ImpersonatorToken: transports.ImpersonatorToken,
+		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{}})
 
-	clientFor := func(srv *httptest.Server, certs []tls.Certificate, bearer string) *http.Client {
+	clientFor := func(srv *httptest.Server, certs []tls.Certificate, bearer string, h1 bool) *http.Client {
 		pool := x509.NewCertPool()
 		pool.AddCert(srv.Certificate())
-		var rt http.RoundTripper = &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64,
+		tr := &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}, ForceAttemptHTTP2: !h1, MaxIdleConnsPerHost: 64,
 		}
+		if h1 {
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		var rt http.RoundTripper = tr
 		if bearer != "" {
 			rt = bearerTransport{next: rt, header: "Bearer " + bearer}
 		}
 		return &http.Client{Transport: rt}
 	}
 	mine := []tls.Certificate{pair}
-	return &benchBed{direct: clientFor(up, mine, ""), viaProxy: clientFor(ps, mine, ""), viaProxyToken: clientFor(ps, nil, token),
-		upURL: up.URL, proxyURL: ps.URL}
+	return &benchBed{direct: clientFor(up, mine, "", false), viaProxy: clientFor(ps, mine, "", false), viaProxyToken: clientFor(ps, nil, token, false),
+		upURL: up.URL, proxyURL: ps.URL,
+		directH1: clientFor(up, mine, "", true), viaProxyH1: clientFor(ps, mine, "", true),
+		viaH2Upstream: clientFor(ps2, mine, "", false), h2UpstreamURL: ps2.URL}
 }
 
 type bearerTransport struct {
@@ -147,15 +176,22 @@ func benchGet(b *testing.B, c *http.Client, url string) {
 // same request through the proxy, in the same process and run: the
 // difference is the proxy's own cost (authentication, header rewriting,
 // the second TLS hop), with a client certificate and with a proxy token
-// (which must cost no more). Sequential and parallel (throughput) variants;
-// each reports the process's CPU per request (cpu-µs/op).
+// (which must cost no more); over HTTP/2 from the client and over
+// HTTP/1.1 (each against direct over the same protocol); and through a
+// proxy that sends everything upstream over HTTP/2, as it did before its
+// requests went over HTTP/1.1. Sequential and parallel (throughput)
+// variants; each reports the process's CPU per request (cpu-µs/op).
 func BenchmarkList(b *testing.B) {
 	bed := newBenchBed(b)
 	for _, c := range []struct {
 		name   string
 		client *http.Client
 		url    string
-	}{{"direct", bed.direct, bed.upURL}, {"proxy-certificate", bed.viaProxy, bed.proxyURL}, {"proxy-token", bed.viaProxyToken, bed.proxyURL}} {
+	}{
+		{"direct", bed.direct, bed.upURL}, {"proxy-certificate", bed.viaProxy, bed.proxyURL}, {"proxy-token", bed.viaProxyToken, bed.proxyURL},
+		{"proxy-certificate-h2-upstream", bed.viaH2Upstream, bed.h2UpstreamURL},
+		{"h1-client-direct", bed.directH1, bed.upURL}, {"h1-client-proxy-certificate", bed.viaProxyH1, bed.proxyURL},
+	} {
 		b.Run(c.name+"/sequential", func(b *testing.B) {
 			benchGet(b, c.client, c.url+"/api/v1/configmaps") // connect outside the timing
 			cpu := cpuTime(b)
