@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,6 +78,14 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 		}
 		return def
 	}
+	// Before any setup runs: the baseline is the second installation.
+	if os.Getenv("PINNIPED_BENCH_BASELINE") != "" {
+		for _, kv := range os.Environ() {
+			if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "PINNIPED_BENCH_OTHER_") && v != "" {
+				t.Fatalf("PINNIPED_BENCH_BASELINE makes the second installation itself: unset %s (and every PINNIPED_BENCH_OTHER_*) to use it", k)
+			}
+		}
+	}
 	if setup := env("SETUP", ""); setup != "" {
 		cfg := Bed.Config()
 		cmd := exec.CommandContext(context.Background(), "sh", "-c", setup)
@@ -91,9 +100,6 @@ func benchInstallations(t *testing.T, pinniped string) []installation {
 	other := installation{name: env("NAME", "other"), kubeconfig: env("KUBECONFIG", ""), namespace: env("NAMESPACE", ""),
 		suffix: env("SUFFIX", ""), authenticator: env("AUTHENTICATOR", "dex"), selector: env("SELECTOR", ""),
 		credentialIssuer: env("CREDENTIALISSUER", "")}
-	if other.namespace != "" && os.Getenv("PINNIPED_BENCH_BASELINE") != "" {
-		t.Fatal("PINNIPED_BENCH_BASELINE makes the second installation itself: unset PINNIPED_BENCH_OTHER_* to use it")
-	}
 	if other.namespace == "" {
 		if other.kubeconfig != "" || other.suffix != "" || other.selector != "" || other.credentialIssuer != "" {
 			t.Fatal("PINNIPED_BENCH_OTHER_NAMESPACE is needed with the other PINNIPED_BENCH_OTHER_* settings")
@@ -137,7 +143,11 @@ func baselineAgentImage(t *testing.T, rev string) (image, commit string) {
 	root := RepoRoot(t)
 	out, err := exec.CommandContext(context.Background(), "git", "-C", root, "rev-parse", "--verify", "--end-of-options", rev+"^{commit}").Output()
 	if err != nil {
-		t.Fatalf("PINNIPED_BENCH_BASELINE=%s is not a commit of this clone: %v", rev, err)
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("PINNIPED_BENCH_BASELINE=%s is not a commit of this clone: %v\n%s", rev, err, stderr)
 	}
 	commit = strings.TrimSpace(string(out))
 	dir := t.TempDir()

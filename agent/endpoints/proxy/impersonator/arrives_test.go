@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	kubeimpersonation "k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/agent/apis/groupsuffix"
 	"github.com/pinniped-kit/pinniped/agent/authentication/identityrule"
@@ -93,9 +95,19 @@ func apiServer(t testing.TB, constrained bool) *httptest.Server {
 		impersonation = kubeimpersonation.WithImpersonation(echo, proxyRBAC{}, codecs)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The proxy's own ServiceAccount, authenticated by its token.
-		sa := &user.DefaultInfo{Name: "system:serviceaccount:pinniped:impersonation-proxy", Groups: []string{user.AllAuthenticated}}
-		impersonation.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), sa)))
+		// The proxy's own ServiceAccount, authenticated by its token; any
+		// other bearer token is a client's own, forwarded as it came.
+		var who user.Info
+		switch auth := r.Header.Values("Authorization"); {
+		case len(auth) != 1 || !strings.HasPrefix(auth[0], "Bearer "):
+			http.Error(w, "who?", http.StatusUnauthorized)
+			return
+		case auth[0] == "Bearer "+impersonatorToken:
+			who = &user.DefaultInfo{Name: "system:serviceaccount:pinniped:impersonation-proxy", Groups: []string{user.AllAuthenticated}}
+		default:
+			who = &user.DefaultInfo{Name: "someone-else", Groups: []string{user.AllAuthenticated}}
+		}
+		impersonation.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), who)))
 	}))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
@@ -119,9 +131,10 @@ func (proxyRBAC) Authorize(_ context.Context, a authorizer.Attributes) (authoriz
 	return authorizer.DecisionAllow, "", nil
 }
 
-// arrivalBed is the proxy in front of apiServer: HTTP/2 for requests,
-// HTTP/1.1 for upgrades, as in the agent; certificates of ca and tokens
-// of key accepted.
+// arrivalBed is the proxy in front of apiServer over the agent's own
+// transports (NewTransports: HTTP/1.1 for requests, HTTP/2 for watches,
+// HTTP/1.1 for upgrades) with the impersonation ServiceAccount's token;
+// certificates of ca and tokens of key accepted.
 type arrivalBed struct {
 	proxy *impersonator.Proxy
 	ca    *certauthority.CA
@@ -136,11 +149,12 @@ type arrivalBed struct {
 func newArrivalBed(t testing.TB, constrained bool) *arrivalBed {
 	t.Helper()
 	srv := apiServer(t, constrained)
-	h2 := srv.Client().Transport.(*http.Transport)
-	h1 := h2.Clone()
-	h1.ForceAttemptHTTP2 = false
-	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	tr, err := impersonator.NewTransports(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ca, err := certauthority.New("proxy signer", 24*time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +165,12 @@ func newArrivalBed(t testing.TB, constrained bool) *arrivalBed {
 	tokens := &impersonator.ProxyTokens{}
 	tokens.Set(keySet(key), testAudience)
 	up, _ := url.Parse(srv.URL)
-	p := &impersonator.Proxy{Upstream: up, Transport: h2, UpgradeTransport: h1,
+	p := &impersonator.Proxy{Upstream: up, Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
 		Authn: impersonator.NewCertAuthenticator(cas), ProxyTokens: tokens, Authz: policy{allow: false},
 		Log: slog.New(slog.DiscardHandler)}
 	p.Init()
-	asking := &impersonator.Proxy{Upstream: up, Transport: h2, UpgradeTransport: h1, DirectTransport: h2, DirectUpgradeTransport: h1,
+	asking := &impersonator.Proxy{Upstream: up, Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
+		DirectTransport: tr.Direct, DirectUpgradeTransport: tr.DirectUpgrade,
 		Authn: noCert{}, ProxyTokens: tokens, Tokens: acceptAnyToken{&atomic.Int64{}}, Authz: policy{allow: true},
 		Log: slog.New(slog.DiscardHandler)}
 	asking.Init()
@@ -167,7 +182,7 @@ func newArrivalBed(t testing.TB, constrained bool) *arrivalBed {
 // the asking proxy, its Impersonate-* values as they would reach the proxy
 // over HTTP/2 (which keeps spaces a HTTP/1.1 reader trims): nested, as
 // alice with her proxy token, or direct, with someone else's bearer token.
-func (b *arrivalBed) ask(t testing.TB, u user.Info, nested, upgrade bool) (seen, error) {
+func (b *arrivalBed) ask(t testing.TB, u user.Info, nested bool, via hop) (seen, error) {
 	t.Helper()
 	h := http.Header{"Impersonate-User": {u.GetName()}}
 	if u.GetUID() != "" {
@@ -183,25 +198,45 @@ func (b *arrivalBed) ask(t testing.TB, u user.Info, nested, upgrade bool) (seen,
 	if nested {
 		token = b.alice
 	}
-	return b.sendTo(t, b.asking, nil, token, upgrade, h)
+	return b.sendTo(t, b.asking, nil, token, via, h)
 }
+
+// hop is how a request goes from the proxy to the API server.
+type hop uint8
+
+const (
+	// hopRequest is a request that ends soon: HTTP/1.1, whose reader trims
+	// the spaces around a header value.
+	hopRequest hop = iota
+	// hopWatch is a watch: HTTP/2, which keeps them.
+	hopWatch
+	// hopUpgrade is an exec, attach or port-forward upgrade: HTTP/1.1.
+	hopUpgrade
+)
+
+var hops = []hop{hopRequest, hopWatch, hopUpgrade}
+
+func (h hop) String() string { return [...]string{"request", "watch", "upgrade"}[h] }
 
 // errRefused: the proxy answered 401 or 403, a refusal.
 var errRefused = errors.New("refused")
 
 // send asks the proxy whom the API server sees, with a client certificate
-// (cert) or a bearer token; upgrade makes it an upgrade request, which the
-// proxy sends upstream over HTTP/1.1.
-func (b *arrivalBed) send(t testing.TB, cert *x509.Certificate, token string, upgrade bool) (seen, error) {
+// (cert) or a bearer token, over the upstream hop via.
+func (b *arrivalBed) send(t testing.TB, cert *x509.Certificate, token string, via hop) (seen, error) {
 	t.Helper()
-	return b.sendTo(t, b.proxy, cert, token, upgrade, nil)
+	return b.sendTo(t, b.proxy, cert, token, via, nil)
 }
 
-func (b *arrivalBed) sendTo(t testing.TB, p *impersonator.Proxy, cert *x509.Certificate, token string, upgrade bool, h http.Header) (seen, error) {
+func (b *arrivalBed) sendTo(t testing.TB, p *impersonator.Proxy, cert *x509.Certificate, token string, via hop, h http.Header) (seen, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "https://proxy/apis/authentication.k8s.io/v1/selfsubjectreviews", nil)
+	target := "https://proxy/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	if via == hopWatch {
+		target += "?watch=1"
+	}
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	if cert != nil {
 		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
@@ -209,7 +244,7 @@ func (b *arrivalBed) sendTo(t testing.TB, p *impersonator.Proxy, cert *x509.Cert
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
-	if upgrade {
+	if via == hopUpgrade {
 		r.Header.Set("Connection", "Upgrade")
 		r.Header.Set("Upgrade", "websocket")
 	}
@@ -223,14 +258,14 @@ func (b *arrivalBed) sendTo(t testing.TB, p *impersonator.Proxy, cert *x509.Cert
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return seen{}, errRefused
 	default:
-		t.Fatalf("the proxy answered %d (cert %v, upgrade %v): %s", rec.Code, cert != nil, upgrade, rec.Body)
+		t.Fatalf("the proxy answered %d (cert %v, %v): %s", rec.Code, cert != nil, via, rec.Body)
 	}
 	var s seen
 	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
 		t.Fatal(err)
 	}
-	if want := map[bool]int{false: 2, true: 1}[upgrade]; s.Proto != want {
-		t.Fatalf("upstream hop was HTTP/%d, want HTTP/%d", s.Proto, want)
+	if want := map[hop]int{hopRequest: 1, hopWatch: 2, hopUpgrade: 1}[via]; s.Proto != want {
+		t.Fatalf("upstream hop of a %v was HTTP/%d, want HTTP/%d", via, s.Proto, want)
 	}
 	return normal(s.Name, s.UID, s.Groups, s.Extra), nil
 }
@@ -322,24 +357,25 @@ var arrivalSeeds = []struct{ name, uid, groups, extraKey, extraValue string }{
 // which is what kube-apiserver decides when given the same token
 // directly. Through each way into the proxy (a certificate the exchange
 // would issue, a certificate of any trusted CA, a proxy token), and over
-// each upstream hop (HTTP/2; HTTP/1.1 for upgrades, which trims), the API
+// each upstream hop (HTTP/1.1 for requests and upgrades, which trims;
+// HTTP/2 for watches), the API
 // server sees exactly that identity, or the user is refused. A user the
 // rule accepts must get through.
 func FuzzIdentityArrivesAsIssued(f *testing.F) {
 	for _, s := range arrivalSeeds {
-		for _, upgrade := range []bool{false, true} {
-			f.Add(s.name, s.uid, s.groups, s.extraKey, s.extraValue, upgrade)
+		for _, via := range hops {
+			f.Add(s.name, s.uid, s.groups, s.extraKey, s.extraValue, uint8(via))
 		}
 	}
 	beds := []*arrivalBed{newArrivalBed(f, false), newArrivalBed(f, true)}
-	f.Fuzz(func(t *testing.T, name, uid, groups, extraKey, extraValue string, upgrade bool) {
+	f.Fuzz(func(t *testing.T, name, uid, groups, extraKey, extraValue string, via uint8) {
 		for _, bed := range beds {
-			arrivesAsIssued(t, bed, name, uid, groups, extraKey, extraValue, upgrade)
+			arrivesAsIssued(t, bed, name, uid, groups, extraKey, extraValue, hops[int(via)%len(hops)])
 		}
 	})
 }
 
-func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey, extraValue string, upgrade bool) {
+func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey, extraValue string, via hop) {
 	t.Helper()
 	u := &user.DefaultInfo{Name: name, UID: uid}
 	if groups != "" {
@@ -356,7 +392,7 @@ func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey,
 	if proxytoken.CheckUser(u) == nil {
 		tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
 		if err == nil {
-			got, err := bed.send(t, nil, tok, upgrade)
+			got, err := bed.send(t, nil, tok, via)
 			if err != nil || !got.same(direct) {
 				t.Fatalf("proxy token for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
 			}
@@ -366,7 +402,7 @@ func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey,
 	// the proxy refuses it or delivers what it carries unchanged (its
 	// JSON has made invalid UTF-8 into U+FFFD).
 	if tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now()); err == nil {
-		if got, err := bed.send(t, nil, tok, upgrade); err == nil && !got.same(viaJSON(t, direct)) {
+		if got, err := bed.send(t, nil, tok, via); err == nil && !got.same(viaJSON(t, direct)) {
 			t.Fatalf("unchecked proxy token for %#v: the API server saw %#v, the token carries %#v", u, got, viaJSON(t, direct))
 		}
 	}
@@ -378,7 +414,7 @@ func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey,
 	if u.Name != "" {
 		asked := normal(u.Name, u.UID, u.Groups, lowerKeys(u.Extra))
 		for _, nested := range []bool{true, false} {
-			got, err := bed.ask(t, u, nested, upgrade)
+			got, err := bed.ask(t, u, nested, via)
 			deliverable := identityrule.Deliverable(&user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: lowerKeys(u.Extra)}) == nil &&
 				!groupsuffix.IsOriginalUserExtra(extraKey)
 			switch {
@@ -401,7 +437,7 @@ func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey,
 		if !asCert.same(direct) {
 			t.Fatalf("certificate for %#v reads as %#v, the identity is %#v", u, asCert, direct)
 		}
-		got, err := bed.send(t, cert, "", upgrade)
+		got, err := bed.send(t, cert, "", via)
 		if err != nil || !got.same(direct) {
 			t.Fatalf("certificate for %#v: the API server saw %#v (%v), directly %#v", u, got, err, direct)
 		}
@@ -412,7 +448,7 @@ func arrivesAsIssued(t *testing.T, bed *arrivalBed, name, uid, groups, extraKey,
 	if slices.Contains(cert.Subject.Organization, user.AllUnauthenticated) {
 		return // the API server's own group handling differs there; not an identity a CA issues
 	}
-	if got, err := bed.send(t, cert, "", upgrade); err == nil && !got.same(asCert) {
+	if got, err := bed.send(t, cert, "", via); err == nil && !got.same(asCert) {
 		t.Fatalf("certificate naming %#v: the API server saw %#v, the certificate says %#v", u, got, asCert)
 	}
 }
@@ -469,7 +505,7 @@ func certUID(c *x509.Certificate) string {
 // TestLookalikeIdentityIsRefused: the findings of the security review,
 // each through a path that skips the exchange's rule: a token signed
 // without it (Verify refuses it, 401) and a certificate of a CA the proxy
-// trusts (the last hop refuses it, 403), on both upstream hops.
+// trusts (the last hop refuses it, 403), on every upstream hop.
 func TestLookalikeIdentityIsRefused(t *testing.T) {
 	for _, constrained := range []bool{false, true} {
 		bed := newArrivalBed(t, constrained)
@@ -483,13 +519,13 @@ func TestLookalikeIdentityIsRefused(t *testing.T) {
 			{Name: "alice", Extra: map[string][]string{"example.com/tenant": {" acme"}}},
 			{Name: "alice", Extra: map[string][]string{"Example.com/tenant": {"acme"}}},
 		} {
-			for _, upgrade := range []bool{false, true} {
+			for _, via := range hops {
 				tok, _, _, err := proxytoken.Sign(bed.key, testAudience, u, time.Hour, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, err := bed.send(t, nil, tok, upgrade); !errors.Is(err, errRefused) {
-					t.Errorf("token for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
+				if got, err := bed.send(t, nil, tok, via); !errors.Is(err, errRefused) {
+					t.Errorf("token for %q (%v): the API server saw %+v", u, via, got)
 				}
 				if len(u.Extra) > 0 {
 					continue
@@ -498,8 +534,8 @@ func TestLookalikeIdentityIsRefused(t *testing.T) {
 				if !ok {
 					t.Fatalf("no certificate for %q", u)
 				}
-				if got, err := bed.send(t, cert, "", upgrade); !errors.Is(err, errRefused) {
-					t.Errorf("certificate for %q (upgrade %v): the API server saw %+v", u, upgrade, got)
+				if got, err := bed.send(t, cert, "", via); !errors.Is(err, errRefused) {
+					t.Errorf("certificate for %q (%v): the API server saw %+v", u, via, got)
 				}
 			}
 		}

@@ -344,16 +344,14 @@ func (a acceptAnyToken) AuthenticateRequest(r *http.Request) (*authenticator.Res
 func tokenProxy(t *testing.T) (p *impersonator.Proxy, up *upstream, reviews *atomic.Int64, tok, jti string) {
 	t.Helper()
 	up, reviews = &upstream{}, &atomic.Int64{}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(upSrv.Close)
-	u, _ := url.Parse(upSrv.URL)
+	u, tr := shippedTransports(t, up)
 	key := newKey(t)
 	tokens := &impersonator.ProxyTokens{}
 	tokens.Set(keySet(key), testAudience)
 	p = &impersonator.Proxy{
 		Log:      slog.New(slog.DiscardHandler),
-		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{}, ImpersonatorToken: &fakeImpersonatorToken{},
-		DirectTransport: http.DefaultTransport, DirectUpgradeTransport: &http.Transport{},
+		Upstream: u, Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
+		DirectTransport: tr.Direct, DirectUpgradeTransport: tr.DirectUpgrade,
 		Authn: noCert{}, Tokens: acceptAnyToken{reviews}, ProxyTokens: tokens, Authz: policy{allow: false},
 	}
 	p.Init()

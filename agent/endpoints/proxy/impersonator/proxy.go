@@ -60,7 +60,8 @@ type Authorizer interface {
 // Proxy forwards authenticated requests.
 type Proxy struct {
 	Upstream *url.URL
-	// Transport talks HTTP/2 to the API server for impersonated users.
+	// Transport talks to the API server for impersonated users
+	// (Transports.Impersonating: HTTP/1.1 for requests, HTTP/2 for streams).
 	Transport http.RoundTripper
 	// ImpersonatorToken is the credential of the ServiceAccount that may
 	// only impersonate, sent with each impersonated request

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/agent/endpoints/proxy/impersonator"
 	"github.com/pinniped-kit/pinniped/agent/plumbing/observe"
@@ -77,15 +79,33 @@ func (p policy) CanImpersonate(_ context.Context, _ user.Info, _ *impersonator.R
 	return p.allow, "no RBAC rule allows it", nil
 }
 
+// shippedTransports serves h as the API server, over TLS offering
+// HTTP/2 as kube-apiserver does, and returns its URL and the transports
+// the agent builds for it (NewTransports), so the suites test the hop the
+// agent really makes: requests over HTTP/1.1, watches over HTTP/2.
+func shippedTransports(t *testing.T, h http.Handler) (*url.URL, *impersonator.Transports) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	tr, err := impersonator.NewTransports(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(srv.URL)
+	return u, tr
+}
+
 func setup(t *testing.T, allow bool) (*httptest.Server, *upstream) {
 	t.Helper()
 	up := &upstream{}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(upSrv.Close)
-	u, _ := url.Parse(upSrv.URL)
+	u, tr := shippedTransports(t, up)
 	p := &impersonator.Proxy{
 		Log:      slog.New(slog.DiscardHandler),
-		Upstream: u, Transport: http.DefaultTransport, UpgradeTransport: &http.Transport{}, ImpersonatorToken: &fakeImpersonatorToken{},
+		Upstream: u, Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
 		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"},
 			Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=abc"}}}},
 		Authz: policy{allow: allow},
@@ -273,7 +293,9 @@ func TestTokensAndAnonymousGoDirect(t *testing.T) {
 		Log:      slog.New(slog.DiscardHandler),
 		Upstream: u, Transport: recordingTransport{"agent", &used}, UpgradeTransport: &http.Transport{},
 		DirectTransport: recordingTransport{"direct", &used}, DirectUpgradeTransport: &http.Transport{},
-		Authn: noCert{}, Tokens: tokenAuthn{}, Authz: policy{allow: false},
+		// Set, so the checks below also show it never goes direct.
+		ImpersonatorToken: &fakeImpersonatorToken{},
+		Authn:             noCert{}, Tokens: tokenAuthn{}, Authz: policy{allow: false},
 		Observe: func(o observe.ProxyRequest) { seen = append(seen, o) },
 	}
 	p.Init()
