@@ -121,8 +121,10 @@ type pathResult struct {
 // same token is presented to kube-apiserver directly; what its audit log
 // records for that request is the oracle. Through every path of the agent
 // (the TokenCredentialRequest's certificate; the impersonation proxy with
-// that certificate and with its own token, over HTTP/2, HTTP/1.1, and an
-// HTTP/1.1 upgrade, which the proxy sends upstream over HTTP/1.1; and
+// that certificate and with its own token: a read (GET /version) over
+// HTTP/2 and over HTTP/1.1, which the proxy sends upstream over HTTP/1.1;
+// a create (a SelfSubjectReview), which it sends over HTTP/2; and an
+// HTTP/1.1 upgrade, sent over HTTP/1.1; and
 // pinniped proxy to the API server and to the impersonation proxy), the
 // audit log must record exactly that identity, or the path must refuse
 // it. An identity the rule accepts must get through every path that can
@@ -175,7 +177,7 @@ spec:
 
 	probe := identityCase{username: "diff-probe"}
 	Eventually(t, 90*time.Second, "kube-apiserver trusts the direct issuer", func(ctx context.Context) error {
-		if r := apiServer.whoami(ctx, t, clientAuth{token: mint(probe)}, false); r.code != http.StatusCreated {
+		if r := apiServer.whoami(ctx, t, clientAuth{token: mint(probe)}, hopCreate); r.code != http.StatusCreated {
 			return fmt.Errorf("HTTP %d %s", r.code, r.body)
 		}
 		return nil
@@ -205,7 +207,7 @@ spec:
 	var outcomes []outcome
 	for i, c := range identityCases {
 		tok := mint(c)
-		o := outcome{c: c, direct: apiServer.request(ctx, t, "direct", clientAuth{token: tok}, false)}
+		o := outcome{c: c, direct: apiServer.request(ctx, t, "direct", clientAuth{token: tok}, hopCreate)}
 		if o.direct.refused != "" {
 			t.Fatalf("%s: kube-apiserver itself refused the token: %s", c.label, o.direct.refused)
 		}
@@ -216,9 +218,9 @@ spec:
 				o.paths = append(o.paths, pathResult{path: "TokenCredentialRequest", refused: "exchange: " + msg})
 			} else {
 				auth := clientAuth{cert: string(cred.Cert), key: string(cred.Key)}
-				o.paths = append(o.paths, apiServer.request(ctx, t, "certificate", auth, false))
+				o.paths = append(o.paths, apiServer.request(ctx, t, "certificate", auth, hopCreate))
 				for _, v := range proxyVariants {
-					o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, certificate, "+v.name, auth.with(v), v.upgrade))
+					o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, certificate, "+v.name, auth.with(v), v.hop))
 				}
 			}
 		}
@@ -228,7 +230,7 @@ spec:
 			o.paths = append(o.paths, pathResult{path: "proxy's TokenCredentialRequest", refused: "exchange: " + msg})
 		} else {
 			for _, v := range proxyVariants {
-				o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, token, "+v.name, clientAuth{token: pcred.Token}.with(v), v.upgrade))
+				o.paths = append(o.paths, proxy.request(ctx, t, "impersonation proxy, token, "+v.name, clientAuth{token: pcred.Token}.with(v), v.hop))
 			}
 		}
 		for _, via := range vias {
@@ -298,17 +300,34 @@ func withoutAuthenticated(groups []string) []string {
 	return slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return g == user.AllAuthenticated })
 }
 
-// proxyVariant is how a client reaches the impersonation proxy.
+// proxyVariant is how a client reaches the impersonation proxy, and so
+// which hop the proxy takes to the API server.
 type proxyVariant struct {
-	name    string
-	h1      bool
-	upgrade bool
+	name string
+	h1   bool
+	hop  upstreamHop
 }
 
+// upstreamHop is the kind of request, which decides the proxy's hop to the
+// API server.
+type upstreamHop int
+
+const (
+	// hopCreate: a SelfSubjectReview, a write, sent upstream over HTTP/2.
+	hopCreate upstreamHop = iota
+	// hopRead: GET /version, a read anyone may make, sent upstream over
+	// HTTP/1.1 (the bed audits it for this test).
+	hopRead
+	// hopUpgrade: a SelfSubjectReview with the headers of a WebSocket
+	// upgrade, sent upstream over HTTP/1.1.
+	hopUpgrade
+)
+
 var proxyVariants = []proxyVariant{
-	{name: "HTTP/2", h1: false},
-	{name: "HTTP/1.1", h1: true},
-	{name: "HTTP/1.1 upgrade (HTTP/1.1 upstream)", h1: true, upgrade: true},
+	{name: "HTTP/2 read (HTTP/1.1 upstream)", h1: false, hop: hopRead},
+	{name: "HTTP/1.1 read (HTTP/1.1 upstream)", h1: true, hop: hopRead},
+	{name: "HTTP/2 create (HTTP/2 upstream)", h1: false, hop: hopCreate},
+	{name: "HTTP/1.1 upgrade (HTTP/1.1 upstream)", h1: true, hop: hopUpgrade},
 }
 
 // endpoint is an HTTPS server of the cluster: the API server or the proxy.
@@ -354,26 +373,32 @@ type whoamiReply struct {
 	retryAfter string
 }
 
-// whoami POSTs a SelfSubjectReview; upgrade adds the headers of a
-// WebSocket upgrade, which the proxy forwards over its HTTP/1.1 transport
-// (the API server answers it as a plain request).
-func (e endpoint) whoami(ctx context.Context, t *testing.T, a clientAuth, upgrade bool) whoamiReply {
+// whoami POSTs a SelfSubjectReview; hopUpgrade adds the headers of a
+// WebSocket upgrade, which the proxy forwards over its upgrade transport
+// (the API server answers it as a plain create); hopRead GETs /version
+// instead, whose audit event records the identity as well.
+func (e endpoint) whoami(ctx context.Context, t *testing.T, a clientAuth, hop upstreamHop) whoamiReply {
 	t.Helper()
-	return postWhoAmI(ctx, t, e.client(t, a), e.url, a.token, upgrade)
+	return postWhoAmI(ctx, t, e.client(t, a), e.url, a.token, hop)
 }
 
-func postWhoAmI(ctx context.Context, t *testing.T, c *http.Client, base, token string, upgrade bool) whoamiReply {
+func postWhoAmI(ctx context.Context, t *testing.T, c *http.Client, base, token string, hop upstreamHop) whoamiReply {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
 		strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if hop == hopRead {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/version", nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if hop != hopRead {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if upgrade {
+	if hop == hopUpgrade {
 		req.Header.Set("Connection", "Upgrade")
 		req.Header.Set("Upgrade", "websocket")
 	}
@@ -388,15 +413,15 @@ func postWhoAmI(ctx context.Context, t *testing.T, c *http.Client, base, token s
 }
 
 // request is one path's answer: an audit ID, or a refusal (401 or 403).
-func (e endpoint) request(ctx context.Context, t *testing.T, path string, a clientAuth, upgrade bool) pathResult {
+func (e endpoint) request(ctx context.Context, t *testing.T, path string, a clientAuth, hop upstreamHop) pathResult {
 	t.Helper()
-	return answer(t, path, e.whoami(ctx, t, a, upgrade))
+	return answer(t, path, e.whoami(ctx, t, a, hop))
 }
 
 func answer(t *testing.T, path string, r whoamiReply) pathResult {
 	t.Helper()
 	switch {
-	case r.code == http.StatusCreated && r.auditID != "":
+	case (r.code == http.StatusCreated || r.code == http.StatusOK) && r.auditID != "":
 		return pathResult{path: path, auditID: r.auditID}
 	case r.code == http.StatusUnauthorized || r.code == http.StatusForbidden:
 		return pathResult{path: path, refused: fmt.Sprintf("HTTP %d %s", r.code, r.body)}
@@ -513,7 +538,7 @@ func localProxyRequest(ctx context.Context, t *testing.T, proxied, stateDir, nam
 	// As client-go does (kubectl's requests), a 503 with Retry-After is
 	// tried again, up to ten times: the context's credential is on its
 	// way, e.g. a retry of a refused exchange that is refused again.
-	r := postWhoAmI(ctx, t, c, base, secret, false)
+	r := postWhoAmI(ctx, t, c, base, secret, hopCreate)
 	for try := 0; try < 10 && r.code == http.StatusServiceUnavailable && r.retryAfter != ""; try++ {
 		wait, err := strconv.Atoi(r.retryAfter)
 		if err != nil || wait < 0 {
@@ -525,7 +550,7 @@ func localProxyRequest(ctx context.Context, t *testing.T, proxied, stateDir, nam
 			t.Fatalf("%s: %v", path, ctx.Err())
 		case <-time.After(time.Duration(wait) * time.Second):
 		}
-		r = postWhoAmI(ctx, t, c, base, secret, false)
+		r = postWhoAmI(ctx, t, c, base, secret, hopCreate)
 	}
 	// A 503 without Retry-After is the context's last attempt, failed: the
 	// answer's own message says whether the cluster refused it (the state

@@ -122,8 +122,10 @@ func TestProxyLoad(t *testing.T) {
 	localBase, localCA, localSecret := localProxyTarget(t, localKC, localState, "ctx-0")
 	localPID := mustLocalProxyPID(t, localState)
 	// fresh are the targets with new credentials and connections: the
-	// proxies' certificates live 5 minutes, less than the whole run.
-	fresh := func() []target {
+	// proxies' certificates live 5 minutes, less than the whole run. The
+	// HTTP/1.1 ones only withH1 (their credentials cost exchanges and
+	// logins, slow under a CPU limit).
+	fresh := func(withH1 bool) []target {
 		// Proxies: a client certificate for alice at each, as these rows
 		// always measured.
 		proxyClient := func(in installation, s proxyStrategy, h1 bool) *http.Client {
@@ -154,21 +156,23 @@ func TestProxyLoad(t *testing.T) {
 			return c
 		}
 		const h2, h1 = "HTTP/2", "HTTP/1.1"
-		return []target{
-			direct:       {"direct", h2, directClient(false), cfg.APIServerURL()},
-			proxyCert:    {"proxy (certificate)", h2, proxyClient(ourInstall, strategy, false), strategy.Endpoint},
-			proxyToken:   {"proxy (token)", h2, authClient(tokenAuth(tok.Token), strategy.CA, false), strategy.Endpoint},
-			impersonated: {"impersonating", h2, impersonating, cfg.APIServerURL()},
-			otherProxy:   {"proxy: " + other.name, h2, proxyClient(other, otherStrategy, false), otherStrategy.Endpoint},
-			localProxy:   {"pinniped proxy → direct", h2, local(false), localBase},
-			directH1:     {"direct", h1, directClient(true), cfg.APIServerURL()},
-			proxyCertH1:  {"proxy (certificate)", h1, proxyClient(ourInstall, strategy, true), strategy.Endpoint},
-			proxyTokenH1: {"proxy (token)", h1, authClient(tokenAuth(tok.Token), strategy.CA, true), strategy.Endpoint},
-			otherProxyH1: {"proxy: " + other.name, h1, proxyClient(other, otherStrategy, true), otherStrategy.Endpoint},
-			localProxyH1: {"pinniped proxy → direct", h1, local(true), localBase},
+		ts := make([]target, localProxyH1+1)
+		ts[direct] = target{"direct", h2, directClient(false), cfg.APIServerURL()}
+		ts[proxyCert] = target{"proxy (certificate)", h2, proxyClient(ourInstall, strategy, false), strategy.Endpoint}
+		ts[proxyToken] = target{"proxy (token)", h2, authClient(tokenAuth(tok.Token), strategy.CA, false), strategy.Endpoint}
+		ts[impersonated] = target{"impersonating", h2, impersonating, cfg.APIServerURL()}
+		ts[otherProxy] = target{"proxy: " + other.name, h2, proxyClient(other, otherStrategy, false), otherStrategy.Endpoint}
+		ts[localProxy] = target{"pinniped proxy → direct", h2, local(false), localBase}
+		if withH1 {
+			ts[directH1] = target{"direct", h1, directClient(true), cfg.APIServerURL()}
+			ts[proxyCertH1] = target{"proxy (certificate)", h1, proxyClient(ourInstall, strategy, true), strategy.Endpoint}
+			ts[proxyTokenH1] = target{"proxy (token)", h1, authClient(tokenAuth(tok.Token), strategy.CA, true), strategy.Endpoint}
+			ts[otherProxyH1] = target{"proxy: " + other.name, h1, proxyClient(other, otherStrategy, true), otherStrategy.Endpoint}
+			ts[localProxyH1] = target{"pinniped proxy → direct", h1, local(true), localBase}
 		}
+		return ts
 	}
-	targets := fresh()
+	targets := fresh(true)
 	requests := []struct{ name, path string }{
 		{"GET namespace", "/api/v1/namespaces/" + ns},
 		{"LIST 50 configmaps", "/api/v1/namespaces/" + ns + "/configmaps"},
@@ -271,7 +275,7 @@ func TestProxyLoad(t *testing.T) {
 	}
 	all := []int{direct, proxyCert, proxyToken, impersonated, otherProxy, localProxy, directH1, proxyCertH1, proxyTokenH1, otherProxyH1, localProxyH1}
 	for _, rq := range requests {
-		targets = fresh()
+		targets = fresh(true)
 		for _, tg := range targets { // warm up connections and caches
 			run(tg.c, tg.base+rq.path, 4, 200)
 		}
@@ -304,7 +308,7 @@ func TestProxyLoad(t *testing.T) {
 		// After the rows, so the profiler's own cost is in none of them:
 		// the agent samples allocations only once its profiles are read.
 		// (The reinstall below drops --profiling-listen again.)
-		targets = fresh()
+		targets = fresh(false)
 		tg := targets[proxyToken]
 		local := targets[localProxy]
 		for _, rq := range requests {
@@ -336,13 +340,13 @@ func TestProxyLoad(t *testing.T) {
 		time.Sleep(15 * time.Second) // the old pods gone, start-up garbage collected
 		srv := servers()[:3]
 		idle := fmt.Sprintf("ours %s; %s %s", srv[0].rssText(), other.name, srv[1].rssText())
-		title += " (" + limits() + ")"
-		rows = append(rows, "", title+" (HTTP/2):", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
+		title += " (" + limits() + "; HTTP/2)"
+		rows = append(rows, "", title+":", "| request | concurrency | path | req/s | p50 | p99 |", "|---|---|---|---|---|---|")
 		cpuRows = append(cpuRows, "", title+":")
 		cpuRows = append(cpuRows, cpuHeader(srv)...)
 		proxies := []int{proxyCert, proxyToken, otherProxy}
 		for _, rq := range requests {
-			targets = fresh()
+			targets = fresh(false)
 			for _, i := range proxies {
 				run(targets[i].c, targets[i].base+rq.path, 4, 200)
 			}

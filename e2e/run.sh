@@ -100,10 +100,11 @@ launch() {
 # profiles' go test runs find every package built and only link. (go vet's
 # checks run in make lint.)
 .ci/heavy-build.sh go test -tags e2e -vet=off -c -o "$tmp/e2e.test" ./e2e/
-# The tests build the binaries themselves (and a benchmark's baseline agent)
-# inside the bed's network namespace, where the module proxy is out of
-# reach: fetch every module they need now. make test's unit step has done
-# it already; a benchmark on a fresh machine has not.
+# The tests build the binaries themselves inside the bed's network
+# namespace, where the module proxy is out of reach: fetch every module of
+# this go.mod now. make test's unit step has done it already; a benchmark on
+# a fresh machine has not. (A PINNIPED_BENCH_BASELINE commit is built from
+# the same cache: one whose go.mod needs other modules fails to build.)
 go mod download
 # Two beds adding their network namespaces at the same moment can race on
 # the first mount of /run/netns: mount it once here.

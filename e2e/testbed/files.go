@@ -243,9 +243,11 @@ healthzBindAddress: 127.0.0.1:10256
 		files["manifests/kube-controller-manager.yaml"] = b.kcmStaticPod()
 	}
 
-	// Audit only SelfSubjectReviews (kubectl auth whoami): tests read the API server's own
-	// record of who asked and from where (sourceIPs), e.g. to prove that a proxy did not
-	// pass on a forged X-Forwarded-For. Everything else is left out to keep the log small.
+	// Audit only SelfSubjectReviews (kubectl auth whoami) and GET /version (a read anyone
+	// may make, which the impersonation proxy sends upstream over HTTP/1.1, where a
+	// SelfSubjectReview's create goes over HTTP/2): tests read the API server's own record
+	// of who asked and from where (sourceIPs), e.g. to prove that a proxy did not pass on a
+	// forged X-Forwarded-For. Everything else is left out to keep the log small.
 	files["apiserver/audit-policy.yaml"] = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -254,6 +256,8 @@ rules:
   resources:
   - group: authentication.k8s.io
     resources: ["selfsubjectreviews"]
+- level: Metadata
+  nonResourceURLs: ["/version"]
 - level: None
 `
 

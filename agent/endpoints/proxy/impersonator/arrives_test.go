@@ -100,7 +100,10 @@ func apiServer(t testing.TB, constrained bool) *httptest.Server {
 		var who user.Info
 		switch auth := r.Header.Values("Authorization"); {
 		case len(auth) != 1 || !strings.HasPrefix(auth[0], "Bearer "):
-			http.Error(w, "who?", http.StatusUnauthorized)
+			// Not 401: sendTo takes that for the proxy's own refusal,
+			// and a request the proxy sent without its credential is
+			// a failure of the test.
+			http.Error(w, "the fake API server got no bearer token", http.StatusInternalServerError)
 			return
 		case auth[0] == "Bearer "+impersonatorToken:
 			who = &user.DefaultInfo{Name: "system:serviceaccount:pinniped:impersonation-proxy", Groups: []string{user.AllAuthenticated}}

@@ -3,16 +3,16 @@ package impersonator
 import (
 	"context"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -43,11 +43,16 @@ type Transports struct {
 // and the direct requests share connections as client-go's transport cache
 // would have them share anyway.
 //
-// Requests that end soon go over a pool of kept-alive HTTP/1.1
-// connections, and streams (watches, followed logs) over HTTP/2: Go's
-// HTTP/1.1 costs both ends less CPU per request than its HTTP/2 (measured
-// in BenchmarkList and in make bench-proxy), while a thousand open watches
-// still share a few connections instead of holding one each.
+// Reads that end soon (GET and HEAD, not watches or followed logs) go over
+// client-go's HTTP/1.1 transport (the one upgrades use: kept-alive
+// connections, the CA file re-read as it rotates), up to requestConns at
+// once; everything else over HTTP/2. Go's HTTP/1.1 costs the proxy and the
+// API server less CPU per request than its HTTP/2 (BenchmarkList;
+// docs/benchmarks.md). Open watches, however many, still share a few
+// connections; and writes stay on HTTP/2, where a connection the API
+// server closes as the request is sent fails nothing (GOAWAY says which
+// requests to send again), as it can over HTTP/1.1, where Go's transport
+// sends again only a request without a body whose method is safe.
 func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transports, error) {
 	h2 := rest.AnonymousClientConfig(base)
 	h1 := rest.AnonymousClientConfig(base)
@@ -62,64 +67,81 @@ func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transpo
 	if err != nil {
 		return nil, fmt.Errorf("transport to the API server: %w", err)
 	}
-	requests, err := requestPool(h1)
-	if err != nil {
-		return nil, fmt.Errorf("transport to the API server: %w", err)
-	}
-	split := &byDuration{requests: requests, streams: streams}
+	split := &byDuration{requests: upgrades, streams: streams, limit: requestConns}
 	return &Transports{
 		Impersonating: split, ImpersonatingUpgrade: upgrades, Direct: split, DirectUpgrade: upgrades,
 		ImpersonatorToken: transport.NewCachedTokenSource(impersonator),
 	}, nil
 }
 
-// requestIdleConns is how many kept-alive HTTP/1.1 connections the proxy
-// holds to the API server: as many requests as that can be in flight at
-// once without a new TLS handshake each (client-go's own pool keeps 25).
-const requestIdleConns = 128
+// requestConns is how many requests at once go over HTTP/1.1: client-go's
+// transport keeps 25 idle connections to a host, so that many requests in
+// flight reuse kept-alive connections. Any more would each open one and
+// close it afterwards, a TLS handshake per request at both ends, and would
+// leave the number of connections to the API server up to the clients;
+// they go over HTTP/2 instead.
+const requestConns = 25
 
-// requestPool is an HTTP/1.1 transport like client-go's for cfg (its TLS,
-// dialer and proxy settings), with a pool of requestIdleConns.
-func requestPool(cfg *rest.Config) (http.RoundTripper, error) {
-	tlsConfig, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	t := &http.Transport{
-		TLSClientConfig: tlsConfig, TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConnsPerHost: requestIdleConns, Proxy: cfg.Proxy, DialContext: cfg.Dial,
-	}
-	if t.DialContext == nil {
-		t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
-	// client-go's defaults (NO_PROXY with CIDRs, idle timeout); it adds no
-	// HTTP/2, as the TLS config offers only http/1.1.
-	return utilnet.SetTransportDefaults(t), nil
-}
-
-// byDuration sends streams over HTTP/2 and every other request over the
-// HTTP/1.1 pool. Either carries any request correctly: the choice only
-// decides how many connections a long request holds.
+// byDuration sends reads that end soon over HTTP/1.1, up to its limit at
+// once, and every other request over HTTP/2. Either carries any request
+// correctly: the choice decides what a request costs, how many
+// connections it holds, and whether a request on a connection closing
+// under it is sent again.
 type byDuration struct {
 	requests, streams http.RoundTripper
+	limit             int64
+	// inFlight counts the requests on HTTP/1.1 until their responses are
+	// closed, as the connection is held until then.
+	inFlight atomic.Int64
 }
 
 func (b *byDuration) RoundTrip(r *http.Request) (*http.Response, error) {
-	if isStream(r.URL) {
+	if !replayable(r) || isStream(r.URL) {
 		return b.streams.RoundTrip(r)
 	}
-	return b.requests.RoundTrip(r)
+	if b.inFlight.Add(1) > b.limit {
+		b.inFlight.Add(-1)
+		return b.streams.RoundTrip(r)
+	}
+	resp, err := b.requests.RoundTrip(r)
+	if err != nil {
+		b.inFlight.Add(-1)
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, count: &b.inFlight}
+	return resp, nil
+}
+
+// replayable is a request Go's HTTP/1.1 transport sends again on another
+// connection when the one it chose turns out closed: GET or HEAD, without
+// a body.
+func replayable(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Body == nil || r.Body == http.NoBody)
+}
+
+// countedBody takes its request off the count when it is closed, once.
+type countedBody struct {
+	io.ReadCloser
+	count  *atomic.Int64
+	closed atomic.Bool
+}
+
+func (c *countedBody) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.count.Add(-1)
+	}
+	return c.ReadCloser.Close()
 }
 
 // isStream reports whether a request may stay open: a watch (the watch
 // parameter, or the old /watch/ paths) or a followed log. The parameter is
-// read as the API server reads a boolean: its first value, false only as
-// "0" or "false" in any case.
+// read as the API server reads it: its name decoded, its first value
+// false only as "0" or "false" in any case.
 func isStream(u *url.URL) bool {
 	if strings.Contains(u.Path, "/watch/") {
 		return true
 	}
-	if !strings.Contains(u.RawQuery, "watch") && !strings.Contains(u.RawQuery, "follow") {
+	if u.RawQuery == "" {
 		return false
 	}
 	q := u.Query()
