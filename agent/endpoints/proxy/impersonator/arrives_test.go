@@ -135,8 +135,8 @@ func (proxyRBAC) Authorize(_ context.Context, a authorizer.Attributes) (authoriz
 }
 
 // arrivalBed is the proxy in front of apiServer over the agent's own
-// transports (NewTransports: HTTP/1.1 for requests, HTTP/2 for watches,
-// HTTP/1.1 for upgrades) with the impersonation ServiceAccount's token;
+// transports (NewTransports: HTTP/1.1 for reads, HTTP/2 for watches and
+// writes, HTTP/1.1 for upgrades) with the impersonation ServiceAccount's token;
 // certificates of ca and tokens of key accepted.
 type arrivalBed struct {
 	proxy *impersonator.Proxy
@@ -208,8 +208,8 @@ func (b *arrivalBed) ask(t testing.TB, u user.Info, nested bool, via hop) (seen,
 type hop uint8
 
 const (
-	// hopRequest is a request that ends soon: HTTP/1.1, whose reader trims
-	// the spaces around a header value.
+	// hopRequest is a read that ends soon (the bed's requests are GETs):
+	// HTTP/1.1, whose reader trims the spaces around a header value.
 	hopRequest hop = iota
 	// hopWatch is a watch: HTTP/2, which keeps them.
 	hopWatch

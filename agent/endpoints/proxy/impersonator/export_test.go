@@ -1,6 +1,7 @@
 package impersonator
 
 import (
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -19,3 +20,7 @@ func CountVerifications(p *ProxyTokens) *atomic.Int64 {
 	}
 	return n
 }
+
+// InFlight is how many reads rt (Transports.Impersonating or .Direct) has
+// on HTTP/1.1 now.
+func InFlight(rt http.RoundTripper) int64 { return rt.(*byDuration).inFlight.Load() }

@@ -61,7 +61,8 @@ type Authorizer interface {
 type Proxy struct {
 	Upstream *url.URL
 	// Transport talks to the API server for impersonated users
-	// (Transports.Impersonating: HTTP/1.1 for requests, HTTP/2 for streams).
+	// (Transports.Impersonating: HTTP/1.1 for reads that end soon, HTTP/2
+	// for the rest).
 	Transport http.RoundTripper
 	// ImpersonatorToken is the credential of the ServiceAccount that may
 	// only impersonate, sent with each impersonated request

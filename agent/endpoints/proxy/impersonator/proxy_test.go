@@ -83,7 +83,7 @@ func (p policy) CanImpersonate(_ context.Context, _ user.Info, _ *impersonator.R
 // shippedTransports serves h as the API server, over TLS offering
 // HTTP/2 as kube-apiserver does, and returns its URL and the transports
 // the agent builds for it (NewTransports), so the suites test the hop the
-// agent really makes: requests over HTTP/1.1, watches over HTTP/2.
+// agent really makes: reads over HTTP/1.1; writes and watches over HTTP/2.
 func shippedTransports(t *testing.T, h http.Handler) (*url.URL, *impersonator.Transports) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)

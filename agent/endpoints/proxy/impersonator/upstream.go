@@ -43,16 +43,17 @@ type Transports struct {
 // and the direct requests share connections as client-go's transport cache
 // would have them share anyway.
 //
-// Reads that end soon (GET and HEAD, not watches or followed logs) go over
-// client-go's HTTP/1.1 transport (the one upgrades use: kept-alive
-// connections, the CA file re-read as it rotates), up to requestConns at
-// once; everything else over HTTP/2. Go's HTTP/1.1 costs the proxy and the
-// API server less CPU per request than its HTTP/2 (BenchmarkList;
-// docs/benchmarks.md). Open watches, however many, still share a few
-// connections; and writes stay on HTTP/2, where a connection the API
-// server closes as the request is sent fails nothing (GOAWAY says which
-// requests to send again), as it can over HTTP/1.1, where Go's transport
-// sends again only a request without a body whose method is safe.
+// Reads that end soon (GET and HEAD without a body; not watches, followed
+// logs or the proxy subresource) go over client-go's HTTP/1.1 transport
+// (the one upgrades use: kept-alive connections, the CA file re-read as it
+// rotates), up to requestConns at once; everything else over HTTP/2. Go's
+// HTTP/1.1 costs the proxy and the API server less CPU per request than
+// its HTTP/2 (BenchmarkList; docs/benchmarks.md). Open watches, however
+// many, still share a few connections. Writes stay on HTTP/2: a kept-alive
+// HTTP/1.1 connection can close just as a request goes out on it, and
+// Go's transport then sends again only a read without a body (which these
+// are), while an API server closing an HTTP/2 connection announces it
+// (GOAWAY) and new requests go to another at once.
 func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transports, error) {
 	h2 := rest.AnonymousClientConfig(base)
 	h1 := rest.AnonymousClientConfig(base)
@@ -108,6 +109,12 @@ func (b *byDuration) RoundTrip(r *http.Request) (*http.Response, error) {
 		b.inFlight.Add(-1)
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Never asked for (upgrades take their own transport), and its
+		// body must stay the connection the reverse proxy takes over.
+		b.inFlight.Add(-1)
+		return resp, nil
+	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, count: &b.inFlight}
 	return resp, nil
 }
@@ -134,11 +141,13 @@ func (c *countedBody) Close() error {
 }
 
 // isStream reports whether a request may stay open: a watch (the watch
-// parameter, or the old /watch/ paths) or a followed log. The parameter is
-// read as the API server reads it: its name decoded, its first value
-// false only as "0" or "false" in any case.
+// parameter, or the old /watch/ paths), a followed log, the proxy
+// subresource (pods, services, nodes), or a CPU profile of the API server.
+// The parameters are read as the API server reads them: the name decoded,
+// the first value false only as "0" or "false" in any case.
 func isStream(u *url.URL) bool {
-	if strings.Contains(u.Path, "/watch/") {
+	if strings.Contains(u.Path, "/watch/") || strings.Contains(u.Path, "/proxy/") || strings.HasSuffix(u.Path, "/proxy") ||
+		strings.HasPrefix(u.Path, "/debug/pprof/") {
 		return true
 	}
 	if u.RawQuery == "" {

@@ -4,14 +4,17 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 
 	"github.com/pinniped-kit/pinniped/agent/credentials/certauthority"
@@ -114,6 +117,10 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 		"/api/v1/namespaces/default/pods/p/log?fol%6Cow=1":  "HTTP/2.0",
 		"/api/v1/namespaces/default/pods/p/log?follow=0":    "HTTP/1.1",
 		"/api/v1/namespaces/default/pods/p/log":             "HTTP/1.1",
+		"/api/v1/namespaces/default/pods/p/proxy/metrics":   "HTTP/2.0",
+		"/api/v1/namespaces/default/services/s:80/proxy":    "HTTP/2.0",
+		"/api/v1/nodes/n1/proxy/stats":                      "HTTP/2.0",
+		"/debug/pprof/profile?seconds=30":                   "HTTP/2.0",
 	} {
 		for name, rt := range map[string]http.RoundTripper{"impersonating": tr.Impersonating, "direct": tr.Direct} {
 			got, err := h.get(rt, srv.URL, uri)
@@ -148,8 +155,22 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 			}
 		}
 	}
-	if got, err := h.get(tr.Impersonating, srv.URL, "/api/v1/namespaces?head"); err != nil || got.proto != "HTTP/1.1" {
+	if got, err := h.get(tr.Impersonating, srv.URL, "/api/v1/namespaces?after-writes"); err != nil || got.proto != "HTTP/1.1" {
 		t.Errorf("a GET after the writes went over %q (%v)", got.proto, err)
+	}
+	head, _ := http.NewRequest(http.MethodHead, srv.URL+"/api/v1/namespaces?head", nil)
+	if resp, err := tr.Impersonating.RoundTrip(head); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	h.mu.Lock()
+	if got := h.seen["/api/v1/namespaces?head"]; got.proto != "HTTP/1.1" {
+		t.Errorf("HEAD went over %q, want HTTP/1.1", got.proto)
+	}
+	h.mu.Unlock()
+	if n := impersonator.InFlight(tr.Impersonating); n != 0 {
+		t.Errorf("%d reads still counted in flight after every response was closed", n)
 	}
 	// One request after another reuses the kept-alive connection, whether
 	// impersonated or direct.
@@ -202,7 +223,11 @@ func TestTransportsBoundTheConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every response closed: the next requests go over HTTP/1.1 again.
+	// Every response closed: none is counted, and the next requests go
+	// over HTTP/1.1 again.
+	if n := impersonator.InFlight(tr.Impersonating); n != 0 {
+		t.Fatalf("%d reads still counted in flight after every response was closed", n)
+	}
 	for i := range 30 {
 		if got, err := h.get(tr.Impersonating, srv.URL, fmt.Sprintf("/api/v1/namespaces/after%d", i)); err != nil || got.proto != "HTTP/1.1" {
 			t.Fatalf("request %d after the others ended went over %q (%v)", i, got.proto, err)
@@ -236,6 +261,59 @@ func TestTransportsVerifyTheAPIServer(t *testing.T) {
 			if got := err == nil; got != trusted {
 				t.Errorf("%s with the API server's own CA %v: trusted %v (%v)", uri, trusted, got, err)
 			}
+		}
+	}
+}
+
+// TestReadsLeaveTheCountWhenClientsGoAway: a client that hangs up in the
+// middle of a response through the proxy does not keep its read counted
+// (the reverse proxy closes the response), so clients cannot push reads
+// off HTTP/1.1 by leaving.
+func TestReadsLeaveTheCountWhenClientsGoAway(t *testing.T) {
+	body := strings.Repeat("x", 1<<20)
+	upSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < len(body); i += 1 << 14 {
+			if _, err := io.WriteString(w, body[i:i+1<<14]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+	}))
+	upSrv.EnableHTTP2 = true
+	upSrv.StartTLS()
+	t.Cleanup(upSrv.Close)
+	tr, err := impersonator.NewTransports(&rest.Config{Host: upSrv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upSrv.Certificate().Raw}),
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(upSrv.URL)
+	p := &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u,
+		Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
+		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}}, Authz: policy{allow: false}}
+	p.Init()
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	for i := range 5 {
+		resp, err := srv.Client().Get(srv.URL + "/api/v1/configmaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 1<<15)); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if n := impersonator.InFlight(tr.Impersonating); n != 1 {
+			t.Fatalf("request %d: %d reads counted in the middle of one response, want 1", i, n)
+		}
+		_ = resp.Body.Close() // hang up with most of it unread
+		deadline := time.Now().Add(10 * time.Second)
+		for impersonator.InFlight(tr.Impersonating) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: still counted 10 s after the client went away", i)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
