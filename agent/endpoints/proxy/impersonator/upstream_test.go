@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,20 +49,13 @@ func (h *hopRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "{}")
 }
 
-func newHopRecorder(t *testing.T) (*hopRecorder, *httptest.Server, *impersonator.Transports) {
+// newHopRecorder is a hopRecorder, its URL and the agent's transports to
+// it.
+func newHopRecorder(t *testing.T) (*hopRecorder, string, *impersonator.Transports) {
 	t.Helper()
 	h := &hopRecorder{seen: map[string]hopSeen{}}
-	srv := httptest.NewUnstartedServer(h)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	tr, err := impersonator.NewTransports(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, srv, tr
+	u, tr := shippedTransports(t, h)
+	return h, u.String(), tr
 }
 
 // get sends GET base+uri through rt, reads and closes the response, and
@@ -97,7 +89,7 @@ func (h *hopRecorder) get(rt http.RoundTripper, base, uri string) (hopSeen, erro
 // which share the connections; upgrades over HTTP/1.1. A parameter counts as the
 // API server reads it: its name decoded, its first value a boolean.
 func TestTransportsSplitRequestsFromStreams(t *testing.T) {
-	h, srv, tr := newHopRecorder(t)
+	h, base, tr := newHopRecorder(t)
 	for uri, want := range map[string]string{
 		"/api/v1/namespaces":                                "HTTP/1.1",
 		"/api/v1/namespaces?limit=500":                      "HTTP/1.1",
@@ -123,7 +115,7 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 		"/debug/pprof/profile?seconds=30":                   "HTTP/2.0",
 	} {
 		for name, rt := range map[string]http.RoundTripper{"impersonating": tr.Impersonating, "direct": tr.Direct} {
-			got, err := h.get(rt, srv.URL, uri)
+			got, err := h.get(rt, base, uri)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -131,7 +123,7 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 				t.Errorf("%s %s went over %s, want %s", name, uri, got.proto, want)
 			}
 		}
-		if got, err := h.get(tr.ImpersonatingUpgrade, srv.URL, uri); err != nil || got.proto != "HTTP/1.1" {
+		if got, err := h.get(tr.ImpersonatingUpgrade, base, uri); err != nil || got.proto != "HTTP/1.1" {
 			t.Errorf("upgrade transport: %s went over %q (%v)", uri, got.proto, err)
 		}
 	}
@@ -141,7 +133,7 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodGet} {
 		for name, rt := range map[string]http.RoundTripper{"impersonating": tr.Impersonating, "direct": tr.Direct} {
 			uri := "/api/v1/namespaces/default/configmaps/" + method
-			req, _ := http.NewRequest(method, srv.URL+uri, strings.NewReader(`{}`))
+			req, _ := http.NewRequest(method, base+uri, strings.NewReader(`{}`))
 			resp, err := rt.RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
@@ -155,10 +147,10 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 			}
 		}
 	}
-	if got, err := h.get(tr.Impersonating, srv.URL, "/api/v1/namespaces?after-writes"); err != nil || got.proto != "HTTP/1.1" {
+	if got, err := h.get(tr.Impersonating, base, "/api/v1/namespaces?after-writes"); err != nil || got.proto != "HTTP/1.1" {
 		t.Errorf("a GET after the writes went over %q (%v)", got.proto, err)
 	}
-	head, _ := http.NewRequest(http.MethodHead, srv.URL+"/api/v1/namespaces?head", nil)
+	head, _ := http.NewRequest(http.MethodHead, base+"/api/v1/namespaces?head", nil)
 	if resp, err := tr.Impersonating.RoundTrip(head); err != nil {
 		t.Fatal(err)
 	} else {
@@ -174,12 +166,12 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 	}
 	// One request after another reuses the kept-alive connection, whether
 	// impersonated or direct.
-	first, err := h.get(tr.Impersonating, srv.URL, "/api/v1/namespaces/a")
+	first, err := h.get(tr.Impersonating, base, "/api/v1/namespaces/a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, rt := range []http.RoundTripper{tr.Direct, tr.Impersonating} {
-		if got, err := h.get(rt, srv.URL, "/api/v1/namespaces/b"); err != nil || got != first {
+		if got, err := h.get(rt, base, "/api/v1/namespaces/b"); err != nil || got != first {
 			t.Errorf("came over %+v (%v), the request before over %+v: the connection was not reused", got, err, first)
 		}
 	}
@@ -190,7 +182,7 @@ func TestTransportsSplitRequestsFromStreams(t *testing.T) {
 // clients cannot make the proxy open a connection per request. A request
 // leaves the count when its response is closed.
 func TestTransportsBoundTheConnections(t *testing.T) {
-	h, srv, tr := newHopRecorder(t)
+	h, base, tr := newHopRecorder(t)
 	h.block = make(chan struct{})
 	const n = 40
 	errs := make(chan error, n)
@@ -200,7 +192,7 @@ func TestTransportsBoundTheConnections(t *testing.T) {
 			rt = tr.Direct
 		}
 		go func() {
-			_, err := h.get(rt, srv.URL, fmt.Sprintf("/api/v1/namespaces/n%d", i))
+			_, err := h.get(rt, base, fmt.Sprintf("/api/v1/namespaces/n%d", i))
 			errs <- err
 		}()
 	}
@@ -229,7 +221,7 @@ func TestTransportsBoundTheConnections(t *testing.T) {
 		t.Fatalf("%d reads still counted in flight after every response was closed", n)
 	}
 	for i := range 30 {
-		if got, err := h.get(tr.Impersonating, srv.URL, fmt.Sprintf("/api/v1/namespaces/after%d", i)); err != nil || got.proto != "HTTP/1.1" {
+		if got, err := h.get(tr.Impersonating, base, fmt.Sprintf("/api/v1/namespaces/after%d", i)); err != nil || got.proto != "HTTP/1.1" {
 			t.Fatalf("request %d after the others ended went over %q (%v)", i, got.proto, err)
 		}
 	}
@@ -271,7 +263,7 @@ func TestTransportsVerifyTheAPIServer(t *testing.T) {
 // off HTTP/1.1 by leaving.
 func TestReadsLeaveTheCountWhenClientsGoAway(t *testing.T) {
 	body := strings.Repeat("x", 1<<20)
-	upSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u, tr := shippedTransports(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i := 0; i < len(body); i += 1 << 14 {
 			if _, err := io.WriteString(w, body[i:i+1<<14]); err != nil {
 				return
@@ -280,16 +272,6 @@ func TestReadsLeaveTheCountWhenClientsGoAway(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}))
-	upSrv.EnableHTTP2 = true
-	upSrv.StartTLS()
-	t.Cleanup(upSrv.Close)
-	tr, err := impersonator.NewTransports(&rest.Config{Host: upSrv.URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upSrv.Certificate().Raw}),
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(upSrv.URL)
 	p := &impersonator.Proxy{Log: slog.New(slog.DiscardHandler), Upstream: u,
 		Transport: tr.Impersonating, UpgradeTransport: tr.ImpersonatingUpgrade, ImpersonatorToken: &fakeImpersonatorToken{},
 		Authn: fixedAuthn{u: &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}}, Authz: policy{allow: false}}
