@@ -43,17 +43,18 @@ type Transports struct {
 // and the direct requests share connections as client-go's transport cache
 // would have them share anyway.
 //
-// Reads that end soon (GET and HEAD without a body; not watches, followed
-// logs or the proxy subresource) go over client-go's HTTP/1.1 transport
+// Reads that end soon (GET and HEAD without a body; not isStream's) go over
+// client-go's HTTP/1.1 transport
 // (the one upgrades use: kept-alive connections, the CA file re-read as it
 // rotates), up to requestConns at once; everything else over HTTP/2. Go's
 // HTTP/1.1 costs the proxy and the API server less CPU per request than
 // its HTTP/2 (BenchmarkList; docs/benchmarks.md). Open watches, however
 // many, still share a few connections. Writes stay on HTTP/2: a kept-alive
 // HTTP/1.1 connection can close just as a request goes out on it, and
-// Go's transport then sends again only a read without a body (which these
-// are), while an API server closing an HTTP/2 connection announces it
-// (GOAWAY) and new requests go to another at once.
+// Go's transport then sends it again only if its method is safe and its
+// body can be read again (as these reads'), while an API server closing an
+// HTTP/2 connection announces it (GOAWAY) and new requests go to another
+// at once.
 func NewTransports(base *rest.Config, impersonator oauth2.TokenSource) (*Transports, error) {
 	h2 := rest.AnonymousClientConfig(base)
 	h1 := rest.AnonymousClientConfig(base)
@@ -119,9 +120,9 @@ func (b *byDuration) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// replayable is a request Go's HTTP/1.1 transport sends again on another
-// connection when the one it chose turns out closed: GET or HEAD, without
-// a body.
+// replayable is a read Go's HTTP/1.1 transport sends again on another
+// connection when the one it chose turns out closed: GET or HEAD without a
+// body (its rule takes a few more; the proxy needs only these).
 func replayable(r *http.Request) bool {
 	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Body == nil || r.Body == http.NoBody)
 }
